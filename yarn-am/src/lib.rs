@@ -1,0 +1,1 @@
+//! A YARN client: REST for submission and status, Hadoop RPC for what an ApplicationMaster does.

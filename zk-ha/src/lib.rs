@@ -1,0 +1,1 @@
+//! High availability services on ZooKeeper: leader election, leader retrieval and fenced stores.
