@@ -1,1 +1,15 @@
-//! sluice engine
+//! sluice: a distributed batch and stream processing engine with Apache Flink's architecture.
+//!
+//! One binary plays every role: `sluice jobmanager` (Dispatcher with REST API, a JobMaster per
+//! job, the ResourceManager), `sluice taskmanager` (slots running subtasks as threads, exchanging
+//! records with other TaskManagers over QUIC), and the client verbs (`run`, `list`, `cancel`).
+//! The modules follow that architecture; see `docs/architecture.md`.
+
+pub mod api;
+pub mod examples;
+pub mod graph;
+pub mod ids;
+pub mod network;
+pub mod record;
+pub mod rpc;
+pub mod taskmanager;

@@ -1,0 +1,99 @@
+//! What a running operator knows about itself, and how a subtask fails.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::record::RecordError;
+
+/// Why a subtask stopped before finishing. The JobMaster decides from the variant whether a
+/// restart can help.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskError {
+    /// The subtask was cancelled on request; not a failure.
+    #[error("the task was cancelled")]
+    Cancelled,
+    /// The job's own code panicked or returned an error.
+    #[error("{0}")]
+    User(String),
+    /// Reading or writing a file failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the task was doing, with the path.
+        context: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A record could not be written or read.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// An exchange with another subtask broke: a peer vanished or sent garbage.
+    #[error("network: {0}")]
+    Network(String),
+    /// The task could not be set up (a job graph mismatch, a missing partition, ...).
+    #[error("task setup failed: {0}")]
+    Setup(String),
+}
+
+impl TaskError {
+    /// An I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        TaskError::Io { context: context.into(), source }
+    }
+}
+
+/// A subtask's view of itself: which parallel instance it is, and whether it should stop.
+#[derive(Clone, Debug)]
+pub struct RuntimeContext {
+    pub(crate) task_name: String,
+    pub(crate) subtask_index: u32,
+    pub(crate) parallelism: u32,
+    pub(crate) max_parallelism: u32,
+    pub(crate) attempt: u32,
+    pub(crate) batch: bool,
+    pub(crate) cancelled: Arc<AtomicBool>,
+}
+
+impl RuntimeContext {
+    /// The operator chain's name as shown in the web UI.
+    pub fn task_name(&self) -> &str {
+        &self.task_name
+    }
+    /// This subtask's index, `0..parallelism`.
+    pub fn subtask_index(&self) -> u32 {
+        self.subtask_index
+    }
+    /// How many parallel subtasks this operator has.
+    pub fn parallelism(&self) -> u32 {
+        self.parallelism
+    }
+    /// The number of key groups keyed state is split into.
+    pub fn max_parallelism(&self) -> u32 {
+        self.max_parallelism
+    }
+    /// Which deployment of this subtask this is (0 for the first).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    /// Whether the job runs in batch mode (keyed aggregations emit only final results).
+    pub fn is_batch(&self) -> bool {
+        self.batch
+    }
+    /// True once the subtask was asked to stop; long-running user code should check it.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// A context for running operators outside a cluster (tests).
+    pub fn standalone(subtask_index: u32, parallelism: u32) -> Self {
+        RuntimeContext {
+            task_name: "standalone".into(),
+            subtask_index,
+            parallelism,
+            max_parallelism: crate::graph::default_max_parallelism(parallelism),
+            attempt: 0,
+            batch: false,
+            cancelled: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}

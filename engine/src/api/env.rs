@@ -1,0 +1,380 @@
+//! The execution environment and the typed stream handles a job program builds with.
+
+use std::cell::RefCell;
+use std::fmt::Display;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::ops::Add;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::context::{RuntimeContext, TaskError};
+use super::operators::{BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedReduce, Map, Output, Sink};
+use super::sinks::{DiscardSink, PrintSink, SinkFunction, TextFileSink};
+use super::sources::{
+    CollectionSource, GeneratorSource, SequenceSource, SourceContext, SourceFunction, SourceHooks, TextFileSource,
+};
+use crate::graph::{AnyBox, InputProcessor, NodeKind, ShipStrategy, SourceTask, StreamEdge, StreamGraph, StreamNode};
+use crate::network::partitioner::ChannelSelector;
+use crate::network::writer::{NetworkOutput, RecordWriterHandle};
+use crate::record::{self, Data};
+
+/// Whether keyed aggregations stream every update or emit only final results.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum RuntimeMode {
+    /// Unbounded processing: each input record updates and emits its key's aggregate.
+    #[default]
+    Streaming,
+    /// Bounded processing: aggregates are emitted once, when the input has ended.
+    Batch,
+}
+
+/// Where a job program builds its dataflow (Flink's `StreamExecutionEnvironment`).
+#[derive(Clone, Default)]
+pub struct StreamExecutionEnvironment {
+    graph: Rc<RefCell<StreamGraph>>,
+}
+
+/// A stream of records of type `T`.
+pub struct DataStream<T> {
+    env: StreamExecutionEnvironment,
+    node: usize,
+    /// The ship strategy of the next edge out of this stream (set by `rebalance()` etc.).
+    strategy: Option<ShipStrategy>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for DataStream<T> {
+    fn clone(&self) -> Self {
+        DataStream { env: self.env.clone(), node: self.node, strategy: self.strategy, _t: PhantomData }
+    }
+}
+
+/// A stream partitioned by key: records with equal keys go to the same subtask.
+pub struct KeyedStream<T, K> {
+    stream: DataStream<T>,
+    key: Arc<dyn Fn(&T) -> K + Send + Sync>,
+}
+
+fn downcast<T: 'static>(any: AnyBox) -> Result<BoxOutput<T>, TaskError> {
+    any.downcast::<BoxOutput<T>>()
+        .map(|b| *b)
+        .map_err(|_| TaskError::Setup("operator chain type mismatch (the job program is not deterministic?)".into()))
+}
+
+struct RunSource<T, S> {
+    source: S,
+    out: BoxOutput<T>,
+    runtime: RuntimeContext,
+}
+
+impl<T, S: SourceFunction<T>> SourceTask for RunSource<T, S> {
+    fn run(&mut self, hooks: &mut dyn SourceHooks) -> Result<(), TaskError> {
+        let mut ctx = SourceContext { out: &mut *self.out, runtime: &self.runtime, hooks, since_tick: 0 };
+        self.source.run(&mut ctx)?;
+        self.out.finish()
+    }
+}
+
+struct Decoder<T> {
+    next: BoxOutput<T>,
+}
+
+impl<T: Data> InputProcessor for Decoder<T> {
+    fn process(&mut self, buffer: &[u8]) -> Result<u64, TaskError> {
+        let mut n = 0;
+        for frame in record::Frames::new(buffer) {
+            let (offset, bytes) = frame?;
+            self.next.push(record::decode::<T>(offset, bytes)?)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+    fn finish(&mut self) -> Result<(), TaskError> {
+        self.next.finish()
+    }
+}
+
+fn fanout<T: Data>(outputs: Vec<AnyBox>) -> AnyBox {
+    let mut outs: Vec<BoxOutput<T>> = Vec::with_capacity(outputs.len());
+    for o in outputs {
+        match o.downcast::<BoxOutput<T>>() {
+            Ok(b) => outs.push(*b),
+            // Unreachable by construction: every consumer of a node is built for its type.
+            Err(_) => continue,
+        }
+    }
+    let out: BoxOutput<T> = match outs.len() {
+        0 => Box::new(Discard),
+        1 => outs.pop().unwrap_or_else(|| Box::new(Discard)),
+        _ => Box::new(Fanout { outputs: outs }),
+    };
+    Box::new(out)
+}
+
+impl StreamExecutionEnvironment {
+    /// A new, empty environment.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The default parallelism of this job's operators (otherwise `-p` or `parallelism.default`).
+    pub fn set_parallelism(&self, parallelism: u32) -> &Self {
+        self.graph.borrow_mut().parallelism = Some(parallelism);
+        self
+    }
+
+    /// The number of key groups (the most parallelism keyed state can ever be rescaled to).
+    pub fn set_max_parallelism(&self, max_parallelism: u32) -> &Self {
+        self.graph.borrow_mut().max_parallelism = Some(max_parallelism);
+        self
+    }
+
+    /// Streaming (the default) or batch execution of keyed aggregations.
+    pub fn set_runtime_mode(&self, mode: RuntimeMode) -> &Self {
+        self.graph.borrow_mut().batch = mode == RuntimeMode::Batch;
+        self
+    }
+
+    pub(crate) fn into_graph(self) -> StreamGraph {
+        match Rc::try_unwrap(self.graph) {
+            Ok(cell) => cell.into_inner(),
+            Err(rc) => std::mem::take(&mut *rc.borrow_mut()),
+        }
+    }
+
+    fn add_node<Out: Data>(&self, name: &str, kind: NodeKind, decoder: Option<crate::graph::DecoderFactory>) -> usize {
+        let mut g = self.graph.borrow_mut();
+        g.nodes.push(StreamNode {
+            name: name.to_string(),
+            parallelism: None,
+            kind,
+            fanout: Box::new(fanout::<Out>),
+            decoder,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        });
+        g.nodes.len() - 1
+    }
+
+    fn connect<T: Data>(&self, from: usize, to: usize, strategy: Option<ShipStrategy>, selector: ChannelSelector<T>) {
+        let mut g = self.graph.borrow_mut();
+        let selector = Arc::new(selector);
+        let writer = Box::new(move |ctx: &RuntimeContext, handle: RecordWriterHandle| -> AnyBox {
+            let out: BoxOutput<T> = Box::new(NetworkOutput::new(handle, (*selector).clone(), ctx));
+            Box::new(out)
+        });
+        g.edges.push(StreamEdge { source: from, target: to, strategy, writer });
+        let e = g.edges.len() - 1;
+        g.nodes[from].outputs.push(e);
+        g.nodes[to].inputs.push(e);
+    }
+
+    /// Adds a user-defined source; `factory` makes one instance per parallel subtask.
+    pub fn add_source<T: Data, S: SourceFunction<T>>(
+        &self,
+        name: &str,
+        factory: impl Fn(&RuntimeContext) -> S + Send + Sync + 'static,
+    ) -> DataStream<T> {
+        let kind = NodeKind::Source(Box::new(move |ctx: &RuntimeContext, out: AnyBox| {
+            let task: Box<dyn SourceTask> =
+                Box::new(RunSource { source: factory(ctx), out: downcast::<T>(out)?, runtime: ctx.clone() });
+            Ok(task)
+        }));
+        let node = self.add_node::<T>(name, kind, None);
+        DataStream { env: self.clone(), node, strategy: None, _t: PhantomData }
+    }
+
+    /// The elements of a collection, split round-robin over the source's subtasks.
+    pub fn from_collection<T: Data + Sync>(&self, items: Vec<T>) -> DataStream<T> {
+        let items = Arc::new(items);
+        self.add_source("Collection Source", move |_| CollectionSource { items: items.clone() })
+    }
+
+    /// The numbers `from..=to` (Flink's `fromSequence`).
+    pub fn from_sequence(&self, from: u64, to: u64) -> DataStream<u64> {
+        self.add_source("Sequence Source", move |_| SequenceSource { from, to })
+    }
+
+    /// The lines of a text file, or of every visible file in a directory.
+    pub fn read_text_file(&self, path: impl Into<PathBuf>) -> DataStream<String> {
+        let path = path.into();
+        self.add_source("Text File Source", move |_| TextFileSource { path: path.clone() })
+    }
+
+    /// An unbounded stream `f(0), f(1), ...` at `rate` records per second over all subtasks
+    /// (0: as fast as possible).
+    pub fn generate<T: Data>(&self, rate: u64, f: impl Fn(u64) -> T + Send + Sync + 'static) -> DataStream<T> {
+        let f = Arc::new(f);
+        self.add_source("Generator Source", move |_| GeneratorSource { rate, count: None, f: f.clone() })
+    }
+
+    /// Like [`generate`](Self::generate) but stops after `count` records.
+    pub fn generate_bounded<T: Data>(
+        &self,
+        count: u64,
+        rate: u64,
+        f: impl Fn(u64) -> T + Send + Sync + 'static,
+    ) -> DataStream<T> {
+        let f = Arc::new(f);
+        self.add_source("Generator Source", move |_| GeneratorSource { rate, count: Some(count), f: f.clone() })
+    }
+}
+
+impl<T: Data> DataStream<T> {
+    fn then<O: Data>(
+        &self,
+        name: &str,
+        strategy: Option<ShipStrategy>,
+        selector: ChannelSelector<T>,
+        make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<BoxOutput<T>, TaskError> + 'static,
+    ) -> DataStream<O> {
+        let kind = NodeKind::Operator(Box::new(move |ctx: &RuntimeContext, next: AnyBox| {
+            let op = make(ctx, downcast::<O>(next)?)?;
+            Ok(Box::new(op) as AnyBox)
+        }));
+        let decoder: crate::graph::DecoderFactory = Box::new(|any: AnyBox| -> Box<dyn InputProcessor> {
+            match any.downcast::<BoxOutput<T>>() {
+                Ok(next) => Box::new(Decoder { next: *next }),
+                Err(_) => Box::new(Decoder::<T> { next: Box::new(Discard) }),
+            }
+        });
+        let node = self.env.add_node::<O>(name, kind, Some(decoder));
+        self.env.connect::<T>(self.node, node, strategy.or(self.strategy), selector);
+        DataStream { env: self.env.clone(), node, strategy: None, _t: PhantomData }
+    }
+
+    fn plain<O: Data>(
+        &self,
+        name: &str,
+        make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<BoxOutput<T>, TaskError> + 'static,
+    ) -> DataStream<O> {
+        let selector = self.selector();
+        self.then(name, None, selector, make)
+    }
+
+    fn selector(&self) -> ChannelSelector<T> {
+        match self.strategy {
+            Some(ShipStrategy::Broadcast) => ChannelSelector::Broadcast,
+            _ => ChannelSelector::RoundRobin,
+        }
+    }
+
+    /// Sets this operator's parallelism.
+    pub fn set_parallelism(self, parallelism: u32) -> Self {
+        self.env.graph.borrow_mut().nodes[self.node].parallelism = Some(parallelism);
+        self
+    }
+
+    /// Renames this operator (shown in the web UI and REST API).
+    pub fn name(self, name: &str) -> Self {
+        self.env.graph.borrow_mut().nodes[self.node].name = name.to_string();
+        self
+    }
+
+    /// Applies `f` to every record.
+    pub fn map<O: Data>(&self, f: impl Fn(T) -> O + Send + Sync + 'static) -> DataStream<O> {
+        let f = Arc::new(f);
+        self.plain("Map", move |_, next| Ok(Box::new(Map { f: f.clone(), next })))
+    }
+
+    /// Keeps the records for which `f` is true.
+    pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
+        let f = Arc::new(f);
+        self.plain("Filter", move |_, next| Ok(Box::new(Filter { f: f.clone(), next })))
+    }
+
+    /// Replaces every record by the records `f` returns for it.
+    pub fn flat_map<O: Data, I: IntoIterator<Item = O>>(&self, f: impl Fn(T) -> I + Send + Sync + 'static) -> DataStream<O> {
+        let f = Arc::new(f);
+        self.plain("Flat Map", move |_, next| Ok(Box::new(FlatMap { f: f.clone(), next })))
+    }
+
+    /// Distributes records round-robin to the next operator's subtasks.
+    pub fn rebalance(&self) -> DataStream<T> {
+        DataStream { strategy: Some(ShipStrategy::Rebalance), ..self.clone() }
+    }
+
+    /// Sends every record to every subtask of the next operator.
+    pub fn broadcast(&self) -> DataStream<T> {
+        DataStream { strategy: Some(ShipStrategy::Broadcast), ..self.clone() }
+    }
+
+    /// Keeps records in the same subtask for the next operator (needs equal parallelism).
+    pub fn forward(&self) -> DataStream<T> {
+        DataStream { strategy: Some(ShipStrategy::Forward), ..self.clone() }
+    }
+
+    /// Partitions the stream by the key `key` extracts.
+    pub fn key_by<K: Hash + Eq + Clone + Send + 'static>(
+        &self,
+        key: impl Fn(&T) -> K + Send + Sync + 'static,
+    ) -> KeyedStream<T, K> {
+        KeyedStream { stream: self.clone(), key: Arc::new(key) }
+    }
+
+    /// Sends records to a user-defined sink; `factory` makes one instance per subtask.
+    pub fn add_sink<S: SinkFunction<T>>(
+        &self,
+        name: &str,
+        factory: impl Fn(&RuntimeContext) -> Result<S, TaskError> + 'static,
+    ) -> DataStream<()> {
+        self.plain(name, move |ctx, _next: BoxOutput<()>| Ok(Box::new(Sink { sink: factory(ctx)? })))
+    }
+
+    /// Drops every record (for throughput tests).
+    pub fn discard(&self) -> DataStream<()> {
+        self.add_sink("Discard Sink", |_| Ok(DiscardSink))
+    }
+}
+
+impl<T: Data + Display> DataStream<T> {
+    /// Prints every record to standard output.
+    pub fn print(&self) -> DataStream<()> {
+        self.add_sink("Print to Std. Out", |ctx| Ok(PrintSink::new(ctx)))
+    }
+
+    /// Writes one line per record: to `path` with parallelism 1, else to files `1`, `2`, ... in
+    /// the directory `path`.
+    pub fn write_as_text(&self, path: impl Into<PathBuf>) -> DataStream<()> {
+        let path = path.into();
+        self.add_sink("Text File Sink", move |ctx| TextFileSink::open(&path, ctx))
+    }
+}
+
+impl<T: Data, K: Hash + Eq + Clone + Send + 'static> KeyedStream<T, K> {
+    /// Combines each record with its key's previous aggregate. Streaming mode emits every new
+    /// aggregate; batch mode emits each key's final aggregate when the input ends.
+    pub fn reduce(&self, f: impl Fn(T, T) -> T + Send + Sync + 'static) -> DataStream<T> {
+        let f = Arc::new(f);
+        let key = self.key.clone();
+        let selector = ChannelSelector::by_key(key.clone());
+        self.stream.then("Keyed Reduce", Some(ShipStrategy::Hash), selector, move |ctx, next| {
+            Ok(Box::new(KeyedReduce {
+                key: key.clone(),
+                reduce: f.clone(),
+                state: Default::default(),
+                batch: ctx.is_batch(),
+                next,
+            }))
+        })
+    }
+}
+
+impl<A: Data, N: Data + Add<Output = N>, K: Hash + Eq + Clone + Send + 'static> KeyedStream<(A, N), K> {
+    /// Sums the second field of each key's pairs (Flink's `sum(1)`), keeping the first field.
+    pub fn sum(&self) -> DataStream<(A, N)> {
+        self.reduce(|(a, x), (_, y)| (a, x + y)).name("Keyed Sum")
+    }
+}
+
+impl<T> DataStream<T> {
+    pub(crate) fn node_id(&self) -> usize {
+        self.node
+    }
+}
+
+// Silence the unused-trait warning for Output in this module's imports when compiled alone.
+#[allow(dead_code)]
+fn _assert_output_object_safe(_: &dyn Output<u8>) {}

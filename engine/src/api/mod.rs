@@ -1,0 +1,32 @@
+//! What job authors use: an execution environment, `DataStream`s with their transformations,
+//! keyed streams with keyed state, sources and sinks.
+//!
+//! A job is a program that builds a dataflow on a [`StreamExecutionEnvironment`]. The same
+//! program runs on the JobManager (to derive the job graph) and on every TaskManager (to
+//! instantiate the operators of the subtasks deployed there), so building must be deterministic:
+//! it may read its arguments, but not the clock or random numbers.
+//!
+//! ```
+//! use sluice::api::StreamExecutionEnvironment;
+//! let env = StreamExecutionEnvironment::new();
+//! env.from_collection(vec!["a b".to_string(), "b".to_string()])
+//!     .flat_map(|line: String| line.split(' ').map(|w| (w.to_string(), 1u64)).collect::<Vec<_>>())
+//!     .key_by(|pair: &(String, u64)| pair.0.clone())
+//!     .sum()
+//!     .map(|(word, count): (String, u64)| format!("{word} {count}"))
+//!     .print();
+//! ```
+
+mod context;
+mod env;
+pub(crate) mod operators;
+mod sinks;
+mod sources;
+
+pub use context::{RuntimeContext, TaskError};
+pub use env::{DataStream, KeyedStream, RuntimeMode, StreamExecutionEnvironment};
+pub use sinks::SinkFunction;
+pub use sources::{SourceContext, SourceFunction};
+
+pub(crate) use operators::Output;
+pub(crate) use sources::SourceHooks;

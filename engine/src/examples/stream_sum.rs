@@ -1,0 +1,37 @@
+//! An unbounded keyed running sum, for long-running tests and throughput measurements.
+
+use super::{JobProgram, Params};
+use crate::api::StreamExecutionEnvironment;
+
+pub(crate) struct StreamSum;
+
+impl JobProgram for StreamSum {
+    fn name(&self) -> &'static str {
+        "stream-sum"
+    }
+    fn description(&self) -> &'static str {
+        "unbounded generator -> key_by -> running sum per key (runs until cancelled)"
+    }
+    fn usage(&self) -> &'static str {
+        "[--rate R (records/s over all sources, 0 = as fast as possible; default 1000)] [--keys K (default 1000)] [--records N (stop after N; default unbounded)] [--output PATH (default: discard)]"
+    }
+    fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
+        let params = Params::parse(args, &["rate", "keys", "records", "output"])?;
+        let rate = params.number("rate", 1000)?;
+        let keys = params.number("keys", 1000)?;
+        if keys == 0 {
+            return Err("--keys must be at least 1".into());
+        }
+        let source = match params.get("records") {
+            Some(_) => env.generate_bounded(params.number("records", 0)?, rate, move |i| (i % keys, 1u64)),
+            None => env.generate(rate, move |i| (i % keys, 1u64)),
+        };
+        let sums = source.key_by(|r: &(u64, u64)| r.0).sum();
+        match params.get("output") {
+            Some("") => return Err("--output needs a path".into()),
+            Some(path) => sums.map(|(k, s): (u64, u64)| format!("{k} {s}")).write_as_text(path),
+            None => sums.discard(),
+        };
+        Ok(format!("StreamSum (rate {rate}/s, {keys} keys)"))
+    }
+}

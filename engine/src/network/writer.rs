@@ -1,0 +1,182 @@
+//! Writing records into a result partition: one buffer per subpartition, shipped when full,
+//! when the buffer timeout expires, or at the end.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rkyv::util::AlignedVec;
+
+use super::buffer::{IoCounters, NetBuffer};
+use super::partitioner::{ChannelSelector, key_group, operator_index_for_key_group};
+use crate::api::{Output, RuntimeContext, TaskError};
+use crate::record::{self, Data};
+
+/// The untyped part of a network output: buffers and the queues of the subpartitions.
+pub(crate) struct RecordWriter {
+    subpartitions: Vec<flume::Sender<NetBuffer>>,
+    buffers: Vec<AlignedVec>,
+    segment_size: usize,
+    consumer_max_parallelism: u32,
+    cancelled: Arc<AtomicBool>,
+    counters: Arc<IoCounters>,
+    finished: bool,
+}
+
+/// Shared between the typed output in the chain and the task loop that flushes on time.
+pub(crate) type RecordWriterHandle = Rc<RefCell<RecordWriter>>;
+
+impl RecordWriter {
+    pub(crate) fn new(
+        subpartitions: Vec<flume::Sender<NetBuffer>>,
+        segment_size: usize,
+        consumer_max_parallelism: u32,
+        cancelled: Arc<AtomicBool>,
+        counters: Arc<IoCounters>,
+    ) -> Self {
+        let buffers = subpartitions.iter().map(|_| AlignedVec::with_capacity(segment_size + 256)).collect();
+        RecordWriter {
+            subpartitions,
+            buffers,
+            segment_size,
+            consumer_max_parallelism,
+            cancelled,
+            counters,
+            finished: false,
+        }
+    }
+
+    fn channels(&self) -> usize {
+        self.subpartitions.len()
+    }
+
+    fn write<T: Data>(&mut self, channel: usize, record: &T) -> Result<(), TaskError> {
+        record::append(&mut self.buffers[channel], record)?;
+        if self.buffers[channel].len() >= self.segment_size {
+            self.flush(channel)?;
+        }
+        Ok(())
+    }
+
+    fn write_bytes(&mut self, channel: usize, frame: &[u8]) -> Result<(), TaskError> {
+        self.buffers[channel].extend_from_slice(frame);
+        if self.buffers[channel].len() >= self.segment_size {
+            self.flush(channel)?;
+        }
+        Ok(())
+    }
+
+    fn send(&self, channel: usize, mut item: NetBuffer) -> Result<(), TaskError> {
+        let started = Instant::now();
+        loop {
+            match self.subpartitions[channel].send_timeout(item, Duration::from_millis(50)) {
+                Ok(()) => break,
+                Err(flume::SendTimeoutError::Timeout(back)) => {
+                    if self.cancelled.load(Ordering::Relaxed) {
+                        return Err(TaskError::Cancelled);
+                    }
+                    item = back;
+                }
+                Err(flume::SendTimeoutError::Disconnected(_)) => {
+                    if self.cancelled.load(Ordering::Relaxed) {
+                        return Err(TaskError::Cancelled);
+                    }
+                    return Err(TaskError::Network(format!("the consumer of subpartition {channel} went away")));
+                }
+            }
+        }
+        let waited = started.elapsed();
+        if waited > Duration::from_micros(50) {
+            self.counters.back_pressured_nanos.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Ships the buffer of one subpartition if it holds anything.
+    pub(crate) fn flush(&mut self, channel: usize) -> Result<(), TaskError> {
+        if self.buffers[channel].is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::replace(&mut self.buffers[channel], AlignedVec::with_capacity(self.segment_size + 256));
+        self.counters.bytes_out.fetch_add(full.len() as u64, Ordering::Relaxed);
+        self.send(channel, NetBuffer::Data(full))
+    }
+
+    /// Ships every non-empty buffer (the buffer timeout expired).
+    pub(crate) fn flush_all(&mut self) -> Result<(), TaskError> {
+        for channel in 0..self.channels() {
+            self.flush(channel)?;
+        }
+        Ok(())
+    }
+
+    /// Ships what is left and ends every subpartition.
+    pub(crate) fn finish(&mut self) -> Result<(), TaskError> {
+        if self.finished {
+            return Ok(());
+        }
+        self.flush_all()?;
+        for channel in 0..self.channels() {
+            self.send(channel, NetBuffer::EndOfPartition)?;
+        }
+        self.finished = true;
+        Ok(())
+    }
+}
+
+/// The typed end of a chain that writes into a result partition.
+pub(crate) struct NetworkOutput<T> {
+    writer: RecordWriterHandle,
+    selector: ChannelSelector<T>,
+    next_channel: usize,
+    scratch: AlignedVec,
+    counters: Arc<IoCounters>,
+}
+
+impl<T: Data> NetworkOutput<T> {
+    pub(crate) fn new(writer: RecordWriterHandle, selector: ChannelSelector<T>, ctx: &RuntimeContext) -> Self {
+        let (channels, counters) = {
+            let w = writer.borrow();
+            (w.channels().max(1), w.counters.clone())
+        };
+        // Start round-robin at our own index so that parallel producers do not all hit channel 0.
+        let next_channel = ctx.subtask_index() as usize % channels;
+        NetworkOutput { writer, selector, next_channel, scratch: AlignedVec::new(), counters }
+    }
+}
+
+impl<T: Data> Output<T> for NetworkOutput<T> {
+    fn push(&mut self, record: T) -> Result<(), TaskError> {
+        self.counters.records_out.fetch_add(1, Ordering::Relaxed);
+        let mut w = self.writer.borrow_mut();
+        let channels = w.channels();
+        match &self.selector {
+            ChannelSelector::RoundRobin => {
+                let channel = self.next_channel;
+                self.next_channel = if channel + 1 == channels { 0 } else { channel + 1 };
+                w.write(channel, &record)
+            }
+            ChannelSelector::Key(hash) => {
+                let maxp = w.consumer_max_parallelism;
+                let group = key_group(hash(&record), maxp);
+                let channel = operator_index_for_key_group(maxp, channels as u32, group) as usize;
+                w.write(channel, &record)
+            }
+            ChannelSelector::Broadcast => {
+                // Serialize once, copy the frame to every channel.
+                self.scratch.clear();
+                record::append(&mut self.scratch, &record)?;
+                for channel in 0..channels {
+                    w.write_bytes(channel, &self.scratch)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), TaskError> {
+        self.writer.borrow_mut().finish()
+    }
+}

@@ -1,0 +1,196 @@
+//! Records as rkyv archives: how a record of any job type is written into a network buffer and
+//! read back from one.
+//!
+//! A buffer is a sequence of frames `[u32 length][u32 padding][archive bytes][padding to 8]`.
+//! Every archive starts on an 8-byte boundary of a buffer whose storage is 16-byte aligned, so a
+//! receiver can access it in place without copying it first.
+
+use rkyv::api::high::{HighDeserializer, HighSerializer, HighValidator};
+use rkyv::bytecheck::CheckBytes;
+use rkyv::rancor;
+use rkyv::ser::allocator::ArenaHandle;
+use rkyv::util::AlignedVec;
+
+/// Alignment of each record's archive inside a buffer.
+pub const RECORD_ALIGN: usize = 8;
+/// Bytes in front of each archive: the length and padding up to [`RECORD_ALIGN`].
+pub const RECORD_HEADER: usize = 8;
+
+/// The bound every record type of a job satisfies: it can be archived by rkyv, validated when it
+/// arrives from the network, and deserialized back. Derive `rkyv::{Archive, Serialize,
+/// Deserialize}` on a struct, or use the standard types (integers, `String`, tuples, `Vec`).
+pub trait Data:
+    Archive<Archived: for<'a> CheckBytes<HighValidator<'a, rancor::Error>>
+        + rkyv::Deserialize<Self, HighDeserializer<rancor::Error>>>
+    + for<'a, 'b> rkyv::Serialize<HighSerializer<&'b mut AlignedVec, ArenaHandle<'a>, rancor::Error>>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<T> Data for T where
+    T: Archive<
+            Archived: for<'a> CheckBytes<HighValidator<'a, rancor::Error>>
+                          + rkyv::Deserialize<T, HighDeserializer<rancor::Error>>,
+        > + for<'a, 'b> rkyv::Serialize<HighSerializer<&'b mut AlignedVec, ArenaHandle<'a>, rancor::Error>>
+        + Clone
+        + Send
+        + 'static
+{
+}
+
+use rkyv::Archive;
+
+/// Why bytes could not be turned back into a record.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// The buffer ended inside a frame header or a frame body.
+    #[error("truncated record frame at offset {offset}: {needed} bytes needed, {available} available")]
+    Truncated {
+        /// Where the frame starts.
+        offset: usize,
+        /// Bytes the frame claims.
+        needed: usize,
+        /// Bytes left in the buffer.
+        available: usize,
+    },
+    /// The archive bytes did not validate as the expected type.
+    #[error("invalid record archive at offset {offset}: {reason}")]
+    Invalid {
+        /// Where the frame starts.
+        offset: usize,
+        /// What rkyv's validator said.
+        reason: String,
+    },
+    /// rkyv could not serialize a record.
+    #[error("could not serialize a record: {0}")]
+    Serialize(String),
+}
+
+/// Appends one record to `buf` as a frame. The buffer's length must be a multiple of
+/// [`RECORD_ALIGN`] (every frame leaves it so).
+pub fn append<T: Data>(buf: &mut AlignedVec, record: &T) -> Result<(), RecordError> {
+    debug_assert_eq!(buf.len() % RECORD_ALIGN, 0);
+    let start = buf.len();
+    buf.extend_from_slice(&[0u8; RECORD_HEADER]);
+    rkyv::api::high::to_bytes_in::<_, rancor::Error>(record, &mut *buf)
+        .map_err(|e| RecordError::Serialize(e.to_string()))?;
+    let len = buf.len() - start - RECORD_HEADER;
+    buf[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
+    let padded = buf.len().next_multiple_of(RECORD_ALIGN);
+    buf.resize(padded, 0);
+    Ok(())
+}
+
+/// Iterates over the archives in a buffer written by [`append`], without copying them.
+pub struct Frames<'a> {
+    bytes: &'a [u8],
+    offset: usize,
+}
+
+impl<'a> Frames<'a> {
+    /// Frames of `bytes`, which must start 8-byte aligned in memory for in-place access.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Frames { bytes, offset: 0 }
+    }
+}
+
+impl<'a> Iterator for Frames<'a> {
+    /// The frame's start offset and its archive bytes.
+    type Item = Result<(usize, &'a [u8]), RecordError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let offset = self.offset;
+        if offset >= self.bytes.len() {
+            return None;
+        }
+        let available = self.bytes.len() - offset;
+        if available < RECORD_HEADER {
+            self.offset = self.bytes.len();
+            return Some(Err(RecordError::Truncated { offset, needed: RECORD_HEADER, available }));
+        }
+        let mut len_bytes = [0u8; 4];
+        len_bytes.copy_from_slice(&self.bytes[offset..offset + 4]);
+        let len = u32::from_le_bytes(len_bytes) as usize;
+        let body = offset + RECORD_HEADER;
+        if len > self.bytes.len() - body {
+            self.offset = self.bytes.len();
+            return Some(Err(RecordError::Truncated { offset, needed: len, available: available - RECORD_HEADER }));
+        }
+        self.offset = (body + len).next_multiple_of(RECORD_ALIGN).min(self.bytes.len());
+        Some(Ok((offset, &self.bytes[body..body + len])))
+    }
+}
+
+/// Validates an archive in place and returns a reference into `bytes` (no copy).
+pub fn access<T: Data>(offset: usize, bytes: &[u8]) -> Result<&T::Archived, RecordError> {
+    rkyv::access::<T::Archived, rancor::Error>(bytes)
+        .map_err(|e| RecordError::Invalid { offset, reason: e.to_string() })
+}
+
+/// Validates an archive and deserializes it into an owned record.
+pub fn decode<T: Data>(offset: usize, bytes: &[u8]) -> Result<T, RecordError> {
+    let archived = access::<T>(offset, bytes)?;
+    rkyv::deserialize::<T, rancor::Error>(archived)
+        .map_err(|e| RecordError::Invalid { offset, reason: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn roundtrip<T: Data + PartialEq + std::fmt::Debug>(records: &[T]) {
+        let mut buf = AlignedVec::new();
+        for r in records {
+            append(&mut buf, r).unwrap();
+        }
+        let back: Vec<T> = Frames::new(&buf)
+            .map(|f| {
+                let (off, bytes) = f.unwrap();
+                decode::<T>(off, bytes).unwrap()
+            })
+            .collect();
+        assert_eq!(back, records);
+    }
+
+    #[test]
+    fn strings_and_tuples_round_trip() {
+        roundtrip(&[("hello".to_string(), 3u64), (String::new(), 0), ("ü".repeat(100), u64::MAX)]);
+        roundtrip(&[1u8, 2, 3]);
+        roundtrip::<Vec<u32>>(&[vec![], vec![1, 2, 3]]);
+    }
+
+    #[test]
+    fn truncated_buffer_is_an_error_not_a_panic() {
+        let mut buf = AlignedVec::new();
+        append(&mut buf, &"some text".to_string()).unwrap();
+        for cut in 0..buf.len() {
+            let mut short = AlignedVec::<16>::new();
+            short.extend_from_slice(&buf[..cut]);
+            for f in Frames::new(&short) {
+                if let Ok((off, bytes)) = f {
+                    let _ = decode::<String>(off, bytes);
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_records_round_trip(records in proptest::collection::vec((".*", any::<u64>(), any::<i32>()), 0..50)) {
+            roundtrip(&records);
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let mut buf = AlignedVec::<16>::new();
+            buf.extend_from_slice(&bytes);
+            for (off, body) in Frames::new(&buf).flatten() {
+                let _ = decode::<(String, u64)>(off, body);
+            }
+        }
+    }
+}

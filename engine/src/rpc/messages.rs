@@ -1,0 +1,231 @@
+//! The control-plane messages between TaskManagers and the JobManager. Records never travel
+//! here: only registration, heartbeats, deployment, cancellation and state reports.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{ExecutionId, JobId, PartitionId, ResourceId};
+
+/// Bumped whenever a message changes incompatibly; checked when a TaskManager registers.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Flink's execution states.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ExecutionState {
+    /// Part of the execution graph, not yet scheduled.
+    Created,
+    /// Waiting for a slot.
+    Scheduled,
+    /// Sent to a TaskManager.
+    Deploying,
+    /// Its thread runs.
+    Running,
+    /// Ended after its input ended.
+    Finished,
+    /// Being cancelled.
+    Canceling,
+    /// Cancelled.
+    Canceled,
+    /// Failed.
+    Failed,
+    /// Being reconciled after a JobManager failover.
+    Reconciling,
+    /// Restoring state.
+    Initializing,
+}
+
+impl ExecutionState {
+    /// Every state, in Flink's order (for REST `tasks` counts).
+    pub const ALL: [ExecutionState; 10] = [
+        ExecutionState::Created,
+        ExecutionState::Scheduled,
+        ExecutionState::Deploying,
+        ExecutionState::Running,
+        ExecutionState::Finished,
+        ExecutionState::Canceling,
+        ExecutionState::Canceled,
+        ExecutionState::Failed,
+        ExecutionState::Reconciling,
+        ExecutionState::Initializing,
+    ];
+
+    /// Whether the execution can change no more.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, ExecutionState::Finished | ExecutionState::Canceled | ExecutionState::Failed)
+    }
+
+    /// Flink's upper-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecutionState::Created => "CREATED",
+            ExecutionState::Scheduled => "SCHEDULED",
+            ExecutionState::Deploying => "DEPLOYING",
+            ExecutionState::Running => "RUNNING",
+            ExecutionState::Finished => "FINISHED",
+            ExecutionState::Canceling => "CANCELING",
+            ExecutionState::Canceled => "CANCELED",
+            ExecutionState::Failed => "FAILED",
+            ExecutionState::Reconciling => "RECONCILING",
+            ExecutionState::Initializing => "INITIALIZING",
+        }
+    }
+}
+
+/// Which job program runs, with which arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramSpec {
+    /// A bundled program's name.
+    pub name: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+/// Where a producer's partition can be fetched.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionLocation {
+    /// The producer's TaskManager.
+    pub resource_id: ResourceId,
+    /// Its data-plane (QUIC) address.
+    pub data_address: SocketAddr,
+}
+
+/// One channel of an input gate: a producer's subpartition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelDeployment {
+    /// The producer's partition.
+    pub partition: PartitionId,
+    /// Which subpartition of it this consumer reads.
+    pub subpartition: u32,
+    /// Where the producer runs.
+    pub location: PartitionLocation,
+}
+
+/// Everything a TaskManager needs to run one subtask.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TaskDeployment {
+    /// Which execution this is.
+    pub execution: ExecutionId,
+    /// The slot it goes to.
+    pub slot: u32,
+    /// The job's name.
+    pub job_name: String,
+    /// The program to rebuild the operators from.
+    pub program: ProgramSpec,
+    /// The parallelism operators get when they set none.
+    pub default_parallelism: u32,
+    /// The job graph's fingerprint; the TaskManager refuses the task if its rebuild differs.
+    pub fingerprint: String,
+    /// Per vertex input (in the vertex's input order), its channels.
+    pub inputs: Vec<Vec<ChannelDeployment>>,
+    /// Per vertex output (in the vertex's output order), the consumer parallelism and key groups.
+    pub outputs: Vec<OutputDeployment>,
+}
+
+/// A result partition the subtask produces.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OutputDeployment {
+    /// Number of subpartitions (1 for a forward edge, else the consumer's parallelism).
+    pub subpartitions: u32,
+    /// The consumer's number of key groups (for hash partitioning).
+    pub consumer_max_parallelism: u32,
+}
+
+/// Per-task I/O counters reported with heartbeats.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TaskMetrics {
+    /// Records read from inputs.
+    pub records_in: u64,
+    /// Bytes read from inputs.
+    pub bytes_in: u64,
+    /// Records written to outputs.
+    pub records_out: u64,
+    /// Bytes written to outputs.
+    pub bytes_out: u64,
+    /// Milliseconds spent blocked on full outputs.
+    pub back_pressured_ms: u64,
+}
+
+/// Hardware facts a TaskManager reports (REST `hardware`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Hardware {
+    /// CPU cores.
+    pub cpu_cores: u32,
+    /// Physical memory in bytes.
+    pub physical_memory: u64,
+}
+
+/// TaskManager → JobManager.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum TmToJm {
+    /// First message on a connection.
+    Register {
+        /// Must equal [`PROTOCOL_VERSION`].
+        protocol_version: u32,
+        /// The TaskManager's id.
+        resource_id: ResourceId,
+        /// Host name others reach it by.
+        host: String,
+        /// QUIC data port.
+        data_port: u16,
+        /// Slots it offers.
+        slots: u32,
+        /// Its hardware.
+        hardware: Hardware,
+        /// Network memory in bytes.
+        network_memory: u64,
+        /// Executions it still runs (after a JobManager change).
+        running: Vec<ExecutionId>,
+    },
+    /// Periodic liveness signal with task metrics.
+    Heartbeat {
+        /// Metrics of running and recently ended tasks.
+        metrics: Vec<(ExecutionId, TaskMetrics)>,
+    },
+    /// An execution changed state.
+    TaskState {
+        /// Which execution.
+        execution: ExecutionId,
+        /// Its new state.
+        state: ExecutionState,
+        /// For FAILED: why.
+        error: Option<String>,
+        /// Final metrics.
+        metrics: TaskMetrics,
+    },
+}
+
+/// JobManager → TaskManager.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum JmToTm {
+    /// Registration accepted.
+    Registered {
+        /// The JobManager's heartbeat interval in milliseconds.
+        heartbeat_interval_ms: u64,
+        /// After this many milliseconds without a message from the JobManager the TaskManager
+        /// gives up on it.
+        heartbeat_timeout_ms: u64,
+    },
+    /// Registration refused; the connection closes after this.
+    Refused {
+        /// Why, for the TaskManager's log.
+        reason: String,
+    },
+    /// Run a subtask.
+    Deploy(Box<TaskDeployment>),
+    /// Cancel a subtask.
+    Cancel {
+        /// Which execution.
+        execution: ExecutionId,
+    },
+    /// A job's executions on this TaskManager are over: free its partitions.
+    ReleaseJob {
+        /// The job.
+        job: JobId,
+    },
+    /// Answer to a heartbeat.
+    HeartbeatAck,
+}

@@ -1,0 +1,4 @@
+//! The TaskManager: offers slots, runs deployed subtasks as threads, exchanges records with
+//! other TaskManagers, and reports to the JobManager.
+
+pub(crate) mod task;
