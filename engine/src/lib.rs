@@ -1,1 +1,2 @@
 //! sluice engine
+pub mod config;
