@@ -6,6 +6,7 @@
 //! The modules follow that architecture; see `docs/architecture.md`.
 
 pub mod api;
+pub mod config;
 pub mod examples;
 pub mod graph;
 pub mod ids;

@@ -1,0 +1,419 @@
+//! The engine's one configuration tree: `conf/config.yaml` with Flink's keys, plus `-D` overrides.
+//!
+//! Every option is a row in a registry ([`known_options`]) giving its key, type, default and doc;
+//! parsing, validation, [`Config::entries`], [`Config::to_overrides`] and the shipped
+//! `conf/config.yaml` all derive from it, and a unit test keeps the file in step with it.
+//!
+//! Loading order: defaults, then the file (nested maps flatten to dotted keys, as in Flink),
+//! then `-D key=value` overrides, then cross-option rules. Unknown keys and malformed values are
+//! errors that name the key and where it was written; nothing is silently ignored.
+//!
+//! Adding an option takes a field here (and its placeholder in `Config::unfilled`), a row in
+//! `options.rs`, and its default with the same doc line in `conf/config.yaml`; the tests fail
+//! until all of them agree.
+
+mod error;
+mod options;
+mod units;
+mod yaml;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use error::ConfigError;
+pub use options::{OptionDef, known_options};
+pub use units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
+
+/// The file name looked up in the conf dir.
+pub const CONFIG_FILE_NAME: &str = "config.yaml";
+
+/// Where `-D` overrides come from, as named in errors.
+const OVERRIDE_ORIGIN: &str = "-D";
+/// Where [`Config::set`] values come from, as named in errors.
+const SET_ORIGIN: &str = "command line";
+/// Where values nobody set come from, as named in conflict errors.
+const DEFAULT_ORIGIN: &str = "defaults";
+
+/// The effective configuration of a sluice process. Defaults are those of [`known_options`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// JobManager endpoint options (`jobmanager.*`).
+    pub jobmanager: JobManagerOptions,
+    /// REST API and web UI options (`rest.*`).
+    pub rest: RestOptions,
+    /// TaskManager identity and endpoint options (`taskmanager.*`).
+    pub taskmanager: TaskManagerOptions,
+    /// Network buffer and memory options (`taskmanager.memory.*`, `taskmanager.network.*`).
+    pub network: NetworkOptions,
+    /// `parallelism.default` (default 1, at least 1): parallelism of jobs that set none.
+    pub parallelism_default: u32,
+    /// `pipeline.max-parallelism` (default -1 = `None`, derived per operator as Flink does;
+    /// otherwise 1..=32768): the number of key groups keyed state can be rescaled over.
+    pub max_parallelism: Option<u32>,
+    /// Heartbeat options (`heartbeat.*`).
+    pub heartbeat: HeartbeatOptions,
+    /// `slot.request.timeout` (default 5 min): how long a job waits for a slot.
+    pub slot_request_timeout: Duration,
+    /// `jobmanager.scheduler` (default `default`): which scheduler runs new jobs.
+    pub scheduler: SchedulerKind,
+    /// Finished-job store options (`jobstore.*`).
+    pub jobstore: JobStoreOptions,
+    /// Security options (`security.*`).
+    pub security: SecurityOptions,
+}
+
+/// JobManager RPC endpoint options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobManagerOptions {
+    /// `jobmanager.rpc.address` (default `localhost`): address others use to reach the JobManager.
+    pub rpc_address: String,
+    /// `jobmanager.rpc.port` (default 6123): port of the JobManager's RPC endpoint.
+    pub rpc_port: u16,
+    /// `jobmanager.bind-host` (default `localhost`): local address the RPC endpoint binds to.
+    pub bind_host: String,
+}
+
+/// REST API and web UI options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestOptions {
+    /// `rest.address` (default `localhost`): address clients use to reach the REST API.
+    pub address: String,
+    /// `rest.port` (default 8081): port of the REST API and web UI.
+    pub port: u16,
+    /// `rest.bind-address` (default `localhost`): local address the REST server binds to.
+    pub bind_address: String,
+}
+
+/// TaskManager identity and endpoint options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskManagerOptions {
+    /// `taskmanager.numberOfTaskSlots` (default 1, at least 1): slots this TaskManager offers.
+    pub number_of_task_slots: u32,
+    /// `taskmanager.host` (default `localhost`): address others use to reach this TaskManager.
+    pub host: String,
+    /// `taskmanager.bind-host` (default `localhost`): local address the endpoints bind to.
+    pub bind_host: String,
+    /// `taskmanager.rpc.port` (default 0 = any free port): port of the RPC endpoint.
+    pub rpc_port: u16,
+    /// `taskmanager.data.port` (default 0 = any free port): port of the data exchange endpoint.
+    pub data_port: u16,
+    /// `taskmanager.resource-id` (default unset = generated): stable identity of this TaskManager.
+    pub resource_id: Option<String>,
+}
+
+/// Network buffer and memory options of a TaskManager.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkOptions {
+    /// `taskmanager.memory.segment-size` (default 32kb, a power of two ≥ 4kb): one buffer's size.
+    pub segment_size: u64,
+    /// `taskmanager.memory.process.size` (default 1728mb): total memory of the process.
+    pub process_size: u64,
+    /// `taskmanager.memory.network.fraction` (default 0.1, in (0, 1)): share for network buffers.
+    pub network_fraction: f64,
+    /// `taskmanager.memory.network.min` (default 64mb): lower bound of network memory.
+    pub network_min: u64,
+    /// `taskmanager.memory.network.max` (default 1gb, ≥ min): upper bound of network memory.
+    pub network_max: u64,
+    /// `taskmanager.network.memory.buffers-per-channel` (default 2): exclusive buffers per channel.
+    pub buffers_per_channel: u32,
+    /// `taskmanager.network.memory.floating-buffers-per-gate` (default 8): shared buffers per gate.
+    pub floating_buffers_per_gate: u32,
+    /// `execution.buffer-timeout` (default 100 ms): longest wait before a partial buffer is flushed.
+    pub buffer_timeout: Duration,
+}
+
+impl NetworkOptions {
+    /// Bytes reserved for network buffers: `fraction × process size`, clamped to `[min, max]`
+    /// as Flink does. Never panics, even if `min > max` was set by hand after validation.
+    pub fn network_memory(&self) -> u64 {
+        // f64 → u64 saturates, and the product is at most process_size since fraction < 1.
+        let relative = (self.network_fraction * self.process_size as f64) as u64;
+        relative.max(self.network_min).min(self.network_max)
+    }
+}
+
+/// Heartbeats between the JobManager and TaskManagers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeartbeatOptions {
+    /// `heartbeat.interval` (default 10 s, shorter than the timeout): time between heartbeats.
+    pub interval: Duration,
+    /// `heartbeat.timeout` (default 50 s): silence after which a peer is declared dead.
+    pub timeout: Duration,
+}
+
+/// Which scheduler the JobManager uses for new jobs (`jobmanager.scheduler`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulerKind {
+    /// `default`: fixed parallelism, fails if the slots cannot be had within the slot timeout.
+    Default,
+    /// `adaptive`: declares the resources it wants and runs with what is available.
+    Adaptive,
+}
+
+/// The store of finished jobs served by the REST API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobStoreOptions {
+    /// `jobstore.max-capacity` (default 1000): how many finished jobs are kept.
+    pub max_capacity: usize,
+    /// `jobstore.expiration-time` (default 1 h): how long a finished job is kept.
+    pub expiration_time: Duration,
+}
+
+/// Cluster authentication options.
+///
+/// The secret is looked up in order: `security.cluster.secret`, the file named by
+/// `security.cluster.secret-file`, the environment variable `SLUICE_CLUSTER_SECRET`, and
+/// `<conf dir>/.cluster-secret` (generated by the standalone scripts). This struct holds only
+/// the first two; the process start-up code walks the rest of the chain.
+#[derive(Clone, PartialEq)]
+pub struct SecurityOptions {
+    /// `security.cluster.secret` (default unset): the shared secret itself.
+    pub cluster_secret: Option<String>,
+    /// `security.cluster.secret-file` (default unset): a file holding the secret.
+    pub cluster_secret_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for SecurityOptions {
+    /// Masks the secret so it cannot leak into logs through `{:?}`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecurityOptions")
+            .field(
+                "cluster_secret",
+                &self.cluster_secret.as_ref().map(|_| MASK),
+            )
+            .field("cluster_secret_file", &self.cluster_secret_file)
+            .finish()
+    }
+}
+
+/// What sensitive values are rendered as, as in Flink's REST API.
+const MASK: &str = "******";
+
+impl Default for Config {
+    /// Every option at the default given in the registry.
+    fn default() -> Self {
+        let mut config = Config::unfilled();
+        for def in known_options() {
+            // The registry's own defaults are checked by a unit test; a failure here is a bug.
+            if let Err(e) = def.apply(&mut config, def.default, DEFAULT_ORIGIN) {
+                panic!("built-in default is invalid: {e}");
+            }
+        }
+        config
+    }
+}
+
+impl Config {
+    /// A placeholder that `Default` overwrites field by field from the registry.
+    fn unfilled() -> Self {
+        Config {
+            jobmanager: JobManagerOptions {
+                rpc_address: String::new(),
+                rpc_port: 0,
+                bind_host: String::new(),
+            },
+            rest: RestOptions {
+                address: String::new(),
+                port: 0,
+                bind_address: String::new(),
+            },
+            taskmanager: TaskManagerOptions {
+                number_of_task_slots: 0,
+                host: String::new(),
+                bind_host: String::new(),
+                rpc_port: 0,
+                data_port: 0,
+                resource_id: None,
+            },
+            network: NetworkOptions {
+                segment_size: 0,
+                process_size: 0,
+                network_fraction: 0.0,
+                network_min: 0,
+                network_max: 0,
+                buffers_per_channel: 0,
+                floating_buffers_per_gate: 0,
+                buffer_timeout: Duration::ZERO,
+            },
+            parallelism_default: 0,
+            max_parallelism: None,
+            heartbeat: HeartbeatOptions {
+                interval: Duration::ZERO,
+                timeout: Duration::ZERO,
+            },
+            slot_request_timeout: Duration::ZERO,
+            scheduler: SchedulerKind::Default,
+            jobstore: JobStoreOptions {
+                max_capacity: 0,
+                expiration_time: Duration::ZERO,
+            },
+            security: SecurityOptions {
+                cluster_secret: None,
+                cluster_secret_file: None,
+            },
+        }
+    }
+
+    /// Loads `<conf_dir>/config.yaml` and applies `-D` overrides (raw `key=value` strings).
+    ///
+    /// Without a conf dir every option keeps its default. A conf dir without `config.yaml` is an
+    /// error naming the path, since the operator evidently meant to configure something.
+    pub fn load(conf_dir: Option<&Path>, overrides: &[String]) -> Result<Config, ConfigError> {
+        let Some(dir) = conf_dir else {
+            return Loader::new().finish(overrides);
+        };
+        let path = dir.join(CONFIG_FILE_NAME);
+        let yaml = std::fs::read_to_string(&path).map_err(|error| {
+            if error.kind() == std::io::ErrorKind::NotFound {
+                ConfigError::MissingFile { path: path.clone() }
+            } else {
+                ConfigError::Unreadable {
+                    path: path.clone(),
+                    error,
+                }
+            }
+        })?;
+        let config = Config::from_yaml_str(&yaml, &path.display().to_string(), overrides)?;
+        tracing::debug!(path = %path.display(), "loaded configuration");
+        Ok(config)
+    }
+
+    /// Parses a `config.yaml` text and applies `-D` overrides; `source` names the file in errors.
+    pub fn from_yaml_str(
+        yaml: &str,
+        source: &str,
+        overrides: &[String],
+    ) -> Result<Config, ConfigError> {
+        let mut loader = Loader::new();
+        for (key, value) in yaml::flatten(yaml, source)? {
+            loader.apply(&key, &value, source)?;
+        }
+        loader.finish(overrides)
+    }
+
+    /// Every option with its effective value, sorted by key and rendered as in the file
+    /// (`"10 s"`, `"32kb"`; unset optional values as `""`). Secrets are masked as `******`.
+    pub fn entries(&self) -> Vec<(String, String)> {
+        // The registry is sorted by key (checked by a test).
+        known_options()
+            .iter()
+            .map(|def| {
+                let value = def.render(self);
+                let value = if def.sensitive && !value.is_empty() {
+                    MASK.to_owned()
+                } else {
+                    value
+                };
+                (def.key.to_owned(), value)
+            })
+            .collect()
+    }
+
+    /// Sets one option from text, parsed exactly like a `-D` value (used by CLI flags like `-p`).
+    ///
+    /// The change is checked against the cross-option rules too; on error `self` is unchanged.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let def = lookup(key, SET_ORIGIN)?;
+        let mut next = self.clone();
+        def.apply(&mut next, value, SET_ORIGIN)?;
+        next.check_rules(|_| SET_ORIGIN.to_owned())?;
+        *self = next;
+        Ok(())
+    }
+
+    /// `key=value` for every option that differs from its default, so a parent process can hand
+    /// its effective configuration to a child with `-D`.
+    ///
+    /// Sensitive options (the cluster secret) are left out: command lines are visible to every
+    /// local user. Pass the secret to a child through `SLUICE_CLUSTER_SECRET` or a secret file.
+    pub fn to_overrides(&self) -> Vec<String> {
+        let defaults = Config::default();
+        known_options()
+            .iter()
+            .filter(|def| !def.sensitive)
+            .filter_map(|def| {
+                let value = def.render(self);
+                (value != def.render(&defaults)).then(|| format!("{}={value}", def.key))
+            })
+            .collect()
+    }
+
+    /// Checks the rules between options (e.g. heartbeat interval < timeout). [`Config::load`],
+    /// [`Config::from_yaml_str`] and [`Config::set`] already do; call this after editing fields.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check_rules(|_| "configuration".to_owned())
+    }
+
+    fn check_rules(&self, origin_of: impl Fn(&str) -> String) -> Result<(), ConfigError> {
+        for rule in options::RULES {
+            if let Err(reason) = (rule.check)(self) {
+                let (first, second) = (origin_of(rule.key), origin_of(rule.other_key));
+                let origin = if first == second {
+                    first
+                } else {
+                    format!("{first} and {second}")
+                };
+                return Err(ConfigError::Conflict {
+                    key: rule.key.to_owned(),
+                    other_key: rule.other_key.to_owned(),
+                    reason,
+                    origin,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Finds an option, or fails with an unknown-key error carrying a suggestion.
+fn lookup(key: &str, origin: &str) -> Result<&'static OptionDef, ConfigError> {
+    options::find(key).ok_or_else(|| ConfigError::UnknownKey {
+        key: key.to_owned(),
+        origin: origin.to_owned(),
+        suggestion: options::suggest(key).map(str::to_owned),
+    })
+}
+
+/// Applies values in order while remembering where each came from, for conflict errors.
+struct Loader {
+    config: Config,
+    origins: HashMap<&'static str, String>,
+}
+
+impl Loader {
+    fn new() -> Self {
+        Loader {
+            config: Config::default(),
+            origins: HashMap::new(),
+        }
+    }
+
+    fn apply(&mut self, key: &str, value: &str, origin: &str) -> Result<(), ConfigError> {
+        let def = lookup(key, origin)?;
+        def.apply(&mut self.config, value, origin)?;
+        self.origins.insert(def.key, origin.to_owned());
+        Ok(())
+    }
+
+    /// Applies `-D` overrides (later ones win) and checks the cross-option rules.
+    fn finish(mut self, overrides: &[String]) -> Result<Config, ConfigError> {
+        for arg in overrides {
+            let (key, value) = arg
+                .split_once('=')
+                .ok_or_else(|| ConfigError::MalformedOverride { arg: arg.clone() })?;
+            self.apply(key.trim(), value, OVERRIDE_ORIGIN)?;
+        }
+        let origins = &self.origins;
+        self.config.check_rules(|key| {
+            origins
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| DEFAULT_ORIGIN.to_owned())
+        })?;
+        Ok(self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,673 @@
+//! The option registry: one row per key, from which parsing, validation, rendering and docs derive.
+//!
+//! A row names the key, the `Config` field it fills, the codec that parses and renders the value
+//! (and checks its range), the default as text and a one-line doc. `Config::default()` is built by
+//! parsing the default texts, so the table is the single source of every default.
+
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
+use super::{Config, ConfigError, SchedulerKind};
+
+/// One configuration option: its key, default and documentation.
+#[derive(Debug)]
+pub struct OptionDef {
+    /// The Flink-style dotted key, e.g. `"taskmanager.numberOfTaskSlots"`.
+    pub key: &'static str,
+    /// The default, written as it would be in `conf/config.yaml` (empty for "unset").
+    pub default: &'static str,
+    /// One line saying what the option controls.
+    pub doc: &'static str,
+    /// What kind of value the option takes, e.g. `"duration"`, for documentation.
+    pub type_name: &'static str,
+    /// Whether the value is a secret: masked by `entries()`, left out of `to_overrides()`.
+    pub sensitive: bool,
+    set: fn(&mut Config, &str) -> Result<(), Rejection>,
+    get: fn(&Config) -> String,
+}
+
+impl OptionDef {
+    /// Parses `raw` and stores it in `config`; errors name the key, the value and `origin`.
+    pub(super) fn apply(
+        &self,
+        config: &mut Config,
+        raw: &str,
+        origin: &str,
+    ) -> Result<(), ConfigError> {
+        (self.set)(config, raw).map_err(|rejection| match rejection {
+            Rejection::Invalid(expected) => ConfigError::InvalidValue {
+                key: self.key.to_owned(),
+                value: raw.to_owned(),
+                expected,
+                origin: origin.to_owned(),
+            },
+            Rejection::OutOfRange(allowed) => ConfigError::OutOfRange {
+                key: self.key.to_owned(),
+                value: raw.to_owned(),
+                allowed,
+                origin: origin.to_owned(),
+            },
+        })
+    }
+
+    /// The option's current value in `config`, rendered as it would be written in the file.
+    pub(super) fn render(&self, config: &Config) -> String {
+        (self.get)(config)
+    }
+}
+
+/// Every option sluice understands, sorted by key.
+pub fn known_options() -> &'static [OptionDef] {
+    OPTIONS
+}
+
+/// Looks up an option by its exact key.
+pub(super) fn find(key: &str) -> Option<&'static OptionDef> {
+    OPTIONS.iter().find(|def| def.key == key)
+}
+
+/// The known key closest to `key`, when it is close enough to be a likely typo.
+pub(super) fn suggest(key: &str) -> Option<&'static str> {
+    let lower = key.to_lowercase();
+    // Tolerate a few typos in long keys, but do not match unrelated short keys.
+    let max_distance = (key.chars().count() / 5).clamp(2, 4);
+    OPTIONS
+        .iter()
+        .map(|def| (edit_distance(&lower, &def.key.to_lowercase()), def.key))
+        .filter(|(distance, _)| *distance <= max_distance)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, known)| known)
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        current[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        std::mem::swap(&mut previous, &mut current);
+    }
+    previous[b.len()]
+}
+
+/// A rule between two options that each parse fine on their own.
+pub(super) struct Rule {
+    /// The first key the rule involves.
+    pub(super) key: &'static str,
+    /// The second key the rule involves.
+    pub(super) other_key: &'static str,
+    /// `Err(reason)` when `config` breaks the rule.
+    pub(super) check: fn(&Config) -> Result<(), String>,
+}
+
+/// Cross-option rules, checked after the file and all overrides are applied.
+pub(super) static RULES: &[Rule] = &[
+    Rule {
+        key: "taskmanager.memory.network.min",
+        other_key: "taskmanager.memory.network.max",
+        check: |c| {
+            let (min, max) = (c.network.network_min, c.network.network_max);
+            if min <= max {
+                Ok(())
+            } else {
+                Err(format!(
+                    "the network memory minimum ({}) exceeds the maximum ({})",
+                    format_memory_size(min),
+                    format_memory_size(max)
+                ))
+            }
+        },
+    },
+    Rule {
+        key: "heartbeat.interval",
+        other_key: "heartbeat.timeout",
+        check: |c| {
+            let (interval, timeout) = (c.heartbeat.interval, c.heartbeat.timeout);
+            if interval < timeout {
+                Ok(())
+            } else {
+                Err(format!(
+                    "the heartbeat interval ({}) must be shorter than the timeout ({}), \
+                     or every peer would time out between two heartbeats",
+                    format_duration(interval),
+                    format_duration(timeout)
+                ))
+            }
+        },
+    },
+];
+
+/// Why a codec rejected a raw value; the text completes "invalid value ...: " or "out of range: ".
+#[derive(Debug, PartialEq)]
+pub(super) enum Rejection {
+    /// The value does not parse; the text says what is expected.
+    Invalid(String),
+    /// The value parses but is outside the allowed range; the text states the range.
+    OutOfRange(String),
+}
+
+/// Parses and renders one kind of value. The parse checks the option's range too.
+trait Codec {
+    type Value;
+    /// A short name for documentation.
+    const TYPE_NAME: &'static str;
+    fn parse(&self, raw: &str) -> Result<Self::Value, Rejection>;
+    fn render(&self, value: &Self::Value) -> String;
+}
+
+const fn type_name_of<C: Codec>(_: &C) -> &'static str {
+    C::TYPE_NAME
+}
+
+/// A non-empty string, such as a host name.
+struct Text;
+
+impl Codec for Text {
+    type Value = String;
+    const TYPE_NAME: &'static str = "string";
+    fn parse(&self, raw: &str) -> Result<String, Rejection> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err(Rejection::Invalid("expected a non-empty string".into()));
+        }
+        Ok(raw.to_owned())
+    }
+    fn render(&self, value: &String) -> String {
+        value.clone()
+    }
+}
+
+/// A string that may be unset; empty (or YAML null) means unset.
+struct OptionalText;
+
+impl Codec for OptionalText {
+    type Value = Option<String>;
+    const TYPE_NAME: &'static str = "string (optional)";
+    fn parse(&self, raw: &str) -> Result<Option<String>, Rejection> {
+        let raw = raw.trim();
+        Ok((!raw.is_empty()).then(|| raw.to_owned()))
+    }
+    fn render(&self, value: &Option<String>) -> String {
+        value.clone().unwrap_or_default()
+    }
+}
+
+/// A file path that may be unset; empty (or YAML null) means unset.
+struct OptionalPath;
+
+impl Codec for OptionalPath {
+    type Value = Option<PathBuf>;
+    const TYPE_NAME: &'static str = "path (optional)";
+    fn parse(&self, raw: &str) -> Result<Option<PathBuf>, Rejection> {
+        let raw = raw.trim();
+        Ok((!raw.is_empty()).then(|| PathBuf::from(raw)))
+    }
+    fn render(&self, value: &Option<PathBuf>) -> String {
+        value
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// An integer in `min..=max`, stored as `T`.
+struct Int<T> {
+    min: i64,
+    max: i64,
+    _type: PhantomData<T>,
+}
+
+impl<T> Int<T> {
+    const fn range(min: i64, max: i64) -> Self {
+        Int {
+            min,
+            max,
+            _type: PhantomData,
+        }
+    }
+}
+
+impl<T: TryFrom<i64> + std::fmt::Display> Codec for Int<T> {
+    type Value = T;
+    const TYPE_NAME: &'static str = "integer";
+    fn parse(&self, raw: &str) -> Result<T, Rejection> {
+        let expected = if self.min >= 1 {
+            "expected a positive integer"
+        } else {
+            "expected a non-negative integer"
+        };
+        let n: i64 = raw
+            .trim()
+            .parse()
+            .map_err(|_| Rejection::Invalid(expected.into()))?;
+        if n < self.min || n > self.max {
+            return Err(Rejection::OutOfRange(format!(
+                "must be between {} and {}",
+                self.min, self.max
+            )));
+        }
+        T::try_from(n).map_err(|_| Rejection::Invalid(expected.into()))
+    }
+    fn render(&self, value: &T) -> String {
+        value.to_string()
+    }
+}
+
+/// A fraction strictly between 0 and 1.
+struct Fraction;
+
+impl Codec for Fraction {
+    type Value = f64;
+    const TYPE_NAME: &'static str = "float";
+    fn parse(&self, raw: &str) -> Result<f64, Rejection> {
+        let x: f64 = raw
+            .trim()
+            .parse()
+            .map_err(|_| Rejection::Invalid("expected a number such as 0.1".into()))?;
+        if x > 0.0 && x < 1.0 {
+            Ok(x)
+        } else {
+            Err(Rejection::OutOfRange(
+                "must be greater than 0 and less than 1".into(),
+            ))
+        }
+    }
+    fn render(&self, value: &f64) -> String {
+        // Rust prints the shortest text that parses back to the same f64.
+        value.to_string()
+    }
+}
+
+/// A Flink duration; `positive` rejects zero.
+struct Dur {
+    positive: bool,
+}
+
+impl Codec for Dur {
+    type Value = Duration;
+    const TYPE_NAME: &'static str = "duration";
+    fn parse(&self, raw: &str) -> Result<Duration, Rejection> {
+        let d = parse_duration(raw).map_err(Rejection::Invalid)?;
+        if self.positive && d.is_zero() {
+            return Err(Rejection::OutOfRange("must be longer than zero".into()));
+        }
+        Ok(d)
+    }
+    fn render(&self, value: &Duration) -> String {
+        format_duration(*value)
+    }
+}
+
+/// A Flink memory size of at least `min` bytes; `power_of_two` for page-like sizes.
+struct Mem {
+    min: u64,
+    power_of_two: bool,
+}
+
+impl Codec for Mem {
+    type Value = u64;
+    const TYPE_NAME: &'static str = "memory size";
+    fn parse(&self, raw: &str) -> Result<u64, Rejection> {
+        let bytes = parse_memory_size(raw).map_err(Rejection::Invalid)?;
+        if bytes < self.min || (self.power_of_two && !bytes.is_power_of_two()) {
+            let power = if self.power_of_two {
+                "a power of two "
+            } else {
+                ""
+            };
+            return Err(Rejection::OutOfRange(format!(
+                "must be {power}of at least {}",
+                format_memory_size(self.min)
+            )));
+        }
+        Ok(bytes)
+    }
+    fn render(&self, value: &u64) -> String {
+        format_memory_size(*value)
+    }
+}
+
+/// Flink's upper bound on max parallelism (the number of key groups), 2^15.
+const UPPER_BOUND_MAX_PARALLELISM: u32 = 1 << 15;
+
+/// `pipeline.max-parallelism`: -1 for "derive per operator", else 1..=32768.
+struct MaxParallelism;
+
+impl Codec for MaxParallelism {
+    type Value = Option<u32>;
+    const TYPE_NAME: &'static str = "integer";
+    fn parse(&self, raw: &str) -> Result<Option<u32>, Rejection> {
+        let n: i64 = raw
+            .trim()
+            .parse()
+            .map_err(|_| Rejection::Invalid("expected an integer (-1 for automatic)".into()))?;
+        match n {
+            -1 => Ok(None),
+            1..=0x8000 => Ok(u32::try_from(n).ok()),
+            _ => Err(Rejection::OutOfRange(format!(
+                "must be -1 (automatic) or between 1 and {UPPER_BOUND_MAX_PARALLELISM}"
+            ))),
+        }
+    }
+    fn render(&self, value: &Option<u32>) -> String {
+        value.map_or_else(|| "-1".to_owned(), |n| n.to_string())
+    }
+}
+
+/// An enum option whose values are written in lower case.
+pub(super) trait ConfigEnum: Copy + PartialEq + 'static {
+    /// Every value with its textual name.
+    const CHOICES: &'static [(&'static str, Self)];
+}
+
+impl ConfigEnum for SchedulerKind {
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("default", SchedulerKind::Default),
+        ("adaptive", SchedulerKind::Adaptive),
+    ];
+}
+
+/// One of the names in `E::CHOICES`, matched case-insensitively.
+struct Choice<E>(PhantomData<E>);
+
+impl<E: ConfigEnum> Codec for Choice<E> {
+    type Value = E;
+    const TYPE_NAME: &'static str = "enum";
+    fn parse(&self, raw: &str) -> Result<E, Rejection> {
+        let raw = raw.trim();
+        E::CHOICES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(raw))
+            .map(|(_, value)| *value)
+            .ok_or_else(|| {
+                let names: Vec<String> =
+                    E::CHOICES.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+                Rejection::Invalid(format!("expected one of {}", names.join(", ")))
+            })
+    }
+    fn render(&self, value: &E) -> String {
+        E::CHOICES
+            .iter()
+            .find(|(_, v)| v == value)
+            .map(|(name, _)| (*name).to_owned())
+            .unwrap_or_default()
+    }
+}
+
+const PORT: Int<u16> = Int::range(0, u16::MAX as i64);
+const AT_LEAST_ONE: Int<u32> = Int::range(1, u32::MAX as i64);
+const ANY_COUNT: Int<u32> = Int::range(0, u32::MAX as i64);
+const POSITIVE_DURATION: Dur = Dur { positive: true };
+const ANY_DURATION: Dur = Dur { positive: false };
+const ANY_SIZE: Mem = Mem {
+    min: 0,
+    power_of_two: false,
+};
+
+/// Builds `OPTIONS` from rows `"key" => field.path: CODEC, default "text", doc "line";`.
+/// A row may end with `, sensitive` before the `;`.
+macro_rules! options {
+    ($( $key:literal => $($field:ident).+ : $codec:expr,
+        default $default:literal, doc $doc:literal $(, $sensitive:ident)? ; )*) => {
+        static OPTIONS: &[OptionDef] = &[$(
+            OptionDef {
+                key: $key,
+                default: $default,
+                doc: $doc,
+                type_name: type_name_of(&$codec),
+                sensitive: options!(@sensitive $($sensitive)?),
+                set: |config, raw| {
+                    config.$($field).+ = Codec::parse(&$codec, raw)?;
+                    Ok(())
+                },
+                get: |config| Codec::render(&$codec, &config.$($field).+),
+            },
+        )*];
+    };
+    (@sensitive sensitive) => { true };
+    (@sensitive) => { false };
+}
+
+// Sorted by key; a unit test keeps it that way so `entries()` needs no sort and lookups read well.
+options! {
+    "execution.buffer-timeout" => network.buffer_timeout: ANY_DURATION,
+        default "100 ms",
+        doc "How long an output buffer may wait to fill before it is flushed (0 flushes every record).";
+    "heartbeat.interval" => heartbeat.interval: POSITIVE_DURATION,
+        default "10 s",
+        doc "How often the JobManager and TaskManagers send each other heartbeats.";
+    "heartbeat.timeout" => heartbeat.timeout: POSITIVE_DURATION,
+        default "50 s",
+        doc "How long without a heartbeat before a peer is considered dead.";
+    "jobmanager.bind-host" => jobmanager.bind_host: Text,
+        default "localhost",
+        doc "Local address the JobManager's RPC endpoint binds to (0.0.0.0 for all interfaces).";
+    "jobmanager.rpc.address" => jobmanager.rpc_address: Text,
+        default "localhost",
+        doc "Address other processes use to reach the JobManager's RPC endpoint.";
+    "jobmanager.rpc.port" => jobmanager.rpc_port: PORT,
+        default "6123",
+        doc "Port of the JobManager's RPC endpoint.";
+    "jobmanager.scheduler" => scheduler: Choice::<SchedulerKind>(PhantomData),
+        default "default",
+        doc "Scheduler for new jobs: \"default\" or \"adaptive\" (rescales to the slots available).";
+    "jobstore.expiration-time" => jobstore.expiration_time: POSITIVE_DURATION,
+        default "1 h",
+        doc "How long a finished job stays visible in the REST API.";
+    "jobstore.max-capacity" => jobstore.max_capacity: Int::<usize>::range(0, i64::MAX),
+        default "1000",
+        doc "How many finished jobs the JobManager keeps for the REST API.";
+    "parallelism.default" => parallelism_default: AT_LEAST_ONE,
+        default "1",
+        doc "Parallelism of operators and jobs that do not set one.";
+    "pipeline.max-parallelism" => max_parallelism: MaxParallelism,
+        default "-1",
+        doc "Upper bound for rescaling keyed state (key groups); -1 derives it per operator.";
+    "rest.address" => rest.address: Text,
+        default "localhost",
+        doc "Address clients use to reach the REST API and web UI.";
+    "rest.bind-address" => rest.bind_address: Text,
+        default "localhost",
+        doc "Local address the REST server binds to (0.0.0.0 for all interfaces).";
+    "rest.port" => rest.port: PORT,
+        default "8081",
+        doc "Port of the REST API and web UI.";
+    "security.cluster.secret" => security.cluster_secret: OptionalText,
+        default "",
+        doc "Shared secret that authenticates every process of the cluster to the others.",
+        sensitive;
+    "security.cluster.secret-file" => security.cluster_secret_file: OptionalPath,
+        default "",
+        doc "File holding the cluster secret, used when security.cluster.secret is not set.";
+    "slot.request.timeout" => slot_request_timeout: POSITIVE_DURATION,
+        default "5 min",
+        doc "How long a job waits for a slot before its request fails.";
+    "taskmanager.bind-host" => taskmanager.bind_host: Text,
+        default "localhost",
+        doc "Local address the TaskManager's endpoints bind to (0.0.0.0 for all interfaces).";
+    "taskmanager.data.port" => taskmanager.data_port: PORT,
+        default "0",
+        doc "Port of the TaskManager's data exchange endpoint (0 picks a free port).";
+    "taskmanager.host" => taskmanager.host: Text,
+        default "localhost",
+        doc "Address the JobManager and other TaskManagers use to reach this TaskManager.";
+    "taskmanager.memory.network.fraction" => network.network_fraction: Fraction,
+        default "0.1",
+        doc "Share of the process memory used for network buffers, before min/max clamping.";
+    "taskmanager.memory.network.max" => network.network_max: ANY_SIZE,
+        default "1gb",
+        doc "Upper bound of the network buffer memory.";
+    "taskmanager.memory.network.min" => network.network_min: ANY_SIZE,
+        default "64mb",
+        doc "Lower bound of the network buffer memory.";
+    "taskmanager.memory.process.size" => network.process_size: Mem { min: 1, power_of_two: false },
+        default "1728mb",
+        doc "Total memory of a TaskManager process.";
+    "taskmanager.memory.segment-size" => network.segment_size: Mem { min: 4096, power_of_two: true },
+        default "32kb",
+        doc "Size of one network buffer (memory segment).";
+    "taskmanager.network.memory.buffers-per-channel" => network.buffers_per_channel: ANY_COUNT,
+        default "2",
+        doc "Exclusive buffers per input channel, the credit a receiver grants up front.";
+    "taskmanager.network.memory.floating-buffers-per-gate" => network.floating_buffers_per_gate: ANY_COUNT,
+        default "8",
+        doc "Buffers per input gate shared among its channels on demand.";
+    "taskmanager.numberOfTaskSlots" => taskmanager.number_of_task_slots: AT_LEAST_ONE,
+        default "1",
+        doc "Number of slots a TaskManager offers, each running one parallel pipeline.";
+    "taskmanager.resource-id" => taskmanager.resource_id: OptionalText,
+        default "",
+        doc "Stable identity of the TaskManager; a random one is generated when unset.";
+    "taskmanager.rpc.port" => taskmanager.rpc_port: PORT,
+        default "0",
+        doc "Port of the TaskManager's RPC endpoint (0 picks a free port).";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_is_sorted_and_unique() {
+        for pair in OPTIONS.windows(2) {
+            assert!(
+                pair[0].key < pair[1].key,
+                "{} before {}",
+                pair[0].key,
+                pair[1].key
+            );
+        }
+    }
+
+    #[test]
+    fn every_default_parses_and_renders_canonically() {
+        let config = Config::default();
+        for def in OPTIONS {
+            let mut fresh = Config::default();
+            def.apply(&mut fresh, def.default, "test").expect(def.key);
+            assert_eq!(def.render(&config), def.default, "{}", def.key);
+        }
+    }
+
+    #[test]
+    fn every_option_has_a_one_line_doc() {
+        for def in OPTIONS {
+            assert!(
+                !def.doc.is_empty() && !def.doc.contains('\n'),
+                "{}",
+                def.key
+            );
+            assert!(def.doc.ends_with('.'), "{}", def.key);
+        }
+    }
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("", ""), 0);
+        assert_eq!(edit_distance("abc", ""), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("rest.prot", "rest.port"), 2);
+    }
+
+    #[test]
+    fn suggestions_catch_typos_but_not_unrelated_keys() {
+        assert_eq!(
+            suggest("taskmanager.numberOfTaskSlot"),
+            Some("taskmanager.numberOfTaskSlots")
+        );
+        assert_eq!(
+            suggest("taskmanager.numberoftaskslots"),
+            Some("taskmanager.numberOfTaskSlots")
+        );
+        assert_eq!(suggest("rest.prot"), Some("rest.port"));
+        assert_eq!(suggest("state.backend.type"), None);
+        assert_eq!(suggest("foo"), None);
+    }
+
+    #[test]
+    fn integers_are_range_checked() {
+        assert_eq!(AT_LEAST_ONE.parse("3"), Ok(3));
+        assert!(matches!(
+            AT_LEAST_ONE.parse("0"),
+            Err(Rejection::OutOfRange(_))
+        ));
+        assert!(matches!(
+            AT_LEAST_ONE.parse("-4"),
+            Err(Rejection::OutOfRange(_))
+        ));
+        assert_eq!(
+            AT_LEAST_ONE.parse("two"),
+            Err(Rejection::Invalid("expected a positive integer".into()))
+        );
+        assert!(matches!(
+            AT_LEAST_ONE.parse("1.5"),
+            Err(Rejection::Invalid(_))
+        ));
+        assert_eq!(PORT.parse("65535"), Ok(65535));
+        assert!(matches!(PORT.parse("65536"), Err(Rejection::OutOfRange(_))));
+    }
+
+    #[test]
+    fn max_parallelism_accepts_minus_one_and_flinks_range() {
+        assert_eq!(MaxParallelism.parse("-1"), Ok(None));
+        assert_eq!(MaxParallelism.parse("128"), Ok(Some(128)));
+        assert_eq!(MaxParallelism.parse("32768"), Ok(Some(32768)));
+        for bad in ["0", "-2", "32769"] {
+            assert!(
+                matches!(MaxParallelism.parse(bad), Err(Rejection::OutOfRange(_))),
+                "{bad}"
+            );
+        }
+        assert_eq!(MaxParallelism.render(&None), "-1");
+    }
+
+    #[test]
+    fn fractions_must_be_strictly_between_zero_and_one() {
+        assert_eq!(Fraction.parse("0.25"), Ok(0.25));
+        for bad in ["0", "1", "1.5", "-0.1", "NaN", "inf"] {
+            assert!(
+                matches!(Fraction.parse(bad), Err(Rejection::OutOfRange(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            Fraction.parse("tenth"),
+            Err(Rejection::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn segment_size_must_be_a_power_of_two_of_at_least_4kb() {
+        let segment = Mem {
+            min: 4096,
+            power_of_two: true,
+        };
+        assert_eq!(segment.parse("64kb"), Ok(64 << 10));
+        for bad in ["2kb", "48kb", "0"] {
+            assert!(
+                matches!(segment.parse(bad), Err(Rejection::OutOfRange(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn enums_parse_case_insensitively_and_list_choices() {
+        let codec = Choice::<SchedulerKind>(PhantomData);
+        assert_eq!(codec.parse("Adaptive"), Ok(SchedulerKind::Adaptive));
+        assert_eq!(codec.render(&SchedulerKind::Adaptive), "adaptive");
+        assert_eq!(
+            codec.parse("reactive"),
+            Err(Rejection::Invalid(
+                r#"expected one of "default", "adaptive""#.into()
+            ))
+        );
+    }
+}
