@@ -10,6 +10,7 @@ pub mod config;
 pub mod examples;
 pub mod graph;
 pub mod ids;
+pub mod jobmanager;
 pub mod network;
 pub mod record;
 pub mod rpc;

@@ -34,6 +34,7 @@ pub fn find(name: &str) -> Option<&'static dyn JobProgram> {
 }
 
 /// `--key value` arguments as Flink's `ParameterTool` reads them; a flag without a value is "".
+#[derive(Debug)]
 pub(crate) struct Params {
     values: BTreeMap<String, String>,
 }

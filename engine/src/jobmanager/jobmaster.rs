@@ -1,0 +1,567 @@
+//! The JobMaster of one job: expands the job graph into parallel executions, asks for slots,
+//! deploys every subtask straight to its TaskManager, tracks execution states and drives the
+//! job's state machine. A pure core: events and the time (ms since the epoch) go in, actions
+//! come out; the JobManager's I/O shell carries the actions out.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::resourcemanager::SlotRef;
+use crate::graph::{JobGraph, ShipStrategy};
+use crate::ids::{ExecutionId, JobId, PartitionId, ResourceId};
+use crate::rpc::messages::{
+    ChannelDeployment, ExecutionState, OutputDeployment, PartitionLocation, ProgramSpec, TaskDeployment, TaskMetrics,
+};
+
+/// Flink's job states.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobStatus {
+    /// Accepted, the JobMaster is being set up.
+    Initializing,
+    /// The execution graph exists, nothing is scheduled yet.
+    Created,
+    /// Scheduled or running.
+    Running,
+    /// A task failed; the others are being cancelled.
+    Failing,
+    /// Ended with a failure.
+    Failed,
+    /// Being cancelled.
+    Cancelling,
+    /// Cancelled.
+    Canceled,
+    /// All tasks finished.
+    Finished,
+    /// Waiting to be restarted.
+    Restarting,
+    /// Stopped without ending (JobManager lost leadership).
+    Suspended,
+    /// Being reconciled after a failover.
+    Reconciling,
+}
+
+impl JobStatus {
+    /// Flink's upper-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobStatus::Initializing => "INITIALIZING",
+            JobStatus::Created => "CREATED",
+            JobStatus::Running => "RUNNING",
+            JobStatus::Failing => "FAILING",
+            JobStatus::Failed => "FAILED",
+            JobStatus::Cancelling => "CANCELLING",
+            JobStatus::Canceled => "CANCELED",
+            JobStatus::Finished => "FINISHED",
+            JobStatus::Restarting => "RESTARTING",
+            JobStatus::Suspended => "SUSPENDED",
+            JobStatus::Reconciling => "RECONCILING",
+        }
+    }
+
+    /// Whether the job can change no more.
+    pub fn is_globally_terminal(self) -> bool {
+        matches!(self, JobStatus::Failed | JobStatus::Canceled | JobStatus::Finished)
+    }
+}
+
+/// One attempt of one subtask.
+#[derive(Clone, Debug, Serialize)]
+pub struct Execution {
+    /// Its state.
+    pub state: ExecutionState,
+    /// Its attempt number.
+    pub attempt: u32,
+    /// Where it runs.
+    pub slot: Option<SlotRef>,
+    /// When it entered each state (ms since the epoch).
+    pub timestamps: BTreeMap<ExecutionState, u64>,
+    /// Its I/O counters.
+    pub metrics: TaskMetrics,
+    /// Why it failed.
+    pub failure: Option<String>,
+}
+
+/// A failure recorded for `GET /jobs/:id/exceptions`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExceptionEntry {
+    /// When (ms since the epoch).
+    pub timestamp: u64,
+    /// The failure's text.
+    pub exception: String,
+    /// The failed task, if one.
+    pub task_name: Option<String>,
+    /// The TaskManager it ran on.
+    pub location: Option<String>,
+}
+
+/// What the JobManager must do for a JobMaster.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Ask the ResourceManager for this many slots.
+    RequestSlots {
+        /// The job.
+        job: JobId,
+        /// How many.
+        slots: u32,
+    },
+    /// Send a deployment to a TaskManager.
+    Deploy {
+        /// Where.
+        resource_id: ResourceId,
+        /// What.
+        deployment: Box<TaskDeployment>,
+    },
+    /// Ask a TaskManager to cancel an execution.
+    Cancel {
+        /// Where.
+        resource_id: ResourceId,
+        /// Which.
+        execution: ExecutionId,
+    },
+    /// The job reached a terminal state: free its slots and the TaskManagers' partitions.
+    Terminated {
+        /// The job.
+        job: JobId,
+        /// TaskManagers that hosted its executions.
+        resource_ids: Vec<ResourceId>,
+    },
+}
+
+/// The message of a job that could not get its slots, as in Flink.
+pub const NO_RESOURCE: &str =
+    "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException: Could not acquire the minimum required resources.";
+
+/// One job's master.
+#[derive(Debug)]
+pub struct JobMaster {
+    /// The job's id.
+    pub job_id: JobId,
+    /// The job's name.
+    pub name: String,
+    /// The program and its arguments.
+    pub program: ProgramSpec,
+    /// Parallelism given at submission (`-p` or `parallelism.default`).
+    pub default_parallelism: u32,
+    /// The job graph.
+    pub graph: JobGraph,
+    fingerprint: String,
+    /// The job's state.
+    pub status: JobStatus,
+    /// When the job entered each state (ms since the epoch).
+    pub timestamps: BTreeMap<JobStatus, u64>,
+    /// Submission time.
+    pub start_time: u64,
+    /// When it ended, if it did.
+    pub end_time: Option<u64>,
+    /// Per vertex, per subtask.
+    pub executions: Vec<Vec<Execution>>,
+    /// Failures, oldest first.
+    pub exceptions: Vec<ExceptionEntry>,
+    /// Slots granted to this job (subtask `i` of every vertex shares slot `i`).
+    pub slots: Vec<SlotRef>,
+}
+
+impl JobMaster {
+    /// A JobMaster for a job graph; nothing scheduled yet.
+    pub fn new(job_id: JobId, program: ProgramSpec, default_parallelism: u32, graph: JobGraph, now: u64) -> Self {
+        let executions = graph
+            .vertices
+            .iter()
+            .map(|v| {
+                (0..v.parallelism)
+                    .map(|_| Execution {
+                        state: ExecutionState::Created,
+                        attempt: 0,
+                        slot: None,
+                        timestamps: BTreeMap::from([(ExecutionState::Created, now)]),
+                        metrics: TaskMetrics::default(),
+                        failure: None,
+                    })
+                    .collect()
+            })
+            .collect();
+        let fingerprint = graph.fingerprint();
+        JobMaster {
+            job_id,
+            name: graph.name.clone(),
+            program,
+            default_parallelism,
+            graph,
+            fingerprint,
+            status: JobStatus::Created,
+            timestamps: BTreeMap::from([(JobStatus::Initializing, now), (JobStatus::Created, now)]),
+            start_time: now,
+            end_time: None,
+            executions,
+            exceptions: Vec::new(),
+            slots: Vec::new(),
+        }
+    }
+
+    fn set_status(&mut self, status: JobStatus, now: u64) {
+        self.status = status;
+        self.timestamps.insert(status, now);
+        if status.is_globally_terminal() {
+            self.end_time = Some(now);
+        }
+    }
+
+    fn set_execution(&mut self, v: usize, s: usize, state: ExecutionState, now: u64) {
+        let e = &mut self.executions[v][s];
+        e.state = state;
+        e.timestamps.insert(state, now);
+    }
+
+    /// Starts scheduling: the job runs (Flink's RUNNING) with its tasks waiting for slots.
+    pub fn start(&mut self, now: u64) -> Vec<Action> {
+        self.set_status(JobStatus::Running, now);
+        for v in 0..self.executions.len() {
+            for s in 0..self.executions[v].len() {
+                self.set_execution(v, s, ExecutionState::Scheduled, now);
+            }
+        }
+        vec![Action::RequestSlots { job: self.job_id, slots: self.graph.max_vertex_parallelism() }]
+    }
+
+    /// The slots arrived: deploy every subtask.
+    pub fn slots_allocated(&mut self, slots: Vec<SlotRef>, now: u64) -> Vec<Action> {
+        if self.status != JobStatus::Running {
+            // Cancelled while waiting: hand the slots straight back.
+            self.slots = slots;
+            return self.terminate_if_done(now);
+        }
+        self.slots = slots;
+        let mut actions = Vec::new();
+        for v in 0..self.graph.vertices.len() {
+            for s in 0..self.graph.vertices[v].parallelism as usize {
+                let slot = self.slots[s % self.slots.len()].clone();
+                self.executions[v][s].slot = Some(slot.clone());
+                self.set_execution(v, s, ExecutionState::Deploying, now);
+                let deployment = self.deployment(v, s);
+                actions.push(Action::Deploy { resource_id: slot.resource_id, deployment: Box::new(deployment) });
+            }
+        }
+        actions
+    }
+
+    fn execution_id(&self, v: usize, s: usize) -> ExecutionId {
+        ExecutionId { job: self.job_id, vertex: v as u32, subtask: s as u32, attempt: self.executions[v][s].attempt }
+    }
+
+    fn location(&self, v: usize, s: usize) -> PartitionLocation {
+        let slot = self.executions[v][s].slot.as_ref().unwrap_or(&self.slots[s % self.slots.len()]);
+        PartitionLocation { resource_id: slot.resource_id.clone(), data_address: slot.data_address }
+    }
+
+    /// The deployment descriptor of subtask `s` of vertex `v`.
+    fn deployment(&self, v: usize, s: usize) -> TaskDeployment {
+        let vertex = &self.graph.vertices[v];
+        let inputs = vertex
+            .inputs
+            .iter()
+            .map(|&e| {
+                let edge = &self.graph.edges[e];
+                let output = self.graph.vertices[edge.source].outputs.iter().position(|&o| o == e).unwrap_or(0) as u32;
+                let producers: Vec<(usize, u32)> = match edge.strategy {
+                    ShipStrategy::Forward => vec![(s, 0)],
+                    _ => (0..self.graph.vertices[edge.source].parallelism as usize).map(|p| (p, s as u32)).collect(),
+                };
+                producers
+                    .into_iter()
+                    .map(|(p, subpartition)| ChannelDeployment {
+                        partition: PartitionId { producer: self.execution_id(edge.source, p), output },
+                        subpartition,
+                        location: self.location(edge.source, p),
+                    })
+                    .collect()
+            })
+            .collect();
+        let outputs = vertex
+            .outputs
+            .iter()
+            .map(|&e| {
+                let edge = &self.graph.edges[e];
+                let consumer = &self.graph.vertices[edge.target];
+                OutputDeployment {
+                    subpartitions: if edge.strategy.is_all_to_all() { consumer.parallelism } else { 1 },
+                    consumer_max_parallelism: consumer.max_parallelism,
+                }
+            })
+            .collect();
+        TaskDeployment {
+            execution: self.execution_id(v, s),
+            slot: self.executions[v][s].slot.as_ref().map(|slot| slot.index).unwrap_or(0),
+            job_name: self.name.clone(),
+            program: self.program.clone(),
+            default_parallelism: self.default_parallelism,
+            fingerprint: self.fingerprint.clone(),
+            inputs,
+            outputs,
+        }
+    }
+
+    fn find(&self, id: ExecutionId) -> Option<(usize, usize)> {
+        let (v, s) = (id.vertex as usize, id.subtask as usize);
+        let e = self.executions.get(v)?.get(s)?;
+        (e.attempt == id.attempt).then_some((v, s))
+    }
+
+    /// The display name of a subtask, e.g. `Keyed Sum (2/4)`.
+    pub fn task_name(&self, v: usize, s: usize) -> String {
+        let vertex = &self.graph.vertices[v];
+        format!("{} ({}/{})", vertex.name, s + 1, vertex.parallelism)
+    }
+
+    /// A TaskManager reported an execution's new state.
+    pub fn task_state(&mut self, id: ExecutionId, state: ExecutionState, error: Option<String>, metrics: TaskMetrics, now: u64) -> Vec<Action> {
+        let Some((v, s)) = self.find(id) else { return Vec::new() };
+        if self.executions[v][s].state.is_terminal() {
+            return Vec::new();
+        }
+        if metrics != TaskMetrics::default() {
+            self.executions[v][s].metrics = metrics;
+        }
+        self.set_execution(v, s, state, now);
+        match state {
+            ExecutionState::Failed => {
+                let location = self.executions[v][s].slot.as_ref().map(|slot| slot.resource_id.clone());
+                let message = error.unwrap_or_else(|| "unknown failure".into());
+                self.executions[v][s].failure = Some(message.clone());
+                self.exceptions.push(ExceptionEntry { timestamp: now, exception: message, task_name: Some(self.task_name(v, s)), location });
+                self.fail(now)
+            }
+            _ => self.terminate_if_done(now),
+        }
+    }
+
+    /// A TaskManager is gone: its executions of this job have failed.
+    pub fn taskmanager_lost(&mut self, resource_id: &str, reason: &str, now: u64) -> Vec<Action> {
+        let mut lost = Vec::new();
+        for v in 0..self.executions.len() {
+            for s in 0..self.executions[v].len() {
+                let e = &self.executions[v][s];
+                if !e.state.is_terminal() && e.slot.as_ref().is_some_and(|slot| slot.resource_id == resource_id) {
+                    lost.push((v, s));
+                }
+            }
+        }
+        if lost.is_empty() {
+            return Vec::new();
+        }
+        let message = format!("TaskManager {resource_id} was lost: {reason}");
+        for &(v, s) in &lost {
+            self.set_execution(v, s, ExecutionState::Failed, now);
+            self.executions[v][s].failure = Some(message.clone());
+        }
+        let (v, s) = lost[0];
+        self.exceptions.push(ExceptionEntry {
+            timestamp: now,
+            exception: message,
+            task_name: Some(self.task_name(v, s)),
+            location: Some(resource_id.to_string()),
+        });
+        self.fail(now)
+    }
+
+    /// The job's slots could not be had in time.
+    pub fn slot_request_timed_out(&mut self, now: u64) -> Vec<Action> {
+        if self.status != JobStatus::Running {
+            return Vec::new();
+        }
+        self.exceptions.push(ExceptionEntry { timestamp: now, exception: NO_RESOURCE.into(), task_name: None, location: None });
+        self.fail(now)
+    }
+
+    fn fail(&mut self, now: u64) -> Vec<Action> {
+        if matches!(self.status, JobStatus::Running) {
+            self.set_status(JobStatus::Failing, now);
+        }
+        let mut actions = self.cancel_executions(now);
+        actions.extend(self.terminate_if_done(now));
+        actions
+    }
+
+    /// Cancels the job (REST PATCH or `sluice cancel`).
+    pub fn cancel(&mut self, now: u64) -> Vec<Action> {
+        if self.status.is_globally_terminal() || self.status == JobStatus::Cancelling {
+            return Vec::new();
+        }
+        self.set_status(JobStatus::Cancelling, now);
+        let mut actions = self.cancel_executions(now);
+        actions.extend(self.terminate_if_done(now));
+        actions
+    }
+
+    fn cancel_executions(&mut self, now: u64) -> Vec<Action> {
+        let mut actions = Vec::new();
+        for v in 0..self.executions.len() {
+            for s in 0..self.executions[v].len() {
+                match self.executions[v][s].state {
+                    ExecutionState::Created | ExecutionState::Scheduled => self.set_execution(v, s, ExecutionState::Canceled, now),
+                    ExecutionState::Deploying | ExecutionState::Running | ExecutionState::Initializing => {
+                        self.set_execution(v, s, ExecutionState::Canceling, now);
+                        if let Some(slot) = &self.executions[v][s].slot {
+                            actions.push(Action::Cancel { resource_id: slot.resource_id.clone(), execution: self.execution_id(v, s) });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        actions
+    }
+
+    fn terminate_if_done(&mut self, now: u64) -> Vec<Action> {
+        let all = || self.executions.iter().flatten();
+        if !all().all(|e| e.state.is_terminal()) || self.status.is_globally_terminal() {
+            return Vec::new();
+        }
+        let status = match self.status {
+            JobStatus::Cancelling => JobStatus::Canceled,
+            JobStatus::Failing => JobStatus::Failed,
+            _ if all().all(|e| e.state == ExecutionState::Finished) => JobStatus::Finished,
+            _ => JobStatus::Failed,
+        };
+        self.set_status(status, now);
+        let mut resource_ids: Vec<ResourceId> = self.slots.iter().map(|s| s.resource_id.clone()).collect();
+        resource_ids.sort();
+        resource_ids.dedup();
+        vec![Action::Terminated { job: self.job_id, resource_ids }]
+    }
+
+    /// Count of executions per state.
+    pub fn state_counts(&self) -> BTreeMap<ExecutionState, u32> {
+        let mut counts: BTreeMap<ExecutionState, u32> = ExecutionState::ALL.iter().map(|s| (*s, 0)).collect();
+        for e in self.executions.iter().flatten() {
+            *counts.entry(e.state).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Applies metrics from a heartbeat.
+    pub fn update_metrics(&mut self, id: ExecutionId, metrics: TaskMetrics) {
+        if let Some((v, s)) = self.find(id) {
+            self.executions[v][s].metrics = metrics;
+        }
+    }
+
+    /// The state a vertex is shown in: the "highest" state among its subtasks, as Flink does.
+    pub fn vertex_state(&self, v: usize) -> ExecutionState {
+        let states: Vec<ExecutionState> = self.executions[v].iter().map(|e| e.state).collect();
+        let any = |s| states.contains(&s);
+        if states.iter().all(|s| *s == ExecutionState::Finished) {
+            ExecutionState::Finished
+        } else if any(ExecutionState::Failed) {
+            ExecutionState::Failed
+        } else if any(ExecutionState::Canceling) {
+            ExecutionState::Canceling
+        } else if states.iter().all(|s| *s == ExecutionState::Canceled) {
+            ExecutionState::Canceled
+        } else if any(ExecutionState::Running) {
+            ExecutionState::Running
+        } else if any(ExecutionState::Deploying) {
+            ExecutionState::Deploying
+        } else if any(ExecutionState::Scheduled) {
+            ExecutionState::Scheduled
+        } else {
+            states.iter().copied().max().unwrap_or(ExecutionState::Created)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::StreamExecutionEnvironment;
+    use crate::examples;
+
+    fn job(parallelism: u32) -> JobMaster {
+        let env = StreamExecutionEnvironment::new();
+        let program = examples::find("wordcount").unwrap();
+        program.build(&env, &[]).unwrap();
+        let graph = env.into_graph().job_graph("WordCount", parallelism).unwrap();
+        JobMaster::new(JobId(1), ProgramSpec { name: "wordcount".into(), args: vec![] }, parallelism, graph, 0)
+    }
+
+    fn slots(n: u32) -> Vec<SlotRef> {
+        (0..n)
+            .map(|i| SlotRef { resource_id: format!("tm{}", i % 2), data_address: "127.0.0.1:9".parse().unwrap(), index: i / 2 })
+            .collect()
+    }
+
+    fn deploys(actions: &[Action]) -> Vec<&TaskDeployment> {
+        actions.iter().filter_map(|a| if let Action::Deploy { deployment, .. } = a { Some(&**deployment) } else { None }).collect()
+    }
+
+    fn report_all(jm: &mut JobMaster, deployed: &[TaskDeployment], state: ExecutionState) -> Vec<Action> {
+        let mut out = Vec::new();
+        for d in deployed {
+            out.extend(jm.task_state(d.execution, state, None, TaskMetrics::default(), 10));
+        }
+        out
+    }
+
+    #[test]
+    fn wordcount_deploys_every_subtask_with_wired_channels_then_finishes() {
+        let mut jm = job(4);
+        let actions = jm.start(0);
+        assert!(matches!(actions[..], [Action::RequestSlots { slots: 4, .. }]));
+        let actions = jm.slots_allocated(slots(4), 1);
+        let deployed: Vec<TaskDeployment> = deploys(&actions).into_iter().cloned().collect();
+        assert_eq!(deployed.len() as u32, jm.graph.total_subtasks());
+        // The keyed vertex reads from every tokenizer subtask.
+        let keyed = jm.graph.vertices.iter().position(|v| v.name.starts_with("Keyed")).unwrap();
+        let d = deployed.iter().find(|d| d.execution.vertex as usize == keyed && d.execution.subtask == 2).unwrap();
+        assert_eq!(d.inputs[0].len(), 4);
+        assert!(d.inputs[0].iter().all(|c| c.subpartition == 2));
+        assert_eq!(jm.status, JobStatus::Running);
+        report_all(&mut jm, &deployed, ExecutionState::Running);
+        let actions = report_all(&mut jm, &deployed, ExecutionState::Finished);
+        assert_eq!(jm.status, JobStatus::Finished);
+        assert!(matches!(actions.last(), Some(Action::Terminated { resource_ids, .. }) if resource_ids.len() == 2));
+    }
+
+    #[test]
+    fn a_failed_task_cancels_the_rest_and_fails_the_job() {
+        let mut jm = job(2);
+        jm.start(0);
+        let deployed: Vec<TaskDeployment> = deploys(&jm.slots_allocated(slots(2), 1)).into_iter().cloned().collect();
+        report_all(&mut jm, &deployed, ExecutionState::Running);
+        let actions = jm.task_state(deployed[0].execution, ExecutionState::Failed, Some("boom".into()), TaskMetrics::default(), 5);
+        assert_eq!(jm.status, JobStatus::Failing);
+        assert_eq!(actions.iter().filter(|a| matches!(a, Action::Cancel { .. })).count(), deployed.len() - 1);
+        for d in &deployed[1..] {
+            jm.task_state(d.execution, ExecutionState::Canceled, None, TaskMetrics::default(), 6);
+        }
+        assert_eq!(jm.status, JobStatus::Failed);
+        assert_eq!(jm.exceptions[0].exception, "boom");
+        // A stale report of an old attempt changes nothing.
+        assert!(jm.task_state(deployed[0].execution, ExecutionState::Running, None, TaskMetrics::default(), 7).is_empty());
+    }
+
+    #[test]
+    fn waiting_for_slots_then_timing_out_fails_with_no_resource() {
+        let mut jm = job(3);
+        jm.start(0);
+        let actions = jm.slot_request_timed_out(300_000);
+        assert_eq!(jm.status, JobStatus::Failed);
+        assert!(matches!(actions[..], [Action::Terminated { .. }]));
+        assert!(jm.exceptions[0].exception.contains("Could not acquire the minimum required resources."));
+        assert!(jm.executions.iter().flatten().all(|e| e.state == ExecutionState::Canceled));
+    }
+
+    #[test]
+    fn cancel_while_running_waits_for_acknowledgements() {
+        let mut jm = job(2);
+        jm.start(0);
+        let deployed: Vec<TaskDeployment> = deploys(&jm.slots_allocated(slots(2), 1)).into_iter().cloned().collect();
+        let actions = jm.cancel(3);
+        assert_eq!(jm.status, JobStatus::Cancelling);
+        assert_eq!(actions.len(), deployed.len());
+        report_all(&mut jm, &deployed, ExecutionState::Canceled);
+        assert_eq!(jm.status, JobStatus::Canceled);
+        assert_eq!(jm.end_time, Some(10));
+    }
+}

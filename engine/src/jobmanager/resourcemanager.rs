@@ -1,0 +1,241 @@
+//! sluice's ResourceManager (not YARN's): knows every registered TaskManager and its slots,
+//! queues slot requests of JobMasters, and hands out only slots that exist. A pure core: events
+//! and the time in milliseconds go in, decisions come out.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::Serialize;
+
+use crate::ids::{JobId, ResourceId};
+use crate::rpc::messages::Hardware;
+
+/// A slot handed to a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SlotRef {
+    /// The TaskManager holding it.
+    pub resource_id: ResourceId,
+    /// Its data-plane address.
+    pub data_address: SocketAddr,
+    /// The slot's index on that TaskManager.
+    pub index: u32,
+}
+
+/// A registered TaskManager.
+#[derive(Clone, Debug)]
+pub struct TaskManagerInfo {
+    /// Its id.
+    pub resource_id: ResourceId,
+    /// Host name.
+    pub host: String,
+    /// Data-plane address.
+    pub data_address: SocketAddr,
+    /// Control connection's peer address.
+    pub rpc_address: SocketAddr,
+    /// Hardware it reported.
+    pub hardware: Hardware,
+    /// Network memory in bytes.
+    pub network_memory: u64,
+    /// When it registered (ms since the epoch).
+    pub registered_at: u64,
+    /// When it was last heard from (ms since the epoch).
+    pub last_heartbeat: u64,
+    /// Which job holds each slot.
+    pub slots: Vec<Option<JobId>>,
+}
+
+impl TaskManagerInfo {
+    /// Slots no job holds.
+    pub fn free_slots(&self) -> u32 {
+        self.slots.iter().filter(|s| s.is_none()).count() as u32
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Request {
+    job: JobId,
+    slots: u32,
+    since: u64,
+}
+
+/// Slot bookkeeping for the cluster.
+#[derive(Default, Debug)]
+pub struct ResourceManager {
+    taskmanagers: BTreeMap<ResourceId, TaskManagerInfo>,
+    pending: Vec<Request>,
+}
+
+impl ResourceManager {
+    /// Adds (or replaces, after a restart with the same id) a TaskManager. Returns the jobs that
+    /// held slots on the replaced instance.
+    pub fn register(&mut self, info: TaskManagerInfo) -> Vec<JobId> {
+        let lost = self.unregister(&info.resource_id);
+        self.taskmanagers.insert(info.resource_id.clone(), info);
+        lost
+    }
+
+    /// Removes a TaskManager; returns the jobs that held slots on it.
+    pub fn unregister(&mut self, id: &str) -> Vec<JobId> {
+        let mut jobs: Vec<JobId> = match self.taskmanagers.remove(id) {
+            Some(tm) => tm.slots.into_iter().flatten().collect(),
+            None => Vec::new(),
+        };
+        jobs.sort();
+        jobs.dedup();
+        jobs
+    }
+
+    /// Notes a sign of life.
+    pub fn heartbeat(&mut self, id: &str, now: u64) -> bool {
+        match self.taskmanagers.get_mut(id) {
+            Some(tm) => {
+                tm.last_heartbeat = now;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// TaskManagers silent for longer than `timeout` ms.
+    pub fn silent_since(&self, now: u64, timeout: u64) -> Vec<ResourceId> {
+        self.taskmanagers.values().filter(|tm| now.saturating_sub(tm.last_heartbeat) > timeout).map(|tm| tm.resource_id.clone()).collect()
+    }
+
+    /// Queues a request for `slots` slots for `job`.
+    pub fn request(&mut self, job: JobId, slots: u32, now: u64) {
+        self.pending.retain(|r| r.job != job);
+        self.pending.push(Request { job, slots, since: now });
+    }
+
+    /// Withdraws a job's pending request.
+    pub fn cancel_request(&mut self, job: JobId) {
+        self.pending.retain(|r| r.job != job);
+    }
+
+    /// Whether a job waits for slots.
+    pub fn is_pending(&self, job: JobId) -> bool {
+        self.pending.iter().any(|r| r.job == job)
+    }
+
+    /// Grants every pending request that the free slots can satisfy in full, oldest first.
+    /// Slots are spread: each comes from the TaskManager with the most free slots, so a job's
+    /// subtasks use all TaskManagers.
+    pub fn allocate(&mut self) -> Vec<(JobId, Vec<SlotRef>)> {
+        let mut granted = Vec::new();
+        let mut i = 0;
+        while i < self.pending.len() {
+            let want = self.pending[i].slots;
+            if want <= self.free_slots() {
+                let job = self.pending.remove(i).job;
+                let slots = (0..want).filter_map(|_| self.take_one(job)).collect();
+                granted.push((job, slots));
+            } else {
+                i += 1;
+            }
+        }
+        granted
+    }
+
+    fn take_one(&mut self, job: JobId) -> Option<SlotRef> {
+        let tm = self.taskmanagers.values_mut().filter(|tm| tm.free_slots() > 0).max_by_key(|tm| tm.free_slots())?;
+        let index = tm.slots.iter().position(Option::is_none)?;
+        tm.slots[index] = Some(job);
+        Some(SlotRef { resource_id: tm.resource_id.clone(), data_address: tm.data_address, index: index as u32 })
+    }
+
+    /// Requests older than `timeout` ms; they are removed.
+    pub fn expire(&mut self, now: u64, timeout: u64) -> Vec<JobId> {
+        let (expired, kept): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|r| now.saturating_sub(r.since) >= timeout);
+        self.pending = kept;
+        expired.into_iter().map(|r| r.job).collect()
+    }
+
+    /// Frees every slot a job holds.
+    pub fn release(&mut self, job: JobId) {
+        for tm in self.taskmanagers.values_mut() {
+            for slot in &mut tm.slots {
+                if *slot == Some(job) {
+                    *slot = None;
+                }
+            }
+        }
+        self.cancel_request(job);
+    }
+
+    /// Registered TaskManagers.
+    pub fn taskmanagers(&self) -> impl Iterator<Item = &TaskManagerInfo> {
+        self.taskmanagers.values()
+    }
+
+    /// One TaskManager.
+    pub fn taskmanager(&self, id: &str) -> Option<&TaskManagerInfo> {
+        self.taskmanagers.get(id)
+    }
+
+    /// Slots of all TaskManagers.
+    pub fn total_slots(&self) -> u32 {
+        self.taskmanagers.values().map(|tm| tm.slots.len() as u32).sum()
+    }
+
+    /// Slots no job holds.
+    pub fn free_slots(&self) -> u32 {
+        self.taskmanagers.values().map(TaskManagerInfo::free_slots).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tm(id: &str, slots: usize) -> TaskManagerInfo {
+        TaskManagerInfo {
+            resource_id: id.into(),
+            host: "localhost".into(),
+            data_address: "127.0.0.1:1".parse().unwrap(),
+            rpc_address: "127.0.0.1:2".parse().unwrap(),
+            hardware: Hardware::default(),
+            network_memory: 0,
+            registered_at: 0,
+            last_heartbeat: 0,
+            slots: vec![None; slots],
+        }
+    }
+
+    #[test]
+    fn grants_only_whole_requests_and_spreads_over_taskmanagers() {
+        let mut rm = ResourceManager::default();
+        rm.register(tm("a", 2));
+        rm.register(tm("b", 2));
+        let (j1, j2, j3) = (JobId(1), JobId(2), JobId(3));
+        rm.request(j1, 2, 0);
+        rm.request(j2, 5, 0);
+        rm.request(j3, 2, 0);
+        let granted = rm.allocate();
+        assert_eq!(granted.len(), 2, "the 5-slot request waits, smaller ones pass it");
+        let mut tms: Vec<&str> = granted[0].1.iter().map(|s| s.resource_id.as_str()).collect();
+        tms.sort();
+        assert_eq!(tms, ["a", "b"]);
+        assert_eq!(rm.free_slots(), 0);
+        assert!(rm.is_pending(j2));
+        rm.release(j1);
+        assert_eq!(rm.free_slots(), 2);
+        assert!(rm.allocate().is_empty());
+        assert_eq!(rm.expire(299_999, 300_000), vec![]);
+        assert_eq!(rm.expire(300_000, 300_000), vec![j2]);
+        assert!(!rm.is_pending(j2));
+    }
+
+    #[test]
+    fn losing_a_taskmanager_names_the_jobs_on_it() {
+        let mut rm = ResourceManager::default();
+        rm.register(tm("a", 1));
+        rm.register(tm("b", 1));
+        rm.request(JobId(7), 2, 0);
+        assert_eq!(rm.allocate().len(), 1);
+        assert_eq!(rm.unregister("a"), vec![JobId(7)]);
+        assert_eq!(rm.total_slots(), 1);
+        assert_eq!(rm.silent_since(100, 50), vec!["b".to_string()]);
+        rm.heartbeat("b", 90);
+        assert!(rm.silent_since(100, 50).is_empty());
+    }
+}
