@@ -13,5 +13,6 @@ pub mod ids;
 pub mod jobmanager;
 pub mod network;
 pub mod record;
+pub mod security;
 pub mod rpc;
 pub mod taskmanager;

@@ -3,3 +3,4 @@
 //! different code.
 
 pub mod messages;
+pub mod transport;
