@@ -34,7 +34,9 @@ impl FromStr for JobId {
         if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(format!("'{s}' is not a job id (32 hexadecimal digits)"));
         }
-        u128::from_str_radix(s, 16).map(JobId).map_err(|e| format!("'{s}' is not a job id: {e}"))
+        u128::from_str_radix(s, 16)
+            .map(JobId)
+            .map_err(|e| format!("'{s}' is not a job id: {e}"))
     }
 }
 
@@ -66,7 +68,11 @@ pub struct ExecutionId {
 
 impl fmt::Display for ExecutionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/v{}/{}#{}", self.job, self.vertex, self.subtask, self.attempt)
+        write!(
+            f,
+            "{}/v{}/{}#{}",
+            self.job, self.vertex, self.subtask, self.attempt
+        )
     }
 }
 

@@ -13,6 +13,7 @@ pub mod ids;
 pub mod jobmanager;
 pub mod network;
 pub mod record;
-pub mod security;
+pub mod rest;
 pub mod rpc;
+pub mod security;
 pub mod taskmanager;

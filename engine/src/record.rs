@@ -19,10 +19,10 @@ pub const RECORD_HEADER: usize = 8;
 /// The bound every record type of a job satisfies: it can be archived by rkyv, validated when it
 /// arrives from the network, and deserialized back. Derive `rkyv::{Archive, Serialize,
 /// Deserialize}` on a struct, or use the standard types (integers, `String`, tuples, `Vec`).
-pub trait Data:
-    Archive<Archived: for<'a> CheckBytes<HighValidator<'a, rancor::Error>>
-        + rkyv::Deserialize<Self, HighDeserializer<rancor::Error>>>
-    + for<'a, 'b> rkyv::Serialize<HighSerializer<&'b mut AlignedVec, ArenaHandle<'a>, rancor::Error>>
+pub trait Data: Archive<
+        Archived: for<'a> CheckBytes<HighValidator<'a, rancor::Error>>
+                      + rkyv::Deserialize<Self, HighDeserializer<rancor::Error>>,
+    > + for<'a, 'b> rkyv::Serialize<HighSerializer<&'b mut AlignedVec, ArenaHandle<'a>, rancor::Error>>
     + Clone
     + Send
     + 'static
@@ -33,8 +33,9 @@ impl<T> Data for T where
     T: Archive<
             Archived: for<'a> CheckBytes<HighValidator<'a, rancor::Error>>
                           + rkyv::Deserialize<T, HighDeserializer<rancor::Error>>,
-        > + for<'a, 'b> rkyv::Serialize<HighSerializer<&'b mut AlignedVec, ArenaHandle<'a>, rancor::Error>>
-        + Clone
+        > + for<'a, 'b> rkyv::Serialize<
+            HighSerializer<&'b mut AlignedVec, ArenaHandle<'a>, rancor::Error>,
+        > + Clone
         + Send
         + 'static
 {
@@ -47,7 +48,9 @@ use rkyv::Archive;
 #[non_exhaustive]
 pub enum RecordError {
     /// The buffer ended inside a frame header or a frame body.
-    #[error("truncated record frame at offset {offset}: {needed} bytes needed, {available} available")]
+    #[error(
+        "truncated record frame at offset {offset}: {needed} bytes needed, {available} available"
+    )]
     Truncated {
         /// Where the frame starts.
         offset: usize,
@@ -109,7 +112,11 @@ impl<'a> Iterator for Frames<'a> {
         let available = self.bytes.len() - offset;
         if available < RECORD_HEADER {
             self.offset = self.bytes.len();
-            return Some(Err(RecordError::Truncated { offset, needed: RECORD_HEADER, available }));
+            return Some(Err(RecordError::Truncated {
+                offset,
+                needed: RECORD_HEADER,
+                available,
+            }));
         }
         let mut len_bytes = [0u8; 4];
         len_bytes.copy_from_slice(&self.bytes[offset..offset + 4]);
@@ -117,24 +124,34 @@ impl<'a> Iterator for Frames<'a> {
         let body = offset + RECORD_HEADER;
         if len > self.bytes.len() - body {
             self.offset = self.bytes.len();
-            return Some(Err(RecordError::Truncated { offset, needed: len, available: available - RECORD_HEADER }));
+            return Some(Err(RecordError::Truncated {
+                offset,
+                needed: len,
+                available: available - RECORD_HEADER,
+            }));
         }
-        self.offset = (body + len).next_multiple_of(RECORD_ALIGN).min(self.bytes.len());
+        self.offset = (body + len)
+            .next_multiple_of(RECORD_ALIGN)
+            .min(self.bytes.len());
         Some(Ok((offset, &self.bytes[body..body + len])))
     }
 }
 
 /// Validates an archive in place and returns a reference into `bytes` (no copy).
 pub fn access<T: Data>(offset: usize, bytes: &[u8]) -> Result<&T::Archived, RecordError> {
-    rkyv::access::<T::Archived, rancor::Error>(bytes)
-        .map_err(|e| RecordError::Invalid { offset, reason: e.to_string() })
+    rkyv::access::<T::Archived, rancor::Error>(bytes).map_err(|e| RecordError::Invalid {
+        offset,
+        reason: e.to_string(),
+    })
 }
 
 /// Validates an archive and deserializes it into an owned record.
 pub fn decode<T: Data>(offset: usize, bytes: &[u8]) -> Result<T, RecordError> {
     let archived = access::<T>(offset, bytes)?;
-    rkyv::deserialize::<T, rancor::Error>(archived)
-        .map_err(|e| RecordError::Invalid { offset, reason: e.to_string() })
+    rkyv::deserialize::<T, rancor::Error>(archived).map_err(|e| RecordError::Invalid {
+        offset,
+        reason: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -158,7 +175,11 @@ mod tests {
 
     #[test]
     fn strings_and_tuples_round_trip() {
-        roundtrip(&[("hello".to_string(), 3u64), (String::new(), 0), ("ü".repeat(100), u64::MAX)]);
+        roundtrip(&[
+            ("hello".to_string(), 3u64),
+            (String::new(), 0),
+            ("ü".repeat(100), u64::MAX),
+        ]);
         roundtrip(&[1u8, 2, 3]);
         roundtrip::<Vec<u32>>(&[vec![], vec![1, 2, 3]]);
     }

@@ -78,10 +78,17 @@ impl ClusterSecret {
     pub fn resolve(config: &Config, conf_dir: Option<&Path>) -> Result<Self, SecurityError> {
         let checked = |bytes: Vec<u8>, from: String| {
             let s = ClusterSecret::new(bytes);
-            if s.0.len() < 16 { Err(SecurityError::WeakSecret(from)) } else { Ok(s) }
+            if s.0.len() < 16 {
+                Err(SecurityError::WeakSecret(from))
+            } else {
+                Ok(s)
+            }
         };
         let read = |path: &Path| {
-            std::fs::read(path).map_err(|source| SecurityError::SecretFile { path: path.display().to_string(), source })
+            std::fs::read(path).map_err(|source| SecurityError::SecretFile {
+                path: path.display().to_string(),
+                source,
+            })
         };
         if let Some(secret) = &config.security.cluster_secret {
             return checked(secret.as_bytes().to_vec(), "security.cluster.secret".into());
@@ -123,7 +130,8 @@ impl ClusterSecret {
 /// Exports keying material from a QUIC connection.
 pub(crate) fn export_quic(conn: &quinn::Connection) -> Result<[u8; 32], String> {
     let mut out = [0u8; 32];
-    conn.export_keying_material(&mut out, EXPORTER_LABEL, b"").map_err(|e| format!("{e:?}"))?;
+    conn.export_keying_material(&mut out, EXPORTER_LABEL, b"")
+        .map_err(|e| format!("{e:?}"))?;
     Ok(out)
 }
 
@@ -133,9 +141,12 @@ fn provider() -> Arc<CryptoProvider> {
 
 /// A TLS server configuration with a fresh self-signed certificate.
 pub fn server_tls(alpn: &[u8]) -> Result<rustls::ServerConfig, SecurityError> {
-    let certified = rcgen::generate_simple_self_signed(vec!["sluice".to_string()]).map_err(|e| SecurityError::Tls(e.to_string()))?;
+    let certified = rcgen::generate_simple_self_signed(vec!["sluice".to_string()])
+        .map_err(|e| SecurityError::Tls(e.to_string()))?;
     let cert = CertificateDer::from(certified.cert.der().to_vec());
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+        certified.signing_key.serialize_der(),
+    ));
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| SecurityError::Tls(e.to_string()))?
@@ -183,7 +194,12 @@ impl ServerCertVerifier for SecretBasedTrust {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -192,7 +208,12 @@ impl ServerCertVerifier for SecretBasedTrust {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -221,17 +242,29 @@ mod tests {
     fn secret_resolution_order_and_errors() {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::default();
-        std::fs::write(dir.path().join(SECRET_FILE_NAME), "from-the-conf-dir-file\n").unwrap();
+        std::fs::write(
+            dir.path().join(SECRET_FILE_NAME),
+            "from-the-conf-dir-file\n",
+        )
+        .unwrap();
         if std::env::var(SECRET_ENV).is_err() {
             let s = ClusterSecret::resolve(&config, Some(dir.path())).unwrap();
             assert_eq!(&**s.0, b"from-the-conf-dir-file");
-            assert!(matches!(ClusterSecret::resolve(&config, None), Err(SecurityError::NoSecret)));
+            assert!(matches!(
+                ClusterSecret::resolve(&config, None),
+                Err(SecurityError::NoSecret)
+            ));
         }
         config.security.cluster_secret = Some("short".into());
-        assert!(matches!(ClusterSecret::resolve(&config, None), Err(SecurityError::WeakSecret(_))));
+        assert!(matches!(
+            ClusterSecret::resolve(&config, None),
+            Err(SecurityError::WeakSecret(_))
+        ));
         config.security.cluster_secret = None;
         config.security.cluster_secret_file = Some(dir.path().join("missing"));
-        let err = ClusterSecret::resolve(&config, None).unwrap_err().to_string();
+        let err = ClusterSecret::resolve(&config, None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("missing"), "{err}");
     }
 }

@@ -38,7 +38,10 @@ pub enum TaskError {
 impl TaskError {
     /// An I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        TaskError::Io { context: context.into(), source }
+        TaskError::Io {
+            context: context.into(),
+            source,
+        }
     }
 }
 

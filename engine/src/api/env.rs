@@ -10,12 +10,17 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::context::{RuntimeContext, TaskError};
-use super::operators::{BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedReduce, Map, Output, Sink};
+use super::operators::{
+    BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedReduce, Map, Output, Sink,
+};
 use super::sinks::{DiscardSink, PrintSink, SinkFunction, TextFileSink};
 use super::sources::{
-    CollectionSource, GeneratorSource, SequenceSource, SourceContext, SourceFunction, SourceHooks, TextFileSource,
+    CollectionSource, GeneratorSource, SequenceSource, SourceContext, SourceFunction, SourceHooks,
+    TextFileSource,
 };
-use crate::graph::{AnyBox, InputProcessor, NodeKind, ShipStrategy, SourceTask, StreamEdge, StreamGraph, StreamNode};
+use crate::graph::{
+    AnyBox, InputProcessor, NodeKind, ShipStrategy, SourceTask, StreamEdge, StreamGraph, StreamNode,
+};
 use crate::network::partitioner::ChannelSelector;
 use crate::network::writer::{NetworkOutput, RecordWriterHandle};
 use crate::record::{self, Data};
@@ -47,7 +52,12 @@ pub struct DataStream<T> {
 
 impl<T> Clone for DataStream<T> {
     fn clone(&self) -> Self {
-        DataStream { env: self.env.clone(), node: self.node, strategy: self.strategy, _t: PhantomData }
+        DataStream {
+            env: self.env.clone(),
+            node: self.node,
+            strategy: self.strategy,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -58,9 +68,11 @@ pub struct KeyedStream<T, K> {
 }
 
 fn downcast<T: 'static>(any: AnyBox) -> Result<BoxOutput<T>, TaskError> {
-    any.downcast::<BoxOutput<T>>()
-        .map(|b| *b)
-        .map_err(|_| TaskError::Setup("operator chain type mismatch (the job program is not deterministic?)".into()))
+    any.downcast::<BoxOutput<T>>().map(|b| *b).map_err(|_| {
+        TaskError::Setup(
+            "operator chain type mismatch (the job program is not deterministic?)".into(),
+        )
+    })
 }
 
 struct RunSource<T, S> {
@@ -71,7 +83,12 @@ struct RunSource<T, S> {
 
 impl<T, S: SourceFunction<T>> SourceTask for RunSource<T, S> {
     fn run(&mut self, hooks: &mut dyn SourceHooks) -> Result<(), TaskError> {
-        let mut ctx = SourceContext { out: &mut *self.out, runtime: &self.runtime, hooks, since_tick: 0 };
+        let mut ctx = SourceContext {
+            out: &mut *self.out,
+            runtime: &self.runtime,
+            hooks,
+            since_tick: 0,
+        };
         self.source.run(&mut ctx)?;
         self.out.finish()
     }
@@ -144,7 +161,12 @@ impl StreamExecutionEnvironment {
         }
     }
 
-    fn add_node<Out: Data>(&self, name: &str, kind: NodeKind, decoder: Option<crate::graph::DecoderFactory>) -> usize {
+    fn add_node<Out: Data>(
+        &self,
+        name: &str,
+        kind: NodeKind,
+        decoder: Option<crate::graph::DecoderFactory>,
+    ) -> usize {
         let mut g = self.graph.borrow_mut();
         g.nodes.push(StreamNode {
             name: name.to_string(),
@@ -158,14 +180,28 @@ impl StreamExecutionEnvironment {
         g.nodes.len() - 1
     }
 
-    fn connect<T: Data>(&self, from: usize, to: usize, strategy: Option<ShipStrategy>, selector: ChannelSelector<T>) {
+    fn connect<T: Data>(
+        &self,
+        from: usize,
+        to: usize,
+        strategy: Option<ShipStrategy>,
+        selector: ChannelSelector<T>,
+    ) {
         let mut g = self.graph.borrow_mut();
         let selector = Arc::new(selector);
-        let writer = Box::new(move |ctx: &RuntimeContext, handle: RecordWriterHandle| -> AnyBox {
-            let out: BoxOutput<T> = Box::new(NetworkOutput::new(handle, (*selector).clone(), ctx));
-            Box::new(out)
+        let writer = Box::new(
+            move |ctx: &RuntimeContext, handle: RecordWriterHandle| -> AnyBox {
+                let out: BoxOutput<T> =
+                    Box::new(NetworkOutput::new(handle, (*selector).clone(), ctx));
+                Box::new(out)
+            },
+        );
+        g.edges.push(StreamEdge {
+            source: from,
+            target: to,
+            strategy,
+            writer,
         });
-        g.edges.push(StreamEdge { source: from, target: to, strategy, writer });
         let e = g.edges.len() - 1;
         g.nodes[from].outputs.push(e);
         g.nodes[to].inputs.push(e);
@@ -178,18 +214,28 @@ impl StreamExecutionEnvironment {
         factory: impl Fn(&RuntimeContext) -> S + Send + Sync + 'static,
     ) -> DataStream<T> {
         let kind = NodeKind::Source(Box::new(move |ctx: &RuntimeContext, out: AnyBox| {
-            let task: Box<dyn SourceTask> =
-                Box::new(RunSource { source: factory(ctx), out: downcast::<T>(out)?, runtime: ctx.clone() });
+            let task: Box<dyn SourceTask> = Box::new(RunSource {
+                source: factory(ctx),
+                out: downcast::<T>(out)?,
+                runtime: ctx.clone(),
+            });
             Ok(task)
         }));
         let node = self.add_node::<T>(name, kind, None);
-        DataStream { env: self.clone(), node, strategy: None, _t: PhantomData }
+        DataStream {
+            env: self.clone(),
+            node,
+            strategy: None,
+            _t: PhantomData,
+        }
     }
 
     /// The elements of a collection, split round-robin over the source's subtasks.
     pub fn from_collection<T: Data + Sync>(&self, items: Vec<T>) -> DataStream<T> {
         let items = Arc::new(items);
-        self.add_source("Collection Source", move |_| CollectionSource { items: items.clone() })
+        self.add_source("Collection Source", move |_| CollectionSource {
+            items: items.clone(),
+        })
     }
 
     /// The numbers `from..=to` (Flink's `fromSequence`).
@@ -200,14 +246,24 @@ impl StreamExecutionEnvironment {
     /// The lines of a text file, or of every visible file in a directory.
     pub fn read_text_file(&self, path: impl Into<PathBuf>) -> DataStream<String> {
         let path = path.into();
-        self.add_source("Text File Source", move |_| TextFileSource { path: path.clone() })
+        self.add_source("Text File Source", move |_| TextFileSource {
+            path: path.clone(),
+        })
     }
 
     /// An unbounded stream `f(0), f(1), ...` at `rate` records per second over all subtasks
     /// (0: as fast as possible).
-    pub fn generate<T: Data>(&self, rate: u64, f: impl Fn(u64) -> T + Send + Sync + 'static) -> DataStream<T> {
+    pub fn generate<T: Data>(
+        &self,
+        rate: u64,
+        f: impl Fn(u64) -> T + Send + Sync + 'static,
+    ) -> DataStream<T> {
         let f = Arc::new(f);
-        self.add_source("Generator Source", move |_| GeneratorSource { rate, count: None, f: f.clone() })
+        self.add_source("Generator Source", move |_| GeneratorSource {
+            rate,
+            count: None,
+            f: f.clone(),
+        })
     }
 
     /// Like [`generate`](Self::generate) but stops after `count` records.
@@ -218,7 +274,11 @@ impl StreamExecutionEnvironment {
         f: impl Fn(u64) -> T + Send + Sync + 'static,
     ) -> DataStream<T> {
         let f = Arc::new(f);
-        self.add_source("Generator Source", move |_| GeneratorSource { rate, count: Some(count), f: f.clone() })
+        self.add_source("Generator Source", move |_| GeneratorSource {
+            rate,
+            count: Some(count),
+            f: f.clone(),
+        })
     }
 }
 
@@ -234,15 +294,24 @@ impl<T: Data> DataStream<T> {
             let op = make(ctx, downcast::<O>(next)?)?;
             Ok(Box::new(op) as AnyBox)
         }));
-        let decoder: crate::graph::DecoderFactory = Box::new(|any: AnyBox| -> Box<dyn InputProcessor> {
-            match any.downcast::<BoxOutput<T>>() {
-                Ok(next) => Box::new(Decoder { next: *next }),
-                Err(_) => Box::new(Decoder::<T> { next: Box::new(Discard) }),
-            }
-        });
+        let decoder: crate::graph::DecoderFactory =
+            Box::new(|any: AnyBox| -> Box<dyn InputProcessor> {
+                match any.downcast::<BoxOutput<T>>() {
+                    Ok(next) => Box::new(Decoder { next: *next }),
+                    Err(_) => Box::new(Decoder::<T> {
+                        next: Box::new(Discard),
+                    }),
+                }
+            });
         let node = self.env.add_node::<O>(name, kind, Some(decoder));
-        self.env.connect::<T>(self.node, node, strategy.or(self.strategy), selector);
-        DataStream { env: self.env.clone(), node, strategy: None, _t: PhantomData }
+        self.env
+            .connect::<T>(self.node, node, strategy.or(self.strategy), selector);
+        DataStream {
+            env: self.env.clone(),
+            node,
+            strategy: None,
+            _t: PhantomData,
+        }
     }
 
     fn plain<O: Data>(
@@ -276,34 +345,52 @@ impl<T: Data> DataStream<T> {
     /// Applies `f` to every record.
     pub fn map<O: Data>(&self, f: impl Fn(T) -> O + Send + Sync + 'static) -> DataStream<O> {
         let f = Arc::new(f);
-        self.plain("Map", move |_, next| Ok(Box::new(Map { f: f.clone(), next })))
+        self.plain("Map", move |_, next| {
+            Ok(Box::new(Map { f: f.clone(), next }))
+        })
     }
 
     /// Keeps the records for which `f` is true.
     pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
         let f = Arc::new(f);
-        self.plain("Filter", move |_, next| Ok(Box::new(Filter { f: f.clone(), next })))
+        self.plain("Filter", move |_, next| {
+            Ok(Box::new(Filter { f: f.clone(), next }))
+        })
     }
 
     /// Replaces every record by the records `f` returns for it.
-    pub fn flat_map<O: Data, I: IntoIterator<Item = O>>(&self, f: impl Fn(T) -> I + Send + Sync + 'static) -> DataStream<O> {
+    pub fn flat_map<O: Data, I: IntoIterator<Item = O>>(
+        &self,
+        f: impl Fn(T) -> I + Send + Sync + 'static,
+    ) -> DataStream<O> {
         let f = Arc::new(f);
-        self.plain("Flat Map", move |_, next| Ok(Box::new(FlatMap { f: f.clone(), next })))
+        self.plain("Flat Map", move |_, next| {
+            Ok(Box::new(FlatMap { f: f.clone(), next }))
+        })
     }
 
     /// Distributes records round-robin to the next operator's subtasks.
     pub fn rebalance(&self) -> DataStream<T> {
-        DataStream { strategy: Some(ShipStrategy::Rebalance), ..self.clone() }
+        DataStream {
+            strategy: Some(ShipStrategy::Rebalance),
+            ..self.clone()
+        }
     }
 
     /// Sends every record to every subtask of the next operator.
     pub fn broadcast(&self) -> DataStream<T> {
-        DataStream { strategy: Some(ShipStrategy::Broadcast), ..self.clone() }
+        DataStream {
+            strategy: Some(ShipStrategy::Broadcast),
+            ..self.clone()
+        }
     }
 
     /// Keeps records in the same subtask for the next operator (needs equal parallelism).
     pub fn forward(&self) -> DataStream<T> {
-        DataStream { strategy: Some(ShipStrategy::Forward), ..self.clone() }
+        DataStream {
+            strategy: Some(ShipStrategy::Forward),
+            ..self.clone()
+        }
     }
 
     /// Partitions the stream by the key `key` extracts.
@@ -311,7 +398,10 @@ impl<T: Data> DataStream<T> {
         &self,
         key: impl Fn(&T) -> K + Send + Sync + 'static,
     ) -> KeyedStream<T, K> {
-        KeyedStream { stream: self.clone(), key: Arc::new(key) }
+        KeyedStream {
+            stream: self.clone(),
+            key: Arc::new(key),
+        }
     }
 
     /// Sends records to a user-defined sink; `factory` makes one instance per subtask.
@@ -320,7 +410,11 @@ impl<T: Data> DataStream<T> {
         name: &str,
         factory: impl Fn(&RuntimeContext) -> Result<S, TaskError> + 'static,
     ) -> DataStream<()> {
-        self.plain(name, move |ctx, _next: BoxOutput<()>| Ok(Box::new(Sink { sink: factory(ctx)? })))
+        self.plain(name, move |ctx, _next: BoxOutput<()>| {
+            Ok(Box::new(Sink {
+                sink: factory(ctx)?,
+            }))
+        })
     }
 
     /// Drops every record (for throughput tests).
@@ -350,19 +444,26 @@ impl<T: Data, K: Hash + Eq + Clone + Send + 'static> KeyedStream<T, K> {
         let f = Arc::new(f);
         let key = self.key.clone();
         let selector = ChannelSelector::by_key(key.clone());
-        self.stream.then("Keyed Reduce", Some(ShipStrategy::Hash), selector, move |ctx, next| {
-            Ok(Box::new(KeyedReduce {
-                key: key.clone(),
-                reduce: f.clone(),
-                state: Default::default(),
-                batch: ctx.is_batch(),
-                next,
-            }))
-        })
+        self.stream.then(
+            "Keyed Reduce",
+            Some(ShipStrategy::Hash),
+            selector,
+            move |ctx, next| {
+                Ok(Box::new(KeyedReduce {
+                    key: key.clone(),
+                    reduce: f.clone(),
+                    state: Default::default(),
+                    batch: ctx.is_batch(),
+                    next,
+                }))
+            },
+        )
     }
 }
 
-impl<A: Data, N: Data + Add<Output = N>, K: Hash + Eq + Clone + Send + 'static> KeyedStream<(A, N), K> {
+impl<A: Data, N: Data + Add<Output = N>, K: Hash + Eq + Clone + Send + 'static>
+    KeyedStream<(A, N), K>
+{
     /// Sums the second field of each key's pairs (Flink's `sum(1)`), keeping the first field.
     pub fn sum(&self) -> DataStream<(A, N)> {
         self.reduce(|(a, x), (_, y)| (a, x + y)).name("Keyed Sum")

@@ -42,7 +42,11 @@ pub(crate) struct Filter<F, T> {
 
 impl<T, F: Fn(&T) -> bool> Output<T> for Filter<F, T> {
     fn push(&mut self, record: T) -> Result<(), TaskError> {
-        if (self.f)(&record) { self.next.push(record) } else { Ok(()) }
+        if (self.f)(&record) {
+            self.next.push(record)
+        } else {
+            Ok(())
+        }
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
@@ -76,7 +80,9 @@ pub(crate) struct KeyedReduce<T, K, KF: ?Sized, RF: ?Sized> {
     pub(crate) next: BoxOutput<T>,
 }
 
-impl<T: Clone, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Output<T> for KeyedReduce<T, K, KF, RF> {
+impl<T: Clone, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Output<T>
+    for KeyedReduce<T, K, KF, RF>
+{
     fn push(&mut self, record: T) -> Result<(), TaskError> {
         let key = (self.key)(&record);
         let value = match self.state.remove(&key) {
@@ -210,9 +216,18 @@ mod tests {
         let got = Rc::new(RefCell::new(Vec::new()));
         let done = Rc::new(RefCell::new(false));
         let sink: BoxOutput<u32> = Box::new(Collect(got.clone(), done));
-        let filter: BoxOutput<u32> = Box::new(Filter { f: Arc::new(|x: &u32| x % 2 == 0), next: sink });
-        let flat: BoxOutput<u32> = Box::new(FlatMap { f: Arc::new(|x: u32| vec![x, x + 1]), next: filter });
-        let mut map: BoxOutput<u32> = Box::new(Map { f: Arc::new(|x: u32| x * 10), next: flat });
+        let filter: BoxOutput<u32> = Box::new(Filter {
+            f: Arc::new(|x: &u32| x % 2 == 0),
+            next: sink,
+        });
+        let flat: BoxOutput<u32> = Box::new(FlatMap {
+            f: Arc::new(|x: u32| vec![x, x + 1]),
+            next: filter,
+        });
+        let mut map: BoxOutput<u32> = Box::new(Map {
+            f: Arc::new(|x: u32| x * 10),
+            next: flat,
+        });
         for x in 0..3 {
             map.push(x).unwrap();
         }

@@ -25,7 +25,11 @@ pub(crate) struct PrintSink {
 
 impl PrintSink {
     pub(crate) fn new(ctx: &RuntimeContext) -> Self {
-        let prefix = if ctx.parallelism() > 1 { format!("{}> ", ctx.subtask_index() + 1) } else { String::new() };
+        let prefix = if ctx.parallelism() > 1 {
+            format!("{}> ", ctx.subtask_index() + 1)
+        } else {
+            String::new()
+        };
         PrintSink { prefix }
     }
 }
@@ -33,7 +37,8 @@ impl PrintSink {
 impl<T: Display> SinkFunction<T> for PrintSink {
     fn invoke(&mut self, record: T) -> Result<(), TaskError> {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "{}{record}", self.prefix).map_err(|e| TaskError::io("cannot print to standard output", e))
+        writeln!(out, "{}{record}", self.prefix)
+            .map_err(|e| TaskError::io("cannot print to standard output", e))
     }
 }
 
@@ -48,21 +53,34 @@ impl TextFileSink {
     pub(crate) fn open(path: &std::path::Path, ctx: &RuntimeContext) -> Result<Self, TaskError> {
         let path = if ctx.parallelism() == 1 {
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(|e| TaskError::io(format!("cannot create directory {}", parent.display()), e))?;
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    TaskError::io(format!("cannot create directory {}", parent.display()), e)
+                })?;
             }
             path.to_path_buf()
         } else {
-            std::fs::create_dir_all(path).map_err(|e| TaskError::io(format!("cannot create output directory {}", path.display()), e))?;
+            std::fs::create_dir_all(path).map_err(|e| {
+                TaskError::io(
+                    format!("cannot create output directory {}", path.display()),
+                    e,
+                )
+            })?;
             path.join((ctx.subtask_index() + 1).to_string())
         };
-        let file = File::create(&path).map_err(|e| TaskError::io(format!("cannot create output file {}", path.display()), e))?;
-        Ok(TextFileSink { writer: BufWriter::with_capacity(256 * 1024, file), path })
+        let file = File::create(&path).map_err(|e| {
+            TaskError::io(format!("cannot create output file {}", path.display()), e)
+        })?;
+        Ok(TextFileSink {
+            writer: BufWriter::with_capacity(256 * 1024, file),
+            path,
+        })
     }
 }
 
 impl<T: Display> SinkFunction<T> for TextFileSink {
     fn invoke(&mut self, record: T) -> Result<(), TaskError> {
-        writeln!(self.writer, "{record}").map_err(|e| TaskError::io(format!("cannot write {}", self.path.display()), e))
+        writeln!(self.writer, "{record}")
+            .map_err(|e| TaskError::io(format!("cannot write {}", self.path.display()), e))
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         let err = |e| TaskError::io(format!("cannot write {}", self.path.display()), e);

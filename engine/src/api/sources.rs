@@ -71,7 +71,10 @@ pub(crate) struct CollectionSource<T> {
 
 impl<T: Clone + 'static> SourceFunction<T> for CollectionSource<T> {
     fn run(&mut self, ctx: &mut SourceContext<'_, T>) -> Result<(), TaskError> {
-        let (index, parallelism) = (ctx.runtime.subtask_index as usize, ctx.runtime.parallelism as usize);
+        let (index, parallelism) = (
+            ctx.runtime.subtask_index as usize,
+            ctx.runtime.parallelism as usize,
+        );
         for item in self.items.iter().skip(index).step_by(parallelism) {
             ctx.collect(item.clone())?;
         }
@@ -115,19 +118,25 @@ pub(crate) struct TextFileSource {
 /// The files a text source reads: the path itself, or a directory's visible regular files in
 /// name order.
 pub(crate) fn list_input_files(path: &Path) -> Result<Vec<(PathBuf, u64)>, TaskError> {
-    let meta = std::fs::metadata(path).map_err(|e| TaskError::io(format!("cannot read input {}", path.display()), e))?;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| TaskError::io(format!("cannot read input {}", path.display()), e))?;
     if meta.is_file() {
         return Ok(vec![(path.to_path_buf(), meta.len())]);
     }
     let mut files = Vec::new();
-    let entries = std::fs::read_dir(path).map_err(|e| TaskError::io(format!("cannot list input directory {}", path.display()), e))?;
+    let entries = std::fs::read_dir(path)
+        .map_err(|e| TaskError::io(format!("cannot list input directory {}", path.display()), e))?;
     for entry in entries {
-        let entry = entry.map_err(|e| TaskError::io(format!("cannot list input directory {}", path.display()), e))?;
+        let entry = entry.map_err(|e| {
+            TaskError::io(format!("cannot list input directory {}", path.display()), e)
+        })?;
         let name = entry.file_name();
         if name.to_string_lossy().starts_with(['.', '_']) {
             continue;
         }
-        let meta = entry.metadata().map_err(|e| TaskError::io(format!("cannot read {}", entry.path().display()), e))?;
+        let meta = entry
+            .metadata()
+            .map_err(|e| TaskError::io(format!("cannot read {}", entry.path().display()), e))?;
         if meta.is_file() {
             files.push((entry.path(), meta.len()));
         }
@@ -156,7 +165,12 @@ impl SourceFunction<String> for TextFileSource {
 }
 
 /// Emits the lines of `path` whose first byte lies in `[from, to)`.
-fn read_lines(path: &Path, from: u64, to: u64, ctx: &mut SourceContext<'_, String>) -> Result<(), TaskError> {
+fn read_lines(
+    path: &Path,
+    from: u64,
+    to: u64,
+    ctx: &mut SourceContext<'_, String>,
+) -> Result<(), TaskError> {
     let err = |e| TaskError::io(format!("cannot read input {}", path.display()), e);
     let mut file = File::open(path).map_err(err)?;
     let mut pos = from;
@@ -195,7 +209,10 @@ pub(crate) struct GeneratorSource<F> {
 
 impl<T, F: Fn(u64) -> T + 'static> SourceFunction<T> for GeneratorSource<F> {
     fn run(&mut self, ctx: &mut SourceContext<'_, T>) -> Result<(), TaskError> {
-        let (index, parallelism) = (ctx.runtime.subtask_index as u64, ctx.runtime.parallelism as u64);
+        let (index, parallelism) = (
+            ctx.runtime.subtask_index as u64,
+            ctx.runtime.parallelism as u64,
+        );
         let per_subtask_rate = self.rate as f64 / parallelism as f64;
         let started = Instant::now();
         let mut n = 0u64;
@@ -233,13 +250,21 @@ mod tests {
         }
     }
 
-    fn run_all<T: 'static>(make: impl Fn() -> Box<dyn SourceFunction<T>>, parallelism: u32) -> Vec<Vec<T>> {
+    fn run_all<T: 'static>(
+        make: impl Fn() -> Box<dyn SourceFunction<T>>,
+        parallelism: u32,
+    ) -> Vec<Vec<T>> {
         (0..parallelism)
             .map(|i| {
                 let got = Rc::new(RefCell::new(Vec::new()));
                 let mut out = Collect(got.clone(), Rc::new(RefCell::new(false)));
                 let runtime = RuntimeContext::standalone(i, parallelism);
-                let mut ctx = SourceContext { out: &mut out, runtime: &runtime, hooks: &mut NoHooks, since_tick: 0 };
+                let mut ctx = SourceContext {
+                    out: &mut out,
+                    runtime: &runtime,
+                    hooks: &mut NoHooks,
+                    since_tick: 0,
+                };
                 make().run(&mut ctx).unwrap();
                 got.take()
             })
@@ -265,7 +290,8 @@ mod tests {
         expected.sort();
         for p in [1, 2, 3, 7, 64] {
             let path = dir.path().to_path_buf();
-            let mut all: Vec<String> = run_all(move || Box::new(TextFileSource { path: path.clone() }), p).concat();
+            let mut all: Vec<String> =
+                run_all(move || Box::new(TextFileSource { path: path.clone() }), p).concat();
             all.sort();
             assert_eq!(all, expected, "parallelism {p}");
         }
@@ -278,7 +304,15 @@ mod tests {
             all.sort();
             assert_eq!(all, (5..=104).collect::<Vec<_>>());
             let items = Arc::new((0..10).collect::<Vec<u32>>());
-            let mut all = run_all(move || Box::new(CollectionSource { items: items.clone() }), p).concat();
+            let mut all = run_all(
+                move || {
+                    Box::new(CollectionSource {
+                        items: items.clone(),
+                    })
+                },
+                p,
+            )
+            .concat();
             all.sort();
             assert_eq!(all, (0..10).collect::<Vec<_>>());
         }
@@ -286,7 +320,17 @@ mod tests {
 
     #[test]
     fn bounded_generator_emits_each_index_once() {
-        let mut all = run_all(|| Box::new(GeneratorSource { rate: 0, count: Some(100), f: Arc::new(|i| i) }), 3).concat();
+        let mut all = run_all(
+            || {
+                Box::new(GeneratorSource {
+                    rate: 0,
+                    count: Some(100),
+                    f: Arc::new(|i| i),
+                })
+            },
+            3,
+        )
+        .concat();
         all.sort();
         assert_eq!(all, (0..100).collect::<Vec<_>>());
     }

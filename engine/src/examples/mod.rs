@@ -46,10 +46,20 @@ impl Params {
         let mut i = 0;
         while i < args.len() {
             let Some(key) = args[i].strip_prefix("--") else {
-                return Err(format!("unexpected argument '{}': arguments are --key value pairs", args[i]));
+                return Err(format!(
+                    "unexpected argument '{}': arguments are --key value pairs",
+                    args[i]
+                ));
             };
             if !known.contains(&key) {
-                return Err(format!("unknown argument --{key}; known: {}", known.iter().map(|k| format!("--{k}")).collect::<Vec<_>>().join(", ")));
+                return Err(format!(
+                    "unknown argument --{key}; known: {}",
+                    known
+                        .iter()
+                        .map(|k| format!("--{k}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
             }
             let value = match args.get(i + 1) {
                 Some(v) if !v.starts_with("--") => {
@@ -72,7 +82,9 @@ impl Params {
     pub(crate) fn number(&self, key: &str, default: u64) -> Result<u64, String> {
         match self.get(key) {
             None => Ok(default),
-            Some(v) => v.parse().map_err(|_| format!("--{key} needs a non-negative integer, got '{v}'")),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("--{key} needs a non-negative integer, got '{v}'")),
         }
     }
 }
@@ -90,7 +102,11 @@ mod tests {
         let p = Params::parse(&args("--rate 10 --keys 3"), &["rate", "keys"]).unwrap();
         assert_eq!(p.number("rate", 0).unwrap(), 10);
         assert_eq!(p.number("missing", 7).unwrap(), 7);
-        assert!(Params::parse(&args("--bogus 1"), &["rate"]).unwrap_err().contains("--bogus"));
+        assert!(
+            Params::parse(&args("--bogus 1"), &["rate"])
+                .unwrap_err()
+                .contains("--bogus")
+        );
         assert!(Params::parse(&args("stray"), &["rate"]).is_err());
         let p = Params::parse(&args("--rate x"), &["rate"]).unwrap();
         assert!(p.number("rate", 0).unwrap_err().contains("--rate"));

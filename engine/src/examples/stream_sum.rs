@@ -23,13 +23,17 @@ impl JobProgram for StreamSum {
             return Err("--keys must be at least 1".into());
         }
         let source = match params.get("records") {
-            Some(_) => env.generate_bounded(params.number("records", 0)?, rate, move |i| (i % keys, 1u64)),
+            Some(_) => env.generate_bounded(params.number("records", 0)?, rate, move |i| {
+                (i % keys, 1u64)
+            }),
             None => env.generate(rate, move |i| (i % keys, 1u64)),
         };
         let sums = source.key_by(|r: &(u64, u64)| r.0).sum();
         match params.get("output") {
             Some("") => return Err("--output needs a path".into()),
-            Some(path) => sums.map(|(k, s): (u64, u64)| format!("{k} {s}")).write_as_text(path),
+            Some(path) => sums
+                .map(|(k, s): (u64, u64)| format!("{k} {s}"))
+                .write_as_text(path),
             None => sums.discard(),
         };
         Ok(format!("StreamSum (rate {rate}/s, {keys} keys)"))

@@ -11,7 +11,9 @@ const BUNDLED_TEXT: &str = include_str!("hamlet.txt");
 
 /// Lower-cased runs of letters and digits (Flink's tokenizer splits on `\W+`).
 pub(crate) fn tokenize(line: &str) -> impl Iterator<Item = String> + '_ {
-    line.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).map(str::to_lowercase)
+    line.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
 }
 
 impl JobProgram for WordCount {
@@ -30,7 +32,9 @@ impl JobProgram for WordCount {
         let lines = match params.get("input") {
             Some("") => return Err("--input needs a path".into()),
             Some(path) => env.read_text_file(path),
-            None => env.from_collection(BUNDLED_TEXT.lines().map(String::from).collect()).set_parallelism(1),
+            None => env
+                .from_collection(BUNDLED_TEXT.lines().map(String::from).collect())
+                .set_parallelism(1),
         };
         let counts = lines
             .flat_map(|line: String| tokenize(&line).map(|w| (w, 1u64)).collect::<Vec<_>>())
@@ -55,6 +59,11 @@ mod tests {
     #[test]
     fn tokenizer_matches_flinks() {
         let words: Vec<String> = tokenize("To be, or not to be:--that is the Question!").collect();
-        assert_eq!(words, ["to", "be", "or", "not", "to", "be", "that", "is", "the", "question"]);
+        assert_eq!(
+            words,
+            [
+                "to", "be", "or", "not", "to", "be", "that", "is", "the", "question"
+            ]
+        );
     }
 }

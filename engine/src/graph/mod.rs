@@ -20,7 +20,8 @@ pub(crate) type AnyBox = Box<dyn Any>;
 /// `BoxOutput<In>`.
 pub(crate) type OperatorFactory = Box<dyn Fn(&RuntimeContext, AnyBox) -> Result<AnyBox, TaskError>>;
 /// Builds a source instance around its downstream `BoxOutput<Out>`.
-pub(crate) type SourceFactory = Box<dyn Fn(&RuntimeContext, AnyBox) -> Result<Box<dyn SourceTask>, TaskError>>;
+pub(crate) type SourceFactory =
+    Box<dyn Fn(&RuntimeContext, AnyBox) -> Result<Box<dyn SourceTask>, TaskError>>;
 /// Combines the `BoxOutput<Out>`s of a node's consumers into one (copying records if several).
 pub(crate) type FanoutFactory = Box<dyn Fn(Vec<AnyBox>) -> AnyBox>;
 /// Wraps a node's `BoxOutput<In>` so it can be fed with network buffers.
@@ -123,7 +124,9 @@ pub enum GraphError {
     #[error("the job has no operators: a job needs at least one source")]
     Empty,
     /// A forward edge connects operators of different parallelism.
-    #[error("forward partitioning does not allow a change of parallelism: {from} (parallelism {from_p}) -> {to} (parallelism {to_p}); use rebalance()")]
+    #[error(
+        "forward partitioning does not allow a change of parallelism: {from} (parallelism {from_p}) -> {to} (parallelism {to_p}); use rebalance()"
+    )]
     ForwardParallelism {
         /// Upstream operator.
         from: String,
@@ -200,12 +203,19 @@ impl JobGraph {
     /// A short digest of the structure, compared by TaskManagers against the graph they rebuild.
     pub fn fingerprint(&self) -> String {
         let text = serde_json::to_string(self).unwrap_or_default();
-        format!("{:016x}", crate::network::partitioner::stable_hash_bytes(text.as_bytes()))
+        format!(
+            "{:016x}",
+            crate::network::partitioner::stable_hash_bytes(text.as_bytes())
+        )
     }
 
     /// The most slots the job needs with slot sharing: the largest vertex parallelism.
     pub fn max_vertex_parallelism(&self) -> u32 {
-        self.vertices.iter().map(|v| v.parallelism).max().unwrap_or(0)
+        self.vertices
+            .iter()
+            .map(|v| v.parallelism)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Parallel subtasks over all vertices.
@@ -222,11 +232,19 @@ impl StreamGraph {
             return Err(GraphError::Empty);
         }
         let env_default = self.parallelism.unwrap_or(default_parallelism);
-        let parallelism: Vec<u32> = self.nodes.iter().map(|n| n.parallelism.unwrap_or(env_default)).collect();
+        let parallelism: Vec<u32> = self
+            .nodes
+            .iter()
+            .map(|n| n.parallelism.unwrap_or(env_default))
+            .collect();
         for (node, &p) in self.nodes.iter().zip(&parallelism) {
             let max = self.max_parallelism.unwrap_or(32768);
             if p == 0 || p > max {
-                return Err(GraphError::BadParallelism { name: node.name.clone(), parallelism: p, max });
+                return Err(GraphError::BadParallelism {
+                    name: node.name.clone(),
+                    parallelism: p,
+                    max,
+                });
             }
             if node.inputs.is_empty() && !matches!(node.kind, NodeKind::Source(_)) {
                 return Err(GraphError::Unconnected(node.name.clone()));
@@ -246,7 +264,11 @@ impl StreamGraph {
                 Some(s) => Ok(s),
             }
         };
-        let strategies = self.edges.iter().map(strategy).collect::<Result<Vec<_>, _>>()?;
+        let strategies = self
+            .edges
+            .iter()
+            .map(strategy)
+            .collect::<Result<Vec<_>, _>>()?;
         let chained = |edge: usize| {
             let e = &self.edges[edge];
             strategies[edge] == ShipStrategy::Forward && self.nodes[e.target].inputs.len() == 1
@@ -264,7 +286,9 @@ impl StreamGraph {
                         id: String::new(),
                         name: String::new(),
                         parallelism: parallelism[id],
-                        max_parallelism: self.max_parallelism.unwrap_or_else(|| default_max_parallelism(parallelism[id])),
+                        max_parallelism: self
+                            .max_parallelism
+                            .unwrap_or_else(|| default_max_parallelism(parallelism[id])),
                         nodes: Vec::new(),
                         is_source: matches!(node.kind, NodeKind::Source(_)),
                         inputs: Vec::new(),
@@ -284,15 +308,31 @@ impl StreamGraph {
             let (s, t) = (vertex_of[e.source], vertex_of[e.target]);
             vertices[s].outputs.push(edges.len());
             vertices[t].inputs.push(edges.len());
-            edges.push(JobEdge { source: s, target: t, stream_edge: id, strategy: strategies[id] });
+            edges.push(JobEdge {
+                source: s,
+                target: t,
+                stream_edge: id,
+                strategy: strategies[id],
+            });
         }
         for (index, v) in vertices.iter_mut().enumerate() {
-            v.name = v.nodes.iter().map(|&n| self.nodes[n].name.as_str()).collect::<Vec<_>>().join(" -> ");
+            v.name = v
+                .nodes
+                .iter()
+                .map(|&n| self.nodes[n].name.as_str())
+                .collect::<Vec<_>>()
+                .join(" -> ");
             let seed = format!("{name}/{index}/{}", v.name);
             let hi = crate::network::partitioner::stable_hash_bytes(seed.as_bytes());
-            let lo = crate::network::partitioner::stable_hash_bytes(format!("{seed}/lo").as_bytes());
+            let lo =
+                crate::network::partitioner::stable_hash_bytes(format!("{seed}/lo").as_bytes());
             v.id = format!("{hi:016x}{lo:016x}");
         }
-        Ok(JobGraph { name: name.to_string(), vertices, edges, batch: self.batch })
+        Ok(JobGraph {
+            name: name.to_string(),
+            vertices,
+            edges,
+            batch: self.batch,
+        })
     }
 }

@@ -78,23 +78,40 @@ pub struct Dispatcher {
 impl Dispatcher {
     /// An empty JobManager.
     pub fn new(settings: DispatcherSettings) -> Self {
-        Dispatcher { rm: ResourceManager::default(), jobs: BTreeMap::new(), settings }
+        Dispatcher {
+            rm: ResourceManager::default(),
+            jobs: BTreeMap::new(),
+            settings,
+        }
     }
 
     /// Builds the job graph of a program and starts its JobMaster.
-    pub fn submit(&mut self, job_id: JobId, program: ProgramSpec, parallelism: u32, now: u64) -> Result<Outbox, SubmitError> {
+    pub fn submit(
+        &mut self,
+        job_id: JobId,
+        program: ProgramSpec,
+        parallelism: u32,
+        now: u64,
+    ) -> Result<Outbox, SubmitError> {
         if parallelism == 0 {
             return Err(SubmitError::BadParallelism);
         }
         if self.jobs.contains_key(&job_id) {
             return Err(SubmitError::Duplicate(job_id));
         }
-        let code = examples::find(&program.name).ok_or_else(|| SubmitError::UnknownProgram(program.name.clone()))?;
+        let code = examples::find(&program.name)
+            .ok_or_else(|| SubmitError::UnknownProgram(program.name.clone()))?;
         let env = StreamExecutionEnvironment::new();
-        let name = code
-            .build(&env, &program.args)
-            .map_err(|message| SubmitError::BadArguments { program: program.name.clone(), message })?;
-        let graph = env.into_graph().job_graph(&name, parallelism).map_err(|e| SubmitError::BadGraph(e.to_string()))?;
+        let name =
+            code.build(&env, &program.args)
+                .map_err(|message| SubmitError::BadArguments {
+                    program: program.name.clone(),
+                    message,
+                })?;
+        let graph = env
+            .into_graph()
+            .job_graph(&name, parallelism)
+            .map_err(|e| SubmitError::BadGraph(e.to_string()))?;
         let mut jm = JobMaster::new(job_id, program, parallelism, graph, now);
         let actions = jm.start(now);
         self.jobs.insert(job_id, jm);
@@ -133,7 +150,14 @@ impl Dispatcher {
     }
 
     /// A TaskManager reported an execution state.
-    pub fn task_state(&mut self, id: ExecutionId, state: ExecutionState, error: Option<String>, metrics: TaskMetrics, now: u64) -> Outbox {
+    pub fn task_state(
+        &mut self,
+        id: ExecutionId,
+        state: ExecutionState,
+        error: Option<String>,
+        metrics: TaskMetrics,
+        now: u64,
+    ) -> Outbox {
         let actions = match self.jobs.get_mut(&id.job) {
             Some(jm) => jm.task_state(id, state, error, metrics, now),
             None => Vec::new(),
@@ -166,7 +190,10 @@ impl Dispatcher {
     /// slots that became free, old finished jobs leave the archive.
     pub fn tick(&mut self, now: u64) -> Outbox {
         let mut out = Vec::new();
-        for id in self.rm.silent_since(now, self.settings.heartbeat_timeout_ms) {
+        for id in self
+            .rm
+            .silent_since(now, self.settings.heartbeat_timeout_ms)
+        {
             let reason = format!("no heartbeat for {} ms", self.settings.heartbeat_timeout_ms);
             out.extend(self.taskmanager_lost(&id, &reason, now));
         }
@@ -195,8 +222,15 @@ impl Dispatcher {
 
     fn expire_archive(&mut self, now: u64) {
         let expiration = self.settings.jobstore_expiration_ms;
-        self.jobs.retain(|_, jm| jm.end_time.is_none_or(|end| now.saturating_sub(end) < expiration));
-        let mut ended: Vec<(u64, JobId)> = self.jobs.values().filter_map(|jm| jm.end_time.map(|t| (t, jm.job_id))).collect();
+        self.jobs.retain(|_, jm| {
+            jm.end_time
+                .is_none_or(|end| now.saturating_sub(end) < expiration)
+        });
+        let mut ended: Vec<(u64, JobId)> = self
+            .jobs
+            .values()
+            .filter_map(|jm| jm.end_time.map(|t| (t, jm.job_id)))
+            .collect();
         if ended.len() > self.settings.jobstore_max_capacity {
             ended.sort();
             let excess = ended.len() - self.settings.jobstore_max_capacity;
@@ -216,12 +250,22 @@ impl Dispatcher {
                     self.rm.request(job, slots, now);
                     needs_allocation = true;
                 }
-                Action::Deploy { resource_id, deployment } => out.push((resource_id, JmToTm::Deploy(deployment))),
-                Action::Cancel { resource_id, execution } => out.push((resource_id, JmToTm::Cancel { execution })),
+                Action::Deploy {
+                    resource_id,
+                    deployment,
+                } => out.push((resource_id, JmToTm::Deploy(deployment))),
+                Action::Cancel {
+                    resource_id,
+                    execution,
+                } => out.push((resource_id, JmToTm::Cancel { execution })),
                 Action::Terminated { job, resource_ids } => {
                     self.rm.release(job);
                     needs_allocation = true;
-                    out.extend(resource_ids.into_iter().map(|id| (id, JmToTm::ReleaseJob { job })));
+                    out.extend(
+                        resource_ids
+                            .into_iter()
+                            .map(|id| (id, JmToTm::ReleaseJob { job })),
+                    );
                 }
             }
         }
@@ -239,7 +283,12 @@ mod tests {
     use crate::rpc::messages::Hardware;
 
     fn settings() -> DispatcherSettings {
-        DispatcherSettings { slot_request_timeout_ms: 1000, heartbeat_timeout_ms: 500, jobstore_max_capacity: 2, jobstore_expiration_ms: 10_000 }
+        DispatcherSettings {
+            slot_request_timeout_ms: 1000,
+            heartbeat_timeout_ms: 500,
+            jobstore_max_capacity: 2,
+            jobstore_expiration_ms: 10_000,
+        }
     }
 
     fn tm(id: &str, slots: usize, now: u64) -> TaskManagerInfo {
@@ -257,7 +306,10 @@ mod tests {
     }
 
     fn spec(name: &str, args: &[&str]) -> ProgramSpec {
-        ProgramSpec { name: name.into(), args: args.iter().map(|s| s.to_string()).collect() }
+        ProgramSpec {
+            name: name.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+        }
     }
 
     #[test]
@@ -288,21 +340,39 @@ mod tests {
         assert!(out.iter().all(|(_, m)| matches!(m, JmToTm::Cancel { .. })));
         for (_, m) in out {
             if let JmToTm::Cancel { execution } = m {
-                d.task_state(execution, ExecutionState::Canceled, None, TaskMetrics::default(), 2);
+                d.task_state(
+                    execution,
+                    ExecutionState::Canceled,
+                    None,
+                    TaskMetrics::default(),
+                    2,
+                );
             }
         }
         assert_eq!(d.jobs[&JobId(1)].status, JobStatus::Canceled);
         assert_eq!(d.rm.free_slots(), 2);
-        assert_eq!(d.cancel(JobId(1), 3).unwrap_err(), CancelError::Ended(JobId(1), "CANCELED"));
+        assert_eq!(
+            d.cancel(JobId(1), 3).unwrap_err(),
+            CancelError::Ended(JobId(1), "CANCELED")
+        );
     }
 
     #[test]
     fn bad_submissions_are_refused_with_reasons() {
         let mut d = Dispatcher::new(settings());
-        assert!(matches!(d.submit(JobId(1), spec("nope", &[]), 1, 0), Err(SubmitError::UnknownProgram(_))));
-        let err = d.submit(JobId(1), spec("stream-sum", &["--rate", "x"]), 1, 0).unwrap_err();
+        assert!(matches!(
+            d.submit(JobId(1), spec("nope", &[]), 1, 0),
+            Err(SubmitError::UnknownProgram(_))
+        ));
+        let err = d
+            .submit(JobId(1), spec("stream-sum", &["--rate", "x"]), 1, 0)
+            .unwrap_err();
         assert!(err.to_string().contains("--rate"), "{err}");
-        assert_eq!(d.submit(JobId(1), spec("wordcount", &[]), 0, 0).unwrap_err(), SubmitError::BadParallelism);
+        assert_eq!(
+            d.submit(JobId(1), spec("wordcount", &[]), 0, 0)
+                .unwrap_err(),
+            SubmitError::BadParallelism
+        );
     }
 
     #[test]
@@ -312,7 +382,11 @@ mod tests {
         d.submit(JobId(1), spec("stream-sum", &[]), 1, 0).unwrap();
         d.tick(501);
         assert_eq!(d.jobs[&JobId(1)].status, JobStatus::Failed);
-        assert!(d.jobs[&JobId(1)].exceptions[0].exception.contains("no heartbeat"));
+        assert!(
+            d.jobs[&JobId(1)].exceptions[0]
+                .exception
+                .contains("no heartbeat")
+        );
         assert_eq!(d.rm.total_slots(), 0);
     }
 }

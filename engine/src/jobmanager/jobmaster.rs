@@ -11,7 +11,8 @@ use super::resourcemanager::SlotRef;
 use crate::graph::{JobGraph, ShipStrategy};
 use crate::ids::{ExecutionId, JobId, PartitionId, ResourceId};
 use crate::rpc::messages::{
-    ChannelDeployment, ExecutionState, OutputDeployment, PartitionLocation, ProgramSpec, TaskDeployment, TaskMetrics,
+    ChannelDeployment, ExecutionState, OutputDeployment, PartitionLocation, ProgramSpec,
+    TaskDeployment, TaskMetrics,
 };
 
 /// Flink's job states.
@@ -62,7 +63,10 @@ impl JobStatus {
 
     /// Whether the job can change no more.
     pub fn is_globally_terminal(self) -> bool {
-        matches!(self, JobStatus::Failed | JobStatus::Canceled | JobStatus::Finished)
+        matches!(
+            self,
+            JobStatus::Failed | JobStatus::Canceled | JobStatus::Finished
+        )
     }
 }
 
@@ -130,8 +134,7 @@ pub enum Action {
 }
 
 /// The message of a job that could not get its slots, as in Flink.
-pub const NO_RESOURCE: &str =
-    "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException: Could not acquire the minimum required resources.";
+pub const NO_RESOURCE: &str = "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException: Could not acquire the minimum required resources.";
 
 /// One job's master.
 #[derive(Debug)]
@@ -165,7 +168,13 @@ pub struct JobMaster {
 
 impl JobMaster {
     /// A JobMaster for a job graph; nothing scheduled yet.
-    pub fn new(job_id: JobId, program: ProgramSpec, default_parallelism: u32, graph: JobGraph, now: u64) -> Self {
+    pub fn new(
+        job_id: JobId,
+        program: ProgramSpec,
+        default_parallelism: u32,
+        graph: JobGraph,
+        now: u64,
+    ) -> Self {
         let executions = graph
             .vertices
             .iter()
@@ -222,7 +231,10 @@ impl JobMaster {
                 self.set_execution(v, s, ExecutionState::Scheduled, now);
             }
         }
-        vec![Action::RequestSlots { job: self.job_id, slots: self.graph.max_vertex_parallelism() }]
+        vec![Action::RequestSlots {
+            job: self.job_id,
+            slots: self.graph.max_vertex_parallelism(),
+        }]
     }
 
     /// The slots arrived: deploy every subtask.
@@ -240,19 +252,33 @@ impl JobMaster {
                 self.executions[v][s].slot = Some(slot.clone());
                 self.set_execution(v, s, ExecutionState::Deploying, now);
                 let deployment = self.deployment(v, s);
-                actions.push(Action::Deploy { resource_id: slot.resource_id, deployment: Box::new(deployment) });
+                actions.push(Action::Deploy {
+                    resource_id: slot.resource_id,
+                    deployment: Box::new(deployment),
+                });
             }
         }
         actions
     }
 
     fn execution_id(&self, v: usize, s: usize) -> ExecutionId {
-        ExecutionId { job: self.job_id, vertex: v as u32, subtask: s as u32, attempt: self.executions[v][s].attempt }
+        ExecutionId {
+            job: self.job_id,
+            vertex: v as u32,
+            subtask: s as u32,
+            attempt: self.executions[v][s].attempt,
+        }
     }
 
     fn location(&self, v: usize, s: usize) -> PartitionLocation {
-        let slot = self.executions[v][s].slot.as_ref().unwrap_or(&self.slots[s % self.slots.len()]);
-        PartitionLocation { resource_id: slot.resource_id.clone(), data_address: slot.data_address }
+        let slot = self.executions[v][s]
+            .slot
+            .as_ref()
+            .unwrap_or(&self.slots[s % self.slots.len()]);
+        PartitionLocation {
+            resource_id: slot.resource_id.clone(),
+            data_address: slot.data_address,
+        }
     }
 
     /// The deployment descriptor of subtask `s` of vertex `v`.
@@ -263,15 +289,24 @@ impl JobMaster {
             .iter()
             .map(|&e| {
                 let edge = &self.graph.edges[e];
-                let output = self.graph.vertices[edge.source].outputs.iter().position(|&o| o == e).unwrap_or(0) as u32;
+                let output = self.graph.vertices[edge.source]
+                    .outputs
+                    .iter()
+                    .position(|&o| o == e)
+                    .unwrap_or(0) as u32;
                 let producers: Vec<(usize, u32)> = match edge.strategy {
                     ShipStrategy::Forward => vec![(s, 0)],
-                    _ => (0..self.graph.vertices[edge.source].parallelism as usize).map(|p| (p, s as u32)).collect(),
+                    _ => (0..self.graph.vertices[edge.source].parallelism as usize)
+                        .map(|p| (p, s as u32))
+                        .collect(),
                 };
                 producers
                     .into_iter()
                     .map(|(p, subpartition)| ChannelDeployment {
-                        partition: PartitionId { producer: self.execution_id(edge.source, p), output },
+                        partition: PartitionId {
+                            producer: self.execution_id(edge.source, p),
+                            output,
+                        },
                         subpartition,
                         location: self.location(edge.source, p),
                     })
@@ -285,14 +320,22 @@ impl JobMaster {
                 let edge = &self.graph.edges[e];
                 let consumer = &self.graph.vertices[edge.target];
                 OutputDeployment {
-                    subpartitions: if edge.strategy.is_all_to_all() { consumer.parallelism } else { 1 },
+                    subpartitions: if edge.strategy.is_all_to_all() {
+                        consumer.parallelism
+                    } else {
+                        1
+                    },
                     consumer_max_parallelism: consumer.max_parallelism,
                 }
             })
             .collect();
         TaskDeployment {
             execution: self.execution_id(v, s),
-            slot: self.executions[v][s].slot.as_ref().map(|slot| slot.index).unwrap_or(0),
+            slot: self.executions[v][s]
+                .slot
+                .as_ref()
+                .map(|slot| slot.index)
+                .unwrap_or(0),
             job_name: self.name.clone(),
             program: self.program.clone(),
             default_parallelism: self.default_parallelism,
@@ -315,8 +358,17 @@ impl JobMaster {
     }
 
     /// A TaskManager reported an execution's new state.
-    pub fn task_state(&mut self, id: ExecutionId, state: ExecutionState, error: Option<String>, metrics: TaskMetrics, now: u64) -> Vec<Action> {
-        let Some((v, s)) = self.find(id) else { return Vec::new() };
+    pub fn task_state(
+        &mut self,
+        id: ExecutionId,
+        state: ExecutionState,
+        error: Option<String>,
+        metrics: TaskMetrics,
+        now: u64,
+    ) -> Vec<Action> {
+        let Some((v, s)) = self.find(id) else {
+            return Vec::new();
+        };
         if self.executions[v][s].state.is_terminal() {
             return Vec::new();
         }
@@ -326,10 +378,18 @@ impl JobMaster {
         self.set_execution(v, s, state, now);
         match state {
             ExecutionState::Failed => {
-                let location = self.executions[v][s].slot.as_ref().map(|slot| slot.resource_id.clone());
+                let location = self.executions[v][s]
+                    .slot
+                    .as_ref()
+                    .map(|slot| slot.resource_id.clone());
                 let message = error.unwrap_or_else(|| "unknown failure".into());
                 self.executions[v][s].failure = Some(message.clone());
-                self.exceptions.push(ExceptionEntry { timestamp: now, exception: message, task_name: Some(self.task_name(v, s)), location });
+                self.exceptions.push(ExceptionEntry {
+                    timestamp: now,
+                    exception: message,
+                    task_name: Some(self.task_name(v, s)),
+                    location,
+                });
                 self.fail(now)
             }
             _ => self.terminate_if_done(now),
@@ -342,7 +402,11 @@ impl JobMaster {
         for v in 0..self.executions.len() {
             for s in 0..self.executions[v].len() {
                 let e = &self.executions[v][s];
-                if !e.state.is_terminal() && e.slot.as_ref().is_some_and(|slot| slot.resource_id == resource_id) {
+                if !e.state.is_terminal()
+                    && e.slot
+                        .as_ref()
+                        .is_some_and(|slot| slot.resource_id == resource_id)
+                {
                     lost.push((v, s));
                 }
             }
@@ -370,7 +434,12 @@ impl JobMaster {
         if self.status != JobStatus::Running {
             return Vec::new();
         }
-        self.exceptions.push(ExceptionEntry { timestamp: now, exception: NO_RESOURCE.into(), task_name: None, location: None });
+        self.exceptions.push(ExceptionEntry {
+            timestamp: now,
+            exception: NO_RESOURCE.into(),
+            task_name: None,
+            location: None,
+        });
         self.fail(now)
     }
 
@@ -399,11 +468,18 @@ impl JobMaster {
         for v in 0..self.executions.len() {
             for s in 0..self.executions[v].len() {
                 match self.executions[v][s].state {
-                    ExecutionState::Created | ExecutionState::Scheduled => self.set_execution(v, s, ExecutionState::Canceled, now),
-                    ExecutionState::Deploying | ExecutionState::Running | ExecutionState::Initializing => {
+                    ExecutionState::Created | ExecutionState::Scheduled => {
+                        self.set_execution(v, s, ExecutionState::Canceled, now)
+                    }
+                    ExecutionState::Deploying
+                    | ExecutionState::Running
+                    | ExecutionState::Initializing => {
                         self.set_execution(v, s, ExecutionState::Canceling, now);
                         if let Some(slot) = &self.executions[v][s].slot {
-                            actions.push(Action::Cancel { resource_id: slot.resource_id.clone(), execution: self.execution_id(v, s) });
+                            actions.push(Action::Cancel {
+                                resource_id: slot.resource_id.clone(),
+                                execution: self.execution_id(v, s),
+                            });
                         }
                     }
                     _ => {}
@@ -425,15 +501,20 @@ impl JobMaster {
             _ => JobStatus::Failed,
         };
         self.set_status(status, now);
-        let mut resource_ids: Vec<ResourceId> = self.slots.iter().map(|s| s.resource_id.clone()).collect();
+        let mut resource_ids: Vec<ResourceId> =
+            self.slots.iter().map(|s| s.resource_id.clone()).collect();
         resource_ids.sort();
         resource_ids.dedup();
-        vec![Action::Terminated { job: self.job_id, resource_ids }]
+        vec![Action::Terminated {
+            job: self.job_id,
+            resource_ids,
+        }]
     }
 
     /// Count of executions per state.
     pub fn state_counts(&self) -> BTreeMap<ExecutionState, u32> {
-        let mut counts: BTreeMap<ExecutionState, u32> = ExecutionState::ALL.iter().map(|s| (*s, 0)).collect();
+        let mut counts: BTreeMap<ExecutionState, u32> =
+            ExecutionState::ALL.iter().map(|s| (*s, 0)).collect();
         for e in self.executions.iter().flatten() {
             *counts.entry(e.state).or_default() += 1;
         }
@@ -466,7 +547,11 @@ impl JobMaster {
         } else if any(ExecutionState::Scheduled) {
             ExecutionState::Scheduled
         } else {
-            states.iter().copied().max().unwrap_or(ExecutionState::Created)
+            states
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(ExecutionState::Created)
         }
     }
 }
@@ -481,21 +566,50 @@ mod tests {
         let env = StreamExecutionEnvironment::new();
         let program = examples::find("wordcount").unwrap();
         program.build(&env, &[]).unwrap();
-        let graph = env.into_graph().job_graph("WordCount", parallelism).unwrap();
-        JobMaster::new(JobId(1), ProgramSpec { name: "wordcount".into(), args: vec![] }, parallelism, graph, 0)
+        let graph = env
+            .into_graph()
+            .job_graph("WordCount", parallelism)
+            .unwrap();
+        JobMaster::new(
+            JobId(1),
+            ProgramSpec {
+                name: "wordcount".into(),
+                args: vec![],
+            },
+            parallelism,
+            graph,
+            0,
+        )
     }
 
     fn slots(n: u32) -> Vec<SlotRef> {
         (0..n)
-            .map(|i| SlotRef { resource_id: format!("tm{}", i % 2), data_address: "127.0.0.1:9".parse().unwrap(), index: i / 2 })
+            .map(|i| SlotRef {
+                resource_id: format!("tm{}", i % 2),
+                data_address: "127.0.0.1:9".parse().unwrap(),
+                index: i / 2,
+            })
             .collect()
     }
 
     fn deploys(actions: &[Action]) -> Vec<&TaskDeployment> {
-        actions.iter().filter_map(|a| if let Action::Deploy { deployment, .. } = a { Some(&**deployment) } else { None }).collect()
+        actions
+            .iter()
+            .filter_map(|a| {
+                if let Action::Deploy { deployment, .. } = a {
+                    Some(&**deployment)
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
 
-    fn report_all(jm: &mut JobMaster, deployed: &[TaskDeployment], state: ExecutionState) -> Vec<Action> {
+    fn report_all(
+        jm: &mut JobMaster,
+        deployed: &[TaskDeployment],
+        state: ExecutionState,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
         for d in deployed {
             out.extend(jm.task_state(d.execution, state, None, TaskMetrics::default(), 10));
@@ -507,38 +621,81 @@ mod tests {
     fn wordcount_deploys_every_subtask_with_wired_channels_then_finishes() {
         let mut jm = job(4);
         let actions = jm.start(0);
-        assert!(matches!(actions[..], [Action::RequestSlots { slots: 4, .. }]));
+        assert!(matches!(
+            actions[..],
+            [Action::RequestSlots { slots: 4, .. }]
+        ));
         let actions = jm.slots_allocated(slots(4), 1);
         let deployed: Vec<TaskDeployment> = deploys(&actions).into_iter().cloned().collect();
         assert_eq!(deployed.len() as u32, jm.graph.total_subtasks());
         // The keyed vertex reads from every tokenizer subtask.
-        let keyed = jm.graph.vertices.iter().position(|v| v.name.starts_with("Keyed")).unwrap();
-        let d = deployed.iter().find(|d| d.execution.vertex as usize == keyed && d.execution.subtask == 2).unwrap();
+        let keyed = jm
+            .graph
+            .vertices
+            .iter()
+            .position(|v| v.name.starts_with("Keyed"))
+            .unwrap();
+        let d = deployed
+            .iter()
+            .find(|d| d.execution.vertex as usize == keyed && d.execution.subtask == 2)
+            .unwrap();
         assert_eq!(d.inputs[0].len(), 4);
         assert!(d.inputs[0].iter().all(|c| c.subpartition == 2));
         assert_eq!(jm.status, JobStatus::Running);
         report_all(&mut jm, &deployed, ExecutionState::Running);
         let actions = report_all(&mut jm, &deployed, ExecutionState::Finished);
         assert_eq!(jm.status, JobStatus::Finished);
-        assert!(matches!(actions.last(), Some(Action::Terminated { resource_ids, .. }) if resource_ids.len() == 2));
+        assert!(
+            matches!(actions.last(), Some(Action::Terminated { resource_ids, .. }) if resource_ids.len() == 2)
+        );
     }
 
     #[test]
     fn a_failed_task_cancels_the_rest_and_fails_the_job() {
         let mut jm = job(2);
         jm.start(0);
-        let deployed: Vec<TaskDeployment> = deploys(&jm.slots_allocated(slots(2), 1)).into_iter().cloned().collect();
+        let deployed: Vec<TaskDeployment> = deploys(&jm.slots_allocated(slots(2), 1))
+            .into_iter()
+            .cloned()
+            .collect();
         report_all(&mut jm, &deployed, ExecutionState::Running);
-        let actions = jm.task_state(deployed[0].execution, ExecutionState::Failed, Some("boom".into()), TaskMetrics::default(), 5);
+        let actions = jm.task_state(
+            deployed[0].execution,
+            ExecutionState::Failed,
+            Some("boom".into()),
+            TaskMetrics::default(),
+            5,
+        );
         assert_eq!(jm.status, JobStatus::Failing);
-        assert_eq!(actions.iter().filter(|a| matches!(a, Action::Cancel { .. })).count(), deployed.len() - 1);
+        assert_eq!(
+            actions
+                .iter()
+                .filter(|a| matches!(a, Action::Cancel { .. }))
+                .count(),
+            deployed.len() - 1
+        );
         for d in &deployed[1..] {
-            jm.task_state(d.execution, ExecutionState::Canceled, None, TaskMetrics::default(), 6);
+            jm.task_state(
+                d.execution,
+                ExecutionState::Canceled,
+                None,
+                TaskMetrics::default(),
+                6,
+            );
         }
         assert_eq!(jm.status, JobStatus::Failed);
         assert_eq!(jm.exceptions[0].exception, "boom");
         // A stale report of an old attempt changes nothing.
-        assert!(jm.task_state(deployed[0].execution, ExecutionState::Running, None, TaskMetrics::default(), 7).is_empty());
+        assert!(
+            jm.task_state(
+                deployed[0].execution,
+                ExecutionState::Running,
+                None,
+                TaskMetrics::default(),
+                7
+            )
+            .is_empty()
+        );
     }
 
     #[test]
@@ -548,15 +705,27 @@ mod tests {
         let actions = jm.slot_request_timed_out(300_000);
         assert_eq!(jm.status, JobStatus::Failed);
         assert!(matches!(actions[..], [Action::Terminated { .. }]));
-        assert!(jm.exceptions[0].exception.contains("Could not acquire the minimum required resources."));
-        assert!(jm.executions.iter().flatten().all(|e| e.state == ExecutionState::Canceled));
+        assert!(
+            jm.exceptions[0]
+                .exception
+                .contains("Could not acquire the minimum required resources.")
+        );
+        assert!(
+            jm.executions
+                .iter()
+                .flatten()
+                .all(|e| e.state == ExecutionState::Canceled)
+        );
     }
 
     #[test]
     fn cancel_while_running_waits_for_acknowledgements() {
         let mut jm = job(2);
         jm.start(0);
-        let deployed: Vec<TaskDeployment> = deploys(&jm.slots_allocated(slots(2), 1)).into_iter().cloned().collect();
+        let deployed: Vec<TaskDeployment> = deploys(&jm.slots_allocated(slots(2), 1))
+            .into_iter()
+            .cloned()
+            .collect();
         let actions = jm.cancel(3);
         assert_eq!(jm.status, JobStatus::Cancelling);
         assert_eq!(actions.len(), deployed.len());

@@ -5,3 +5,4 @@
 pub mod dispatcher;
 pub mod jobmaster;
 pub mod resourcemanager;
+pub mod service;

@@ -98,13 +98,21 @@ impl ResourceManager {
 
     /// TaskManagers silent for longer than `timeout` ms.
     pub fn silent_since(&self, now: u64, timeout: u64) -> Vec<ResourceId> {
-        self.taskmanagers.values().filter(|tm| now.saturating_sub(tm.last_heartbeat) > timeout).map(|tm| tm.resource_id.clone()).collect()
+        self.taskmanagers
+            .values()
+            .filter(|tm| now.saturating_sub(tm.last_heartbeat) > timeout)
+            .map(|tm| tm.resource_id.clone())
+            .collect()
     }
 
     /// Queues a request for `slots` slots for `job`.
     pub fn request(&mut self, job: JobId, slots: u32, now: u64) {
         self.pending.retain(|r| r.job != job);
-        self.pending.push(Request { job, slots, since: now });
+        self.pending.push(Request {
+            job,
+            slots,
+            since: now,
+        });
     }
 
     /// Withdraws a job's pending request.
@@ -137,15 +145,26 @@ impl ResourceManager {
     }
 
     fn take_one(&mut self, job: JobId) -> Option<SlotRef> {
-        let tm = self.taskmanagers.values_mut().filter(|tm| tm.free_slots() > 0).max_by_key(|tm| tm.free_slots())?;
+        let tm = self
+            .taskmanagers
+            .values_mut()
+            .filter(|tm| tm.free_slots() > 0)
+            .max_by_key(|tm| tm.free_slots())?;
         let index = tm.slots.iter().position(Option::is_none)?;
         tm.slots[index] = Some(job);
-        Some(SlotRef { resource_id: tm.resource_id.clone(), data_address: tm.data_address, index: index as u32 })
+        Some(SlotRef {
+            resource_id: tm.resource_id.clone(),
+            data_address: tm.data_address,
+            index: index as u32,
+        })
     }
 
     /// Requests older than `timeout` ms; they are removed.
     pub fn expire(&mut self, now: u64, timeout: u64) -> Vec<JobId> {
-        let (expired, kept): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|r| now.saturating_sub(r.since) >= timeout);
+        let (expired, kept): (Vec<_>, Vec<_>) = self
+            .pending
+            .drain(..)
+            .partition(|r| now.saturating_sub(r.since) >= timeout);
         self.pending = kept;
         expired.into_iter().map(|r| r.job).collect()
     }
@@ -174,12 +193,18 @@ impl ResourceManager {
 
     /// Slots of all TaskManagers.
     pub fn total_slots(&self) -> u32 {
-        self.taskmanagers.values().map(|tm| tm.slots.len() as u32).sum()
+        self.taskmanagers
+            .values()
+            .map(|tm| tm.slots.len() as u32)
+            .sum()
     }
 
     /// Slots no job holds.
     pub fn free_slots(&self) -> u32 {
-        self.taskmanagers.values().map(TaskManagerInfo::free_slots).sum()
+        self.taskmanagers
+            .values()
+            .map(TaskManagerInfo::free_slots)
+            .sum()
     }
 }
 
@@ -211,8 +236,16 @@ mod tests {
         rm.request(j2, 5, 0);
         rm.request(j3, 2, 0);
         let granted = rm.allocate();
-        assert_eq!(granted.len(), 2, "the 5-slot request waits, smaller ones pass it");
-        let mut tms: Vec<&str> = granted[0].1.iter().map(|s| s.resource_id.as_str()).collect();
+        assert_eq!(
+            granted.len(),
+            2,
+            "the 5-slot request waits, smaller ones pass it"
+        );
+        let mut tms: Vec<&str> = granted[0]
+            .1
+            .iter()
+            .map(|s| s.resource_id.as_str())
+            .collect();
         tms.sort();
         assert_eq!(tms, ["a", "b"]);
         assert_eq!(rm.free_slots(), 0);

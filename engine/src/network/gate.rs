@@ -32,7 +32,13 @@ impl InputGate {
     /// `names` describe each channel's producer for error messages.
     pub(crate) fn new(channels: Vec<flume::Receiver<NetBuffer>>, names: Vec<String>) -> Self {
         let n = channels.len();
-        InputGate { channels, ended: vec![false; n], open: n, next: 0, names }
+        InputGate {
+            channels,
+            ended: vec![false; n],
+            open: n,
+            next: 0,
+            names,
+        }
     }
 
     /// Describes channel `i`'s producer.
@@ -46,7 +52,11 @@ impl InputGate {
             Ok(NetBuffer::EndOfPartition) => {
                 self.ended[i] = true;
                 self.open -= 1;
-                if self.open == 0 { Some(GateEvent::Finished) } else { None }
+                if self.open == 0 {
+                    Some(GateEvent::Finished)
+                } else {
+                    None
+                }
             }
             Err(()) => Some(GateEvent::Broken(i)),
         }
@@ -120,6 +130,9 @@ mod tests {
         let (tx, rx) = flume::bounded::<NetBuffer>(1);
         let mut gate = InputGate::new(vec![rx], vec!["p".into()]);
         drop(tx);
-        assert!(matches!(gate.next(Duration::from_millis(10)), GateEvent::Broken(0)));
+        assert!(matches!(
+            gate.next(Duration::from_millis(10)),
+            GateEvent::Broken(0)
+        ));
     }
 }

@@ -12,7 +12,11 @@ pub(crate) struct StableHasher(u64);
 
 impl Hasher for StableHasher {
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
         for b in bytes {
             h ^= *b as u64;
             h = h.wrapping_mul(0x0100_0000_01b3);
@@ -99,7 +103,10 @@ mod tests {
             counts[operator_index_for_key_group(maxp, p, kg) as usize] += 1;
         }
         assert_eq!(counts.iter().sum::<u32>(), maxp);
-        assert!(counts.iter().all(|&c| c == 42 || c == 43 || c == 44), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| c == 42 || c == 43 || c == 44),
+            "{counts:?}"
+        );
         let mut per_subtask = [0u32; 3];
         for i in 0..30_000u64 {
             let kg = key_group(stable_hash(&i), maxp);

@@ -59,7 +59,11 @@ impl PartitionRegistry {
                 return Err(TakeError::NotFound(id, timeout));
             }
             let wait = (deadline - now).min(Duration::from_millis(50));
-            map = self.changed.wait_timeout(map, wait).unwrap_or_else(|e| e.into_inner()).0;
+            map = self
+                .changed
+                .wait_timeout(map, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 

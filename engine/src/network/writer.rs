@@ -36,7 +36,10 @@ impl RecordWriter {
         cancelled: Arc<AtomicBool>,
         counters: Arc<IoCounters>,
     ) -> Self {
-        let buffers = subpartitions.iter().map(|_| AlignedVec::with_capacity(segment_size + 256)).collect();
+        let buffers = subpartitions
+            .iter()
+            .map(|_| AlignedVec::with_capacity(segment_size + 256))
+            .collect();
         RecordWriter {
             subpartitions,
             buffers,
@@ -83,13 +86,17 @@ impl RecordWriter {
                     if self.cancelled.load(Ordering::Relaxed) {
                         return Err(TaskError::Cancelled);
                     }
-                    return Err(TaskError::Network(format!("the consumer of subpartition {channel} went away")));
+                    return Err(TaskError::Network(format!(
+                        "the consumer of subpartition {channel} went away"
+                    )));
                 }
             }
         }
         let waited = started.elapsed();
         if waited > Duration::from_micros(50) {
-            self.counters.back_pressured_nanos.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+            self.counters
+                .back_pressured_nanos
+                .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -99,8 +106,13 @@ impl RecordWriter {
         if self.buffers[channel].is_empty() {
             return Ok(());
         }
-        let full = std::mem::replace(&mut self.buffers[channel], AlignedVec::with_capacity(self.segment_size + 256));
-        self.counters.bytes_out.fetch_add(full.len() as u64, Ordering::Relaxed);
+        let full = std::mem::replace(
+            &mut self.buffers[channel],
+            AlignedVec::with_capacity(self.segment_size + 256),
+        );
+        self.counters
+            .bytes_out
+            .fetch_add(full.len() as u64, Ordering::Relaxed);
         self.send(channel, NetBuffer::Data(full))
     }
 
@@ -136,14 +148,24 @@ pub(crate) struct NetworkOutput<T> {
 }
 
 impl<T: Data> NetworkOutput<T> {
-    pub(crate) fn new(writer: RecordWriterHandle, selector: ChannelSelector<T>, ctx: &RuntimeContext) -> Self {
+    pub(crate) fn new(
+        writer: RecordWriterHandle,
+        selector: ChannelSelector<T>,
+        ctx: &RuntimeContext,
+    ) -> Self {
         let (channels, counters) = {
             let w = writer.borrow();
             (w.channels().max(1), w.counters.clone())
         };
         // Start round-robin at our own index so that parallel producers do not all hit channel 0.
         let next_channel = ctx.subtask_index() as usize % channels;
-        NetworkOutput { writer, selector, next_channel, scratch: AlignedVec::new(), counters }
+        NetworkOutput {
+            writer,
+            selector,
+            next_channel,
+            scratch: AlignedVec::new(),
+            counters,
+        }
     }
 }
 
@@ -155,7 +177,11 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
         match &self.selector {
             ChannelSelector::RoundRobin => {
                 let channel = self.next_channel;
-                self.next_channel = if channel + 1 == channels { 0 } else { channel + 1 };
+                self.next_channel = if channel + 1 == channels {
+                    0
+                } else {
+                    channel + 1
+                };
                 w.write(channel, &record)
             }
             ChannelSelector::Key(hash) => {

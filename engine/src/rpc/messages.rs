@@ -53,7 +53,10 @@ impl ExecutionState {
 
     /// Whether the execution can change no more.
     pub fn is_terminal(self) -> bool {
-        matches!(self, ExecutionState::Finished | ExecutionState::Canceled | ExecutionState::Failed)
+        matches!(
+            self,
+            ExecutionState::Finished | ExecutionState::Canceled | ExecutionState::Failed
+        )
     }
 
     /// Flink's upper-case name.

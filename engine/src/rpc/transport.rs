@@ -29,7 +29,9 @@ pub enum RpcError {
     #[error("connection error: {0}")]
     Io(#[from] std::io::Error),
     /// The peer did not prove it knows the cluster secret.
-    #[error("the peer did not prove knowledge of the cluster secret (wrong security.cluster.secret?)")]
+    #[error(
+        "the peer did not prove knowledge of the cluster secret (wrong security.cluster.secret?)"
+    )]
     AuthenticationFailed,
     /// TLS failed.
     #[error("TLS error: {0}")]
@@ -112,41 +114,61 @@ async fn prove<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Connects to a control endpoint and proves the cluster secret (the server proves it back).
-pub async fn connect(addr: SocketAddr, secret: &ClusterSecret) -> Result<Stream<TcpStream>, RpcError> {
+pub async fn connect(
+    addr: SocketAddr,
+    secret: &ClusterSecret,
+) -> Result<Stream<TcpStream>, RpcError> {
     let config = security::client_tls(ALPN).map_err(|e| RpcError::Tls(e.to_string()))?;
     let tcp = TcpStream::connect(addr).await?;
     tcp.set_nodelay(true)?;
     let connector = TlsConnector::from(Arc::new(config));
-    let name = rustls::pki_types::ServerName::try_from("sluice").map_err(|e| RpcError::Tls(e.to_string()))?;
+    let name = rustls::pki_types::ServerName::try_from("sluice")
+        .map_err(|e| RpcError::Tls(e.to_string()))?;
     let fut = async {
-        let mut tls = connector.connect(name, tcp).await.map_err(|e| RpcError::Tls(e.to_string()))?;
+        let mut tls = connector
+            .connect(name, tcp)
+            .await
+            .map_err(|e| RpcError::Tls(e.to_string()))?;
         let ekm = {
             let (_, conn) = tls.get_ref();
             let mut out = [0u8; 32];
-            conn.export_keying_material(&mut out, security::EXPORTER_LABEL, None).map_err(|e| RpcError::Tls(e.to_string()))?;
+            conn.export_keying_material(&mut out, security::EXPORTER_LABEL, None)
+                .map_err(|e| RpcError::Tls(e.to_string()))?;
             out
         };
         prove(&mut tls, secret, ekm, b"client", b"server", true).await?;
         Ok(tokio_rustls::TlsStream::Client(tls))
     };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, fut).await.map_err(|_| RpcError::Timeout)?
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, fut)
+        .await
+        .map_err(|_| RpcError::Timeout)?
 }
 
 /// Accepts a control connection: TLS, then the client's proof, then ours.
-pub async fn accept(tcp: TcpStream, acceptor: &TlsAcceptor, secret: &ClusterSecret) -> Result<Stream<TcpStream>, RpcError> {
+pub async fn accept(
+    tcp: TcpStream,
+    acceptor: &TlsAcceptor,
+    secret: &ClusterSecret,
+) -> Result<Stream<TcpStream>, RpcError> {
     tcp.set_nodelay(true)?;
     let fut = async {
-        let mut tls = acceptor.accept(tcp).await.map_err(|e| RpcError::Tls(e.to_string()))?;
+        let mut tls = acceptor
+            .accept(tcp)
+            .await
+            .map_err(|e| RpcError::Tls(e.to_string()))?;
         let ekm = {
             let (_, conn) = tls.get_ref();
             let mut out = [0u8; 32];
-            conn.export_keying_material(&mut out, security::EXPORTER_LABEL, None).map_err(|e| RpcError::Tls(e.to_string()))?;
+            conn.export_keying_material(&mut out, security::EXPORTER_LABEL, None)
+                .map_err(|e| RpcError::Tls(e.to_string()))?;
             out
         };
         prove(&mut tls, secret, ekm, b"server", b"client", false).await?;
         Ok(tokio_rustls::TlsStream::Server(tls))
     };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, fut).await.map_err(|_| RpcError::Timeout)?
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, fut)
+        .await
+        .map_err(|_| RpcError::Timeout)?
 }
 
 /// A TLS acceptor for the control plane.
@@ -160,7 +182,10 @@ mod tests {
     use super::*;
     use tokio::net::TcpListener;
 
-    async fn pair(server_secret: &str, client_secret: &str) -> (Result<(), RpcError>, Result<(), RpcError>) {
+    async fn pair(
+        server_secret: &str,
+        client_secret: &str,
+    ) -> (Result<(), RpcError>, Result<(), RpcError>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server_secret = ClusterSecret::new(server_secret);
@@ -193,7 +218,10 @@ mod tests {
     #[tokio::test]
     async fn garbage_frame_lengths_are_rejected_without_allocating() {
         let mut bytes: &[u8] = &[0xff, 0xff, 0xff, 0xff, 1, 2];
-        assert!(matches!(read_frame(&mut bytes).await, Err(RpcError::FrameTooLarge(_))));
+        assert!(matches!(
+            read_frame(&mut bytes).await,
+            Err(RpcError::FrameTooLarge(_))
+        ));
         let mut bytes: &[u8] = &[0, 0, 0, 9, 1, 2];
         assert!(matches!(read_frame(&mut bytes).await, Err(RpcError::Io(_))));
     }

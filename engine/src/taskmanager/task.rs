@@ -5,10 +5,10 @@
 //! writes, connects its input channels (in memory for producers on this TaskManager, over QUIC
 //! for the others), and then runs the chain until its input ends or it is cancelled.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -55,7 +55,8 @@ pub(crate) struct TaskHandle {
 }
 
 /// Reports a task's end: its execution, final state, failure cause and metrics.
-pub(crate) type Reporter = Box<dyn Fn(ExecutionId, ExecutionState, Option<String>, TaskMetrics) + Send>;
+pub(crate) type Reporter =
+    Box<dyn Fn(ExecutionId, ExecutionState, Option<String>, TaskMetrics) + Send>;
 
 pub(crate) fn metrics_of(c: &IoCounters) -> TaskMetrics {
     TaskMetrics {
@@ -68,18 +69,33 @@ pub(crate) fn metrics_of(c: &IoCounters) -> TaskMetrics {
 }
 
 /// Starts a task's thread. `report` is called once with RUNNING and once with the final state.
-pub(crate) fn spawn(deployment: TaskDeployment, services: Arc<TaskServices>, report: Reporter) -> std::io::Result<TaskHandle> {
+pub(crate) fn spawn(
+    deployment: TaskDeployment,
+    services: Arc<TaskServices>,
+    report: Reporter,
+) -> std::io::Result<TaskHandle> {
     let cancelled = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(IoCounters::default());
-    let handle = TaskHandle { cancelled: cancelled.clone(), counters: counters.clone(), slot: deployment.slot };
+    let handle = TaskHandle {
+        cancelled: cancelled.clone(),
+        counters: counters.clone(),
+        slot: deployment.slot,
+    };
     let execution = deployment.execution;
-    let name = format!("task v{} {}/{}", execution.vertex, execution.subtask, execution.attempt);
+    let name = format!(
+        "task v{} {}/{}",
+        execution.vertex, execution.subtask, execution.attempt
+    );
     std::thread::Builder::new().name(name).spawn(move || {
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| run(&deployment, &services, &cancelled, &counters, &report)));
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            run(&deployment, &services, &cancelled, &counters, &report)
+        }));
         let (state, error) = match outcome {
             Ok(Ok(())) => (ExecutionState::Finished, None),
             Ok(Err(TaskError::Cancelled)) => (ExecutionState::Canceled, None),
-            Ok(Err(_)) | Err(_) if cancelled.load(Ordering::Relaxed) => (ExecutionState::Canceled, None),
+            Ok(Err(_)) | Err(_) if cancelled.load(Ordering::Relaxed) => {
+                (ExecutionState::Canceled, None)
+            }
             Ok(Err(e)) => (ExecutionState::Failed, Some(e.to_string())),
             Err(panic) => {
                 let msg = panic
@@ -87,7 +103,10 @@ pub(crate) fn spawn(deployment: TaskDeployment, services: Arc<TaskServices>, rep
                     .cloned()
                     .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "a panic without a message".into());
-                (ExecutionState::Failed, Some(format!("user code panicked: {msg}")))
+                (
+                    ExecutionState::Failed,
+                    Some(format!("user code panicked: {msg}")),
+                )
             }
         };
         if state != ExecutionState::Finished {
@@ -128,7 +147,9 @@ impl SourceHooks for Hooks {
 
 impl Hooks {
     fn until_flush(&self) -> Duration {
-        self.timeout.saturating_sub(self.last_flush.elapsed()).max(Duration::from_millis(1))
+        self.timeout
+            .saturating_sub(self.last_flush.elapsed())
+            .max(Duration::from_millis(1))
     }
 }
 
@@ -139,12 +160,20 @@ fn run(
     counters: &Arc<IoCounters>,
     report: &Reporter,
 ) -> Result<(), TaskError> {
-    let program = examples::find(&d.program.name)
-        .ok_or_else(|| TaskError::Setup(format!("this TaskManager does not know the program '{}'", d.program.name)))?;
+    let program = examples::find(&d.program.name).ok_or_else(|| {
+        TaskError::Setup(format!(
+            "this TaskManager does not know the program '{}'",
+            d.program.name
+        ))
+    })?;
     let env = StreamExecutionEnvironment::new();
-    program.build(&env, &d.program.args).map_err(TaskError::Setup)?;
+    program
+        .build(&env, &d.program.args)
+        .map_err(TaskError::Setup)?;
     let graph = env.into_graph();
-    let job = graph.job_graph(&d.job_name, d.default_parallelism).map_err(|e| TaskError::Setup(e.to_string()))?;
+    let job = graph
+        .job_graph(&d.job_name, d.default_parallelism)
+        .map_err(|e| TaskError::Setup(e.to_string()))?;
     if job.fingerprint() != d.fingerprint {
         return Err(TaskError::Setup(
             "the job graph rebuilt on this TaskManager differs from the JobManager's (different sluice versions?)".into(),
@@ -155,10 +184,17 @@ fn run(
         .get(d.execution.vertex as usize)
         .ok_or_else(|| TaskError::Setup(format!("the job has no vertex {}", d.execution.vertex)))?;
     if d.outputs.len() != vertex.outputs.len() || d.inputs.len() != vertex.inputs.len() {
-        return Err(TaskError::Setup("the deployment's inputs or outputs do not match the job graph".into()));
+        return Err(TaskError::Setup(
+            "the deployment's inputs or outputs do not match the job graph".into(),
+        ));
     }
     let ctx = RuntimeContext {
-        task_name: format!("{} ({}/{})", vertex.name, d.execution.subtask + 1, vertex.parallelism),
+        task_name: format!(
+            "{} ({}/{})",
+            vertex.name,
+            d.execution.subtask + 1,
+            vertex.parallelism
+        ),
         subtask_index: d.execution.subtask,
         parallelism: vertex.parallelism,
         max_parallelism: vertex.max_parallelism,
@@ -171,9 +207,16 @@ fn run(
     let mut writers_by_stream_edge = HashMap::new();
     let mut writers = Vec::new();
     for (k, (&edge, out)) in vertex.outputs.iter().zip(&d.outputs).enumerate() {
-        let (senders, receivers): (Vec<_>, Vec<_>) =
-            (0..out.subpartitions).map(|_| flume::bounded(services.buffers_per_channel.max(1))).unzip();
-        services.registry.register(PartitionId { producer: d.execution, output: k as u32 }, receivers);
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..out.subpartitions)
+            .map(|_| flume::bounded(services.buffers_per_channel.max(1)))
+            .unzip();
+        services.registry.register(
+            PartitionId {
+                producer: d.execution,
+                output: k as u32,
+            },
+            receivers,
+        );
         let writer = Rc::new(RefCell::new(RecordWriter::new(
             senders,
             services.segment_size,
@@ -186,55 +229,88 @@ fn run(
     }
 
     let head = vertex.nodes[0];
-    let chain = Chain { graph: &graph, ctx: &ctx, writers: &writers_by_stream_edge };
+    let chain = Chain {
+        graph: &graph,
+        ctx: &ctx,
+        writers: &writers_by_stream_edge,
+    };
     let outputs = chain.outputs_of(head)?;
-    let mut hooks = Hooks { writers, cancelled: cancelled.clone(), timeout: services.buffer_timeout, last_flush: Instant::now() };
+    let mut hooks = Hooks {
+        writers,
+        cancelled: cancelled.clone(),
+        timeout: services.buffer_timeout,
+        last_flush: Instant::now(),
+    };
 
     match &graph.nodes[head].kind {
         NodeKind::Source(factory) => {
             let mut source = factory(&ctx, outputs)?;
-            report(d.execution, ExecutionState::Running, None, TaskMetrics::default());
+            report(
+                d.execution,
+                ExecutionState::Running,
+                None,
+                TaskMetrics::default(),
+            );
             source.run(&mut hooks)
         }
         NodeKind::Operator(factory) => {
             let op = factory(&ctx, outputs)?;
-            let decoder = graph.nodes[head]
-                .decoder
-                .as_ref()
-                .ok_or_else(|| TaskError::Setup(format!("operator {} cannot read network input", graph.nodes[head].name)))?;
+            let decoder = graph.nodes[head].decoder.as_ref().ok_or_else(|| {
+                TaskError::Setup(format!(
+                    "operator {} cannot read network input",
+                    graph.nodes[head].name
+                ))
+            })?;
             let mut processor = decoder(op);
             let mut channels = Vec::new();
             let mut names = Vec::new();
             for channel in d.inputs.iter().flatten() {
-                names.push(format!("{} on {} ({})", channel.partition, channel.location.resource_id, channel.location.data_address));
+                names.push(format!(
+                    "{} on {} ({})",
+                    channel.partition, channel.location.resource_id, channel.location.data_address
+                ));
                 let rx = if channel.location.resource_id == services.resource_id {
                     let is_cancelled = || cancelled.load(Ordering::Relaxed);
                     services
                         .registry
-                        .take(channel.partition, channel.subpartition, services.partition_wait, &is_cancelled)
+                        .take(
+                            channel.partition,
+                            channel.subpartition,
+                            services.partition_wait,
+                            &is_cancelled,
+                        )
                         .map_err(|e| TaskError::Setup(e.to_string()))?
                 } else {
-                    let remote = services
-                        .remote
-                        .as_ref()
-                        .ok_or_else(|| TaskError::Setup("no data-plane transport for a remote channel".into()))?;
+                    let remote = services.remote.as_ref().ok_or_else(|| {
+                        TaskError::Setup("no data-plane transport for a remote channel".into())
+                    })?;
                     remote.open(channel, cancelled.clone())?
                 };
                 channels.push(rx);
             }
             let mut gate = InputGate::new(channels, names);
-            report(d.execution, ExecutionState::Running, None, TaskMetrics::default());
+            report(
+                d.execution,
+                ExecutionState::Running,
+                None,
+                TaskMetrics::default(),
+            );
             loop {
                 match gate.next(hooks.until_flush().min(Duration::from_millis(100))) {
                     GateEvent::Buffer(buf) => {
-                        counters.bytes_in.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                        counters
+                            .bytes_in
+                            .fetch_add(buf.len() as u64, Ordering::Relaxed);
                         let n = processor.process(&buf)?;
                         counters.records_in.fetch_add(n, Ordering::Relaxed);
                     }
                     GateEvent::Timeout => {}
                     GateEvent::Finished => break,
                     GateEvent::Broken(i) => {
-                        return Err(TaskError::Network(format!("lost the input channel from {}", gate.channel_name(i))));
+                        return Err(TaskError::Network(format!(
+                            "lost the input channel from {}",
+                            gate.channel_name(i)
+                        )));
                     }
                 }
                 hooks.tick()?;
@@ -270,7 +346,9 @@ impl Chain<'_> {
         let outputs = self.outputs_of(node)?;
         match &self.graph.nodes[node].kind {
             NodeKind::Operator(factory) => factory(self.ctx, outputs),
-            NodeKind::Source(_) => Err(TaskError::Setup("a source cannot be chained behind another operator".into())),
+            NodeKind::Source(_) => Err(TaskError::Setup(
+                "a source cannot be chained behind another operator".into(),
+            )),
         }
     }
 }

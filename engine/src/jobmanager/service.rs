@@ -1,0 +1,374 @@
+//! The JobManager process's I/O shell: accepts TaskManager control connections, feeds their
+//! events to the Dispatcher core, sends the core's messages, drives time, and serves REST.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tracing::{info, warn};
+
+use super::dispatcher::{CancelError, Dispatcher, DispatcherSettings, Outbox, SubmitError};
+use super::resourcemanager::TaskManagerInfo;
+use crate::config::Config;
+use crate::ids::{JobId, ResourceId};
+use crate::rpc::messages::{JmToTm, PROTOCOL_VERSION, ProgramSpec, TmToJm};
+use crate::rpc::transport::{self, RpcError};
+use crate::security::ClusterSecret;
+
+/// Milliseconds since the Unix epoch: the time the cores are fed.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// What the REST API and the RPC endpoint share.
+pub struct JobManagerShared {
+    /// The effective configuration.
+    pub config: Config,
+    dispatcher: Mutex<Dispatcher>,
+    connections: Mutex<HashMap<ResourceId, (u64, mpsc::UnboundedSender<JmToTm>)>>,
+    next_connection: std::sync::atomic::AtomicU64,
+    /// Where TaskManagers connect.
+    pub rpc_address: SocketAddr,
+}
+
+impl JobManagerShared {
+    /// The Dispatcher, for reading (REST) or changing it; call [`deliver`](Self::deliver) with
+    /// whatever a change returns.
+    pub fn dispatcher(&self) -> MutexGuard<'_, Dispatcher> {
+        self.dispatcher.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends messages to TaskManagers. A TaskManager without a connection has been reported lost
+    /// already, so its messages are dropped.
+    pub fn deliver(&self, outbox: Outbox) {
+        let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        for (resource_id, msg) in outbox {
+            match connections.get(&resource_id) {
+                Some((_, tx)) => {
+                    let _ = tx.send(msg);
+                }
+                None => warn!(%resource_id, "dropping a message for an unknown TaskManager"),
+            }
+        }
+    }
+
+    /// Submits a job; returns its id.
+    pub fn submit(
+        &self,
+        program: ProgramSpec,
+        parallelism: Option<u32>,
+    ) -> Result<JobId, SubmitError> {
+        let job_id = JobId::random();
+        let parallelism = parallelism.unwrap_or(self.config.parallelism_default);
+        let outbox = self
+            .dispatcher()
+            .submit(job_id, program, parallelism, now_ms())?;
+        info!(%job_id, "job submitted");
+        self.deliver(outbox);
+        Ok(job_id)
+    }
+
+    /// Cancels a job.
+    pub fn cancel(&self, job: JobId) -> Result<(), CancelError> {
+        let outbox = self.dispatcher().cancel(job, now_ms())?;
+        info!(job_id = %job, "job cancellation requested");
+        self.deliver(outbox);
+        Ok(())
+    }
+}
+
+/// A running JobManager.
+pub struct JobManager {
+    /// Shared state.
+    pub shared: Arc<JobManagerShared>,
+    /// Where the REST API listens.
+    pub rest_address: SocketAddr,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for JobManager {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Why a JobManager could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A port could not be bound.
+    #[error("cannot listen on {what} {addr}: {source}")]
+    Bind {
+        /// Which endpoint.
+        what: &'static str,
+        /// Where.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TLS setup failed.
+    #[error(transparent)]
+    Rpc(#[from] RpcError),
+}
+
+async fn bind(what: &'static str, host: &str, port: u16) -> Result<TcpListener, StartError> {
+    let addr = format!("{host}:{port}");
+    TcpListener::bind(&addr)
+        .await
+        .map_err(|source| StartError::Bind { what, addr, source })
+}
+
+impl JobManager {
+    /// Binds the RPC and REST endpoints and starts serving.
+    pub async fn start(config: Config, secret: ClusterSecret) -> Result<JobManager, StartError> {
+        let rpc = bind(
+            "the RPC port",
+            &config.jobmanager.bind_host,
+            config.jobmanager.rpc_port,
+        )
+        .await?;
+        let rest = bind("the REST port", &config.rest.bind_address, config.rest.port).await?;
+        let rpc_address = rpc.local_addr().map_err(|source| StartError::Bind {
+            what: "the RPC port",
+            addr: String::new(),
+            source,
+        })?;
+        let rest_address = rest.local_addr().map_err(|source| StartError::Bind {
+            what: "the REST port",
+            addr: String::new(),
+            source,
+        })?;
+        let settings = DispatcherSettings {
+            slot_request_timeout_ms: config.slot_request_timeout.as_millis() as u64,
+            heartbeat_timeout_ms: config.heartbeat.timeout.as_millis() as u64,
+            jobstore_max_capacity: config.jobstore.max_capacity,
+            jobstore_expiration_ms: config.jobstore.expiration_time.as_millis() as u64,
+        };
+        let shared = Arc::new(JobManagerShared {
+            config,
+            dispatcher: Mutex::new(Dispatcher::new(settings)),
+            connections: Mutex::new(HashMap::new()),
+            next_connection: Default::default(),
+            rpc_address,
+        });
+        let acceptor = transport::acceptor()?;
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(accept_loop(
+            rpc,
+            acceptor,
+            secret,
+            shared.clone(),
+        )));
+        tasks.push(tokio::spawn(ticker(shared.clone())));
+        let router = crate::rest::router(shared.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = axum::serve(rest, router).await {
+                warn!(error = %e, "REST server stopped");
+            }
+        }));
+        info!(%rpc_address, %rest_address, "JobManager started");
+        Ok(JobManager {
+            shared,
+            rest_address,
+            tasks,
+        })
+    }
+}
+
+async fn ticker(shared: Arc<JobManagerShared>) {
+    let mut interval = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        interval.tick().await;
+        let outbox = shared.dispatcher().tick(now_ms());
+        shared.deliver(outbox);
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    secret: ClusterSecret,
+    shared: Arc<JobManagerShared>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((tcp, peer)) => {
+                let (acceptor, secret, shared) = (acceptor.clone(), secret.clone(), shared.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = serve_taskmanager(tcp, peer, acceptor, secret, shared).await {
+                        warn!(%peer, error = %e, "control connection closed");
+                    }
+                });
+            }
+            Err(e) => {
+                warn!(error = %e, "accepting a control connection failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn serve_taskmanager(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    secret: ClusterSecret,
+    shared: Arc<JobManagerShared>,
+) -> Result<(), RpcError> {
+    let stream = transport::accept(tcp, &acceptor, &secret).await?;
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let first: TmToJm = tokio::time::timeout(Duration::from_secs(10), transport::recv(&mut reader))
+        .await
+        .map_err(|_| RpcError::Timeout)??;
+    let TmToJm::Register {
+        protocol_version,
+        resource_id,
+        host,
+        data_port,
+        slots,
+        hardware,
+        network_memory,
+        running: _,
+    } = first
+    else {
+        return Err(RpcError::Malformed(
+            "the first message must be Register".into(),
+        ));
+    };
+    if protocol_version != PROTOCOL_VERSION {
+        let reason = format!(
+            "TaskManager {resource_id} speaks control protocol version {protocol_version}, this JobManager speaks {PROTOCOL_VERSION}: run the same sluice version everywhere"
+        );
+        warn!(%peer, "{reason}");
+        transport::send(
+            &mut writer,
+            &JmToTm::Refused {
+                reason: reason.clone(),
+            },
+        )
+        .await?;
+        return Err(RpcError::Malformed(reason));
+    }
+    if slots == 0 {
+        let reason = "a TaskManager must offer at least one slot".to_string();
+        transport::send(
+            &mut writer,
+            &JmToTm::Refused {
+                reason: reason.clone(),
+            },
+        )
+        .await?;
+        return Err(RpcError::Malformed(reason));
+    }
+    let data_address = SocketAddr::new(peer.ip(), data_port);
+    let data_address = match tokio::net::lookup_host((host.as_str(), data_port))
+        .await
+        .ok()
+        .and_then(|mut a| a.next())
+    {
+        Some(addr) => addr,
+        None => data_address,
+    };
+    let hb = &shared.config.heartbeat;
+    transport::send(
+        &mut writer,
+        &JmToTm::Registered {
+            heartbeat_interval_ms: hb.interval.as_millis() as u64,
+            heartbeat_timeout_ms: hb.timeout.as_millis() as u64,
+        },
+    )
+    .await?;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let connection = shared
+        .next_connection
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    shared
+        .connections
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(resource_id.clone(), (connection, tx));
+    let now = now_ms();
+    let info = TaskManagerInfo {
+        resource_id: resource_id.clone(),
+        host,
+        data_address,
+        rpc_address: peer,
+        hardware,
+        network_memory,
+        registered_at: now,
+        last_heartbeat: now,
+        slots: vec![None; slots as usize],
+    };
+    let outbox = shared.dispatcher().register_taskmanager(info, now);
+    shared.deliver(outbox);
+    info!(%resource_id, %peer, slots, "TaskManager registered");
+
+    let write_loop = async {
+        while let Some(msg) = rx.recv().await {
+            transport::send(&mut writer, &msg).await?;
+        }
+        Ok::<(), RpcError>(())
+    };
+    let read_loop = async {
+        loop {
+            let msg: TmToJm = transport::recv(&mut reader).await?;
+            let now = now_ms();
+            match msg {
+                TmToJm::Heartbeat { metrics } => {
+                    shared.dispatcher().heartbeat(&resource_id, metrics, now)
+                }
+                TmToJm::TaskState {
+                    execution,
+                    state,
+                    error,
+                    metrics,
+                } => {
+                    shared.dispatcher().heartbeat(&resource_id, Vec::new(), now);
+                    let outbox = shared
+                        .dispatcher()
+                        .task_state(execution, state, error, metrics, now);
+                    shared.deliver(outbox);
+                }
+                TmToJm::Register { .. } => {
+                    return Err(RpcError::Malformed("Register sent twice".into()));
+                }
+            }
+        }
+    };
+    let result = tokio::select! {
+        r = write_loop => r,
+        r = read_loop => r,
+    };
+    // The connection is gone: so is the TaskManager, unless it already registered again on a
+    // newer connection (then that registration has failed over its old executions).
+    let still_ours = {
+        let mut connections = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let ours = connections
+            .get(&resource_id)
+            .is_some_and(|(c, _)| *c == connection);
+        if ours {
+            connections.remove(&resource_id);
+        }
+        ours
+    };
+    if still_ours {
+        let reason = match &result {
+            Err(e) => format!("its control connection broke ({e})"),
+            Ok(()) => "its control connection closed".to_string(),
+        };
+        warn!(%resource_id, "TaskManager lost: {reason}");
+        let outbox = shared
+            .dispatcher()
+            .taskmanager_lost(&resource_id, &reason, now_ms());
+        shared.deliver(outbox);
+    }
+    result
+}
