@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod config;
+pub mod embedded;
 pub mod examples;
 pub mod graph;
 pub mod ids;

@@ -1,1 +1,5 @@
-fn main() {}
+//! The `sluice` binary: every process kind and every client verb.
+
+fn main() -> std::process::ExitCode {
+    sluice::cli::commands::main()
+}

@@ -23,6 +23,11 @@ pub trait JobProgram: Send + Sync {
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String>;
 }
 
+/// Flink's WordCount tokenizer, for tests that compute reference counts.
+pub fn wordcount_tokens(line: &str) -> Vec<String> {
+    wordcount::tokenize(line).collect()
+}
+
 /// Every program this binary can run.
 pub fn programs() -> Vec<&'static dyn JobProgram> {
     vec![&wordcount::WordCount, &stream_sum::StreamSum]

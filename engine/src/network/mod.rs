@@ -8,7 +8,7 @@ pub(crate) mod buffer;
 pub(crate) mod gate;
 pub(crate) mod partitioner;
 pub(crate) mod registry;
-// pub mod transport;
+pub mod transport;
 pub(crate) mod writer;
 
 pub use partitioner::{key_group, operator_index_for_key_group, stable_hash};

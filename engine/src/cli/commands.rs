@@ -1,0 +1,263 @@
+//! The `sluice` command line: the two process kinds and Flink's client verbs.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Parser, Subcommand};
+
+use super::client::RestClient;
+use crate::config::Config;
+use crate::embedded::EmbeddedCluster;
+use crate::ids::JobId;
+use crate::jobmanager::service::JobManager;
+use crate::security::ClusterSecret;
+use crate::taskmanager::service::TaskManager;
+
+/// sluice: distributed batch and stream processing with Flink's architecture.
+#[derive(Parser, Debug)]
+#[command(name = "sluice", version, about)]
+pub struct Cli {
+    /// Configuration directory holding config.yaml (default: $SLUICE_CONF_DIR, else ./conf if
+    /// it has a config.yaml, else built-in defaults).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+    /// Overrides a configuration key, e.g. `-D rest.port=8082`.
+    #[arg(short = 'D', global = true, value_name = "KEY=VALUE")]
+    pub dynamic: Vec<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to do.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Runs a JobManager (Dispatcher, REST API and web UI, JobMasters, ResourceManager).
+    Jobmanager,
+    /// Runs a TaskManager that registers with the JobManager.
+    Taskmanager {
+        /// The JobManager's RPC address (default: jobmanager.rpc.address:jobmanager.rpc.port).
+        #[arg(long, value_name = "HOST:PORT")]
+        jobmanager: Option<String>,
+    },
+    /// Submits a job: a bundled example's name, then its arguments.
+    Run(RunArgs),
+    /// Lists running and scheduled jobs (with -a also finished ones).
+    List {
+        #[command(flatten)]
+        target: Target,
+        /// Also show terminated jobs.
+        #[arg(short = 'a', long = "all")]
+        all: bool,
+    },
+    /// Cancels a job.
+    Cancel {
+        #[command(flatten)]
+        target: Target,
+        /// The job's id.
+        job_id: String,
+    },
+    /// Lists the bundled example jobs and their arguments.
+    Examples,
+}
+
+/// Where the JobManager's REST API is.
+#[derive(Args, Debug, Clone)]
+pub struct Target {
+    /// The JobManager's REST address (default: rest.address:rest.port from the configuration).
+    #[arg(short = 'm', long = "jobmanager", value_name = "HOST:PORT")]
+    pub jobmanager: Option<String>,
+}
+
+/// `sluice run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// `local`: run in an embedded cluster in this process; `remote` (default when -m is given
+    /// or a cluster answers at the configured address).
+    #[arg(short = 't', long = "target", value_name = "local|remote")]
+    pub deployment: Option<String>,
+    /// Parallelism of the job's operators (default: parallelism.default).
+    #[arg(short = 'p', long = "parallelism")]
+    pub parallelism: Option<u32>,
+    /// Detached: print the job id and return instead of waiting for the result.
+    #[arg(short = 'd', long = "detached")]
+    pub detached: bool,
+    /// The job: a bundled example's name (see `sluice examples`).
+    pub job: String,
+    /// The job's arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+/// The configuration directory: the flag, then `$SLUICE_CONF_DIR`, then `./conf`.
+fn conf_dir(flag: &Option<PathBuf>) -> Option<PathBuf> {
+    if let Some(dir) = flag {
+        return Some(dir.clone());
+    }
+    if let Some(dir) = std::env::var_os("SLUICE_CONF_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let local = PathBuf::from("conf");
+    local.join(crate::config::CONFIG_FILE_NAME).is_file().then_some(local)
+}
+
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Runs the command line; the binary's `main` calls this.
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let server = matches!(cli.command, Command::Jobmanager | Command::Taskmanager { .. });
+    init_logging(if server { "info" } else { "warn" });
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(execute(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
+    let dir = conf_dir(&cli.config_dir);
+    let config = Config::load(dir.as_deref(), &cli.dynamic)?;
+    match cli.command {
+        Command::Jobmanager => {
+            let secret = ClusterSecret::resolve(&config, dir.as_deref())?;
+            let jm = JobManager::start(config, secret).await?;
+            println!("JobManager REST endpoint: http://{}", jm.rest_address);
+            wait_for_shutdown().await;
+            drop(jm);
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Command::Taskmanager { jobmanager } => {
+            let secret = ClusterSecret::resolve(&config, dir.as_deref())?;
+            let address = jobmanager.unwrap_or_else(|| format!("{}:{}", config.jobmanager.rpc_address, config.jobmanager.rpc_port));
+            let tm = TaskManager::start(config, secret).await?;
+            let worker = tm.clone();
+            tokio::select! {
+                err = worker.run(address) => {
+                    tm.shutdown();
+                    Err(anyhow!(err))
+                }
+                _ = wait_for_shutdown() => {
+                    tm.shutdown();
+                    Ok(std::process::ExitCode::SUCCESS)
+                }
+            }
+        }
+        Command::Examples => {
+            for p in crate::examples::programs() {
+                println!("{}\n    {}\n    arguments: {}", p.name(), p.description(), p.usage());
+            }
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Command::List { target, all } => {
+            let client = RestClient::new(&rest_address(&config, &target))?;
+            let jobs = client.jobs_overview().await?;
+            print!("{}", super::client::format_list(&jobs, all));
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Command::Cancel { target, job_id } => {
+            let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
+            let client = RestClient::new(&rest_address(&config, &target))?;
+            client.cancel(id).await?;
+            println!("Cancelled job {id}.");
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Command::Run(args) => run(config, args).await,
+    }
+}
+
+fn rest_address(config: &Config, target: &Target) -> String {
+    target.jobmanager.clone().unwrap_or_else(|| format!("{}:{}", config.rest.address, config.rest.port))
+}
+
+async fn wait_for_shutdown() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn run(config: Config, args: RunArgs) -> Result<std::process::ExitCode> {
+    let local = match args.deployment.as_deref() {
+        Some("local") => true,
+        Some("remote") => false,
+        Some(other) => bail!("unknown deployment target '{other}': use 'local' or 'remote'"),
+        // Without -m, fall back to an embedded cluster when nothing answers at the configured address.
+        None => args.target.jobmanager.is_none() && !cluster_answers(&rest_address(&config, &args.target)).await,
+    };
+    if local && args.detached {
+        bail!("an embedded (local) cluster lives only as long as this command: -d needs a running cluster (-m HOST:PORT)");
+    }
+    let parallelism = args.parallelism.unwrap_or(config.parallelism_default);
+    let (_cluster, address) = if local {
+        let cluster = EmbeddedCluster::start(config.clone(), parallelism).await.context("starting the embedded cluster")?;
+        let address = cluster.rest_address();
+        (Some(cluster), address)
+    } else {
+        (None, rest_address(&config, &args.target))
+    };
+    let client = RestClient::new(&address)?;
+    let started = Instant::now();
+    let job_id = client.submit(&args.job, &args.args, args.parallelism.or(Some(parallelism))).await?;
+    println!("Job has been submitted with JobID {job_id}");
+    if args.detached {
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    loop {
+        let state = client.job_state(job_id).await?;
+        match state.as_str() {
+            "FINISHED" => {
+                println!("Program execution finished");
+                println!("Job with JobID {job_id} has finished.");
+                println!("Job Runtime: {} ms", started.elapsed().as_millis());
+                return Ok(std::process::ExitCode::SUCCESS);
+            }
+            "FAILED" | "CANCELED" => {
+                let causes = client.exceptions(job_id).await.unwrap_or_default();
+                eprintln!("Job {job_id} {}.", if state == "FAILED" { "failed" } else { "was cancelled" });
+                for cause in causes {
+                    eprintln!("Caused by: {cause}");
+                }
+                return Ok(std::process::ExitCode::FAILURE);
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+async fn cluster_answers(address: &str) -> bool {
+    match RestClient::new(address) {
+        Ok(client) => tokio::time::timeout(Duration::from_secs(2), client.overview()).await.is_ok_and(|r| r.is_ok()),
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,198 @@
+//! An embedded cluster: a JobManager and TaskManagers in one process, talking over loopback
+//! exactly as separate processes do (same RPC, same QUIC data plane). `sluice run -t local`
+//! and the tests use it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+
+use crate::config::Config;
+use crate::jobmanager::service::JobManager;
+use crate::security::ClusterSecret;
+use crate::taskmanager::service::TaskManager;
+
+/// An embedded cluster: a JobManager and one TaskManager in this process, over loopback.
+pub struct EmbeddedCluster {
+    /// The JobManager.
+    pub jobmanager: JobManager,
+    /// The TaskManagers.
+    pub taskmanagers: Vec<Arc<TaskManager>>,
+    workers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl EmbeddedCluster {
+    /// Starts a cluster with one TaskManager of `slots` slots on ephemeral loopback ports.
+    pub async fn start(config: Config, slots: u32) -> Result<EmbeddedCluster> {
+        Self::start_with(config, 1, slots).await
+    }
+
+    /// Starts a cluster with `taskmanagers` TaskManagers of `slots` slots each.
+    pub async fn start_with(
+        mut config: Config,
+        taskmanagers: u32,
+        slots: u32,
+    ) -> Result<EmbeddedCluster> {
+        for (key, value) in [
+            ("rest.port", "0"),
+            ("rest.bind-address", "127.0.0.1"),
+            ("jobmanager.rpc.port", "0"),
+            ("jobmanager.bind-host", "127.0.0.1"),
+            ("taskmanager.bind-host", "127.0.0.1"),
+            ("taskmanager.host", "127.0.0.1"),
+            ("taskmanager.data.port", "0"),
+        ] {
+            config.set(key, value)?;
+        }
+        config.set("taskmanager.numberOfTaskSlots", &slots.max(1).to_string())?;
+        let secret = ClusterSecret::random();
+        let jobmanager = JobManager::start(config.clone(), secret.clone()).await?;
+        let mut tms = Vec::new();
+        let mut workers = Vec::new();
+        for _ in 0..taskmanagers {
+            let tm = TaskManager::start(config.clone(), secret.clone()).await?;
+            let rpc = jobmanager.shared.rpc_address.to_string();
+            let runner = tm.clone();
+            workers.push(tokio::spawn(async move {
+                let err = runner.run(rpc).await;
+                tracing::error!(error = %err, "embedded TaskManager stopped");
+            }));
+            tms.push(tm);
+        }
+        // Wait until the TaskManagers have registered, so a job does not wait for slots.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while jobmanager.shared.dispatcher().rm.total_slots() < taskmanagers * slots.max(1) {
+            if Instant::now() > deadline {
+                bail!("the embedded TaskManagers did not register within 10 s");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(EmbeddedCluster {
+            jobmanager,
+            taskmanagers: tms,
+            workers,
+        })
+    }
+
+    /// The REST address.
+    pub fn rest_address(&self) -> String {
+        self.jobmanager.rest_address.to_string()
+    }
+}
+
+impl Drop for EmbeddedCluster {
+    fn drop(&mut self) {
+        for tm in &self.taskmanagers {
+            tm.shutdown();
+        }
+        for w in &self.workers {
+            w.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobmanager::jobmaster::JobStatus;
+    use crate::rpc::messages::ProgramSpec;
+    use std::collections::BTreeMap;
+
+    async fn wait_terminal(cluster: &EmbeddedCluster, job: crate::ids::JobId) -> JobStatus {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let status = cluster.jobmanager.shared.dispatcher().jobs[&job].status;
+            if status.is_globally_terminal() || Instant::now() > deadline {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn wordcount_runs_embedded_with_correct_counts() {
+        wordcount(1, 3).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn wordcount_across_two_taskmanagers_over_quic_gives_the_same_counts() {
+        wordcount(2, 2).await;
+    }
+
+    async fn wordcount(taskmanagers: u32, slots: u32) {
+        let parallelism = taskmanagers * slots;
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.txt");
+        let mut text = String::new();
+        let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+        for i in 0..5000u64 {
+            let line = format!("alpha beta{} Gamma{} alpha", i % 7, i % 113);
+            for w in crate::examples::wordcount_tokens(&line) {
+                *expected.entry(w).or_default() += 1;
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        std::fs::write(&input, text).unwrap();
+        let output = dir.path().join("out");
+        let cluster = EmbeddedCluster::start_with(Config::default(), taskmanagers, slots)
+            .await
+            .unwrap();
+        let args = vec![
+            "--input".into(),
+            input.display().to_string(),
+            "--output".into(),
+            output.display().to_string(),
+        ];
+        let job = cluster
+            .jobmanager
+            .shared
+            .submit(
+                ProgramSpec {
+                    name: "wordcount".into(),
+                    args,
+                },
+                Some(parallelism),
+            )
+            .unwrap();
+        assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Finished);
+        let mut got: BTreeMap<String, u64> = BTreeMap::new();
+        for entry in std::fs::read_dir(&output).unwrap() {
+            for line in std::fs::read_to_string(entry.unwrap().path())
+                .unwrap()
+                .lines()
+            {
+                let (w, c) = line.rsplit_once(' ').unwrap();
+                assert!(
+                    got.insert(w.to_string(), c.parse().unwrap()).is_none(),
+                    "{w} twice"
+                );
+            }
+        }
+        assert_eq!(got, expected);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancel_stops_an_unbounded_job_and_frees_slots() {
+        let cluster = EmbeddedCluster::start(Config::default(), 2).await.unwrap();
+        let shared = &cluster.jobmanager.shared;
+        let job = shared
+            .submit(
+                ProgramSpec {
+                    name: "stream-sum".into(),
+                    args: vec!["--rate".into(), "0".into()],
+                },
+                Some(2),
+            )
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cluster.taskmanagers[0].running_tasks() < 2 {
+            assert!(Instant::now() < deadline, "tasks did not start");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(shared.dispatcher().rm.free_slots(), 0);
+        shared.cancel(job).unwrap();
+        assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Canceled);
+        assert_eq!(shared.dispatcher().rm.free_slots(), 2);
+    }
+}

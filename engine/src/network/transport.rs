@@ -1,0 +1,500 @@
+//! The QUIC transport between TaskManagers.
+//!
+//! Every TaskManager runs one QUIC endpoint on its data port, both server and client. Between
+//! two TaskManagers there is one connection, multiplexing one bidirectional stream per input
+//! channel. A connection is usable only after both sides proved the cluster secret on its first
+//! stream (see [`crate::security`]); a stranger can neither request nor read a partition.
+//!
+//! On a channel's stream the consumer sends one request frame (the partition and subpartition
+//! it wants, as JSON), then the producer sends data frames: `[u32 LE length][u8 kind][body]`
+//! with kind 1 = a buffer of records, 2 = end of partition, 3 = an error message.
+//!
+//! Flow control: the consumer reads a frame off the stream only once the previous buffer fit
+//! into the channel's bounded queue; QUIC's per-stream window (a few segments, announced by the
+//! receiver as it reads) is the credit the producer may use, so a slow consumer stalls its own
+//! channel, not the connection, and memory stays bounded whatever the consumer's speed.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rkyv::util::AlignedVec;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex as AsyncMutex;
+use tracing::{debug, warn};
+
+use super::buffer::NetBuffer;
+use super::registry::PartitionRegistry;
+use crate::api::TaskError;
+use crate::ids::PartitionId;
+use crate::rpc::messages::ChannelDeployment;
+use crate::security::{self, ClusterSecret};
+use crate::taskmanager::task::RemoteChannels;
+
+/// ALPN protocol id of the data plane.
+pub const ALPN: &[u8] = b"sluice-data/1";
+const KIND_DATA: u8 = 1;
+const KIND_END: u8 = 2;
+const KIND_ERROR: u8 = 3;
+/// Largest frame body accepted from a peer.
+pub const MAX_FRAME: usize = 64 * 1024 * 1024;
+
+/// Why the data plane failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The endpoint could not be created or bound.
+    #[error("cannot open the data port {addr}: {reason}")]
+    Bind {
+        /// Where.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// Connecting to a peer failed.
+    #[error("cannot connect to TaskManager at {addr}: {reason}")]
+    Connect {
+        /// Where.
+        addr: SocketAddr,
+        /// Why.
+        reason: String,
+    },
+    /// The peer did not prove the cluster secret.
+    #[error("the peer at {0} did not prove knowledge of the cluster secret")]
+    Authentication(SocketAddr),
+    /// A stream failed.
+    #[error("data stream error: {0}")]
+    Stream(String),
+    /// A peer sent bytes that are not a valid frame.
+    #[error("malformed frame from {peer}: {reason}")]
+    Malformed {
+        /// Who.
+        peer: SocketAddr,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// The first frame on a channel's stream.
+#[derive(Serialize, Deserialize, Debug)]
+struct PartitionRequest {
+    partition: PartitionId,
+    subpartition: u32,
+}
+
+/// Settings of the data plane.
+#[derive(Clone, Debug)]
+pub struct DataPlaneSettings {
+    /// Size of one network buffer.
+    pub segment_size: usize,
+    /// Buffers a channel's queue holds on the consumer side.
+    pub buffers_per_channel: usize,
+    /// How long a request waits for a producer that is not yet deployed.
+    pub partition_wait: Duration,
+    /// A peer silent this long is considered gone.
+    pub idle_timeout: Duration,
+}
+
+fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    // Per-stream credit: a few segments; the connection window covers many channels.
+    let stream_window = (settings.segment_size * settings.buffers_per_channel.max(2) * 2) as u32;
+    t.stream_receive_window(quinn::VarInt::from_u32(stream_window));
+    t.receive_window(quinn::VarInt::from_u32(64 * 1024 * 1024));
+    t.send_window(64 * 1024 * 1024);
+    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(4096));
+    t.keep_alive_interval(Some(settings.idle_timeout / 4));
+    if let Ok(idle) = quinn::IdleTimeout::try_from(settings.idle_timeout) {
+        t.max_idle_timeout(Some(idle));
+    }
+    t
+}
+
+/// A TaskManager's QUIC endpoint: serves its partitions and fetches remote ones.
+pub struct DataPlane {
+    endpoint: quinn::Endpoint,
+    secret: ClusterSecret,
+    connections: AsyncMutex<HashMap<SocketAddr, quinn::Connection>>,
+    runtime: tokio::runtime::Handle,
+    settings: DataPlaneSettings,
+}
+
+impl DataPlane {
+    /// Binds the data port and starts serving `registry`'s partitions.
+    pub(crate) async fn start(
+        bind: &str,
+        port: u16,
+        secret: ClusterSecret,
+        registry: Arc<PartitionRegistry>,
+        settings: DataPlaneSettings,
+    ) -> Result<Arc<DataPlane>, TransportError> {
+        let addr_text = format!("{bind}:{port}");
+        let bind_err = |reason: String| TransportError::Bind {
+            addr: addr_text.clone(),
+            reason,
+        };
+        let addr = tokio::net::lookup_host(&addr_text)
+            .await
+            .map_err(|e| bind_err(e.to_string()))?
+            .next()
+            .ok_or_else(|| bind_err("the host name resolves to no address".into()))?;
+        let transport = Arc::new(transport_config(&settings));
+        let server_tls = security::server_tls(ALPN).map_err(|e| bind_err(e.to_string()))?;
+        let server_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(server_tls)
+            .map_err(|e| bind_err(e.to_string()))?;
+        let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(server_crypto));
+        server_config.transport_config(transport.clone());
+        let client_tls = security::client_tls(ALPN).map_err(|e| bind_err(e.to_string()))?;
+        let client_crypto = quinn::crypto::rustls::QuicClientConfig::try_from(client_tls)
+            .map_err(|e| bind_err(e.to_string()))?;
+        let mut client_config = quinn::ClientConfig::new(Arc::new(client_crypto));
+        client_config.transport_config(transport);
+        let mut endpoint =
+            quinn::Endpoint::server(server_config, addr).map_err(|e| bind_err(e.to_string()))?;
+        endpoint.set_default_client_config(client_config);
+        let plane = Arc::new(DataPlane {
+            endpoint,
+            secret,
+            connections: AsyncMutex::new(HashMap::new()),
+            runtime: tokio::runtime::Handle::current(),
+            settings,
+        });
+        tokio::spawn(accept_loop(plane.clone(), registry));
+        Ok(plane)
+    }
+
+    /// The bound data address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.endpoint.local_addr()
+    }
+
+    /// Closes the endpoint.
+    pub fn close(&self) {
+        self.endpoint.close(quinn::VarInt::from_u32(0), b"shutdown");
+    }
+
+    async fn connection(&self, addr: SocketAddr) -> Result<quinn::Connection, TransportError> {
+        let mut connections = self.connections.lock().await;
+        if let Some(c) = connections.get(&addr) {
+            if c.close_reason().is_none() {
+                return Ok(c.clone());
+            }
+        }
+        let connect_err = |reason: String| TransportError::Connect { addr, reason };
+        let connection = self
+            .endpoint
+            .connect(addr, "sluice")
+            .map_err(|e| connect_err(e.to_string()))?
+            .await
+            .map_err(|e| connect_err(e.to_string()))?;
+        // Prove the secret on the first stream, then check the server's proof.
+        let ekm = security::export_quic(&connection).map_err(connect_err)?;
+        let (mut send, mut recv) = connection
+            .open_bi()
+            .await
+            .map_err(|e| connect_err(e.to_string()))?;
+        send.write_all(&self.secret.proof(&ekm, b"data-client"))
+            .await
+            .map_err(|e| connect_err(e.to_string()))?;
+        let mut proof = [0u8; 32];
+        recv.read_exact(&mut proof)
+            .await
+            .map_err(|_| TransportError::Authentication(addr))?;
+        if !self.secret.verify(&ekm, b"data-server", &proof) {
+            connection.close(quinn::VarInt::from_u32(1), b"authentication failed");
+            return Err(TransportError::Authentication(addr));
+        }
+        connections.insert(addr, connection.clone());
+        Ok(connection)
+    }
+
+    /// Opens a channel: requests the subpartition and forwards its buffers into a bounded queue.
+    async fn open_channel(
+        self: Arc<Self>,
+        channel: ChannelDeployment,
+        cancelled: Arc<AtomicBool>,
+    ) -> Result<flume::Receiver<NetBuffer>, TransportError> {
+        let addr = channel.location.data_address;
+        let connection = self.connection(addr).await?;
+        let (mut send, mut recv) = connection
+            .open_bi()
+            .await
+            .map_err(|e| TransportError::Stream(e.to_string()))?;
+        let request = serde_json::to_vec(&PartitionRequest {
+            partition: channel.partition,
+            subpartition: channel.subpartition,
+        })
+        .map_err(|e| TransportError::Stream(e.to_string()))?;
+        send.write_all(&(request.len() as u32).to_le_bytes())
+            .await
+            .map_err(|e| TransportError::Stream(e.to_string()))?;
+        send.write_all(&request)
+            .await
+            .map_err(|e| TransportError::Stream(e.to_string()))?;
+        let (tx, rx) = flume::bounded(self.settings.buffers_per_channel.max(1));
+        let peer = addr;
+        tokio::spawn(async move {
+            // Dropping `tx` without an end-of-partition tells the task its producer is gone.
+            loop {
+                if cancelled.load(Ordering::Relaxed) {
+                    let _ = send.reset(quinn::VarInt::from_u32(0));
+                    return;
+                }
+                match read_frame(&mut recv, peer).await {
+                    Ok(Some((KIND_DATA, body))) => {
+                        if tx.send_async(NetBuffer::Data(body)).await.is_err() {
+                            let _ = recv.stop(quinn::VarInt::from_u32(0));
+                            return;
+                        }
+                    }
+                    Ok(Some((KIND_END, _))) => {
+                        let _ = tx.send_async(NetBuffer::EndOfPartition).await;
+                        let _ = send.finish();
+                        return;
+                    }
+                    Ok(Some((KIND_ERROR, body))) => {
+                        warn!(%peer, partition = %channel.partition, "producer refused: {}", String::from_utf8_lossy(&body));
+                        return;
+                    }
+                    Ok(Some((kind, _))) => {
+                        warn!(%peer, kind, "unknown frame kind on a data stream");
+                        return;
+                    }
+                    Ok(None) => return,
+                    Err(e) => {
+                        debug!(%peer, error = %e, "data stream ended");
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(rx)
+    }
+}
+
+impl RemoteChannels for Arc<DataPlane> {
+    fn open(
+        &self,
+        channel: &ChannelDeployment,
+        cancelled: Arc<AtomicBool>,
+    ) -> Result<flume::Receiver<NetBuffer>, TaskError> {
+        let plane = self.clone();
+        let channel = channel.clone();
+        let what = format!(
+            "partition {} on {}",
+            channel.partition, channel.location.data_address
+        );
+        self.runtime
+            .block_on(plane.open_channel(channel, cancelled))
+            .map_err(|e| TaskError::Network(format!("cannot open {what}: {e}")))
+    }
+}
+
+/// Reads `[u32 LE len][u8 kind][body]`; `None` at a clean end of stream.
+async fn read_frame(
+    recv: &mut quinn::RecvStream,
+    peer: SocketAddr,
+) -> Result<Option<(u8, AlignedVec)>, TransportError> {
+    let mut header = [0u8; 5];
+    match recv.read_exact(&mut header).await {
+        Ok(()) => {}
+        Err(quinn::ReadExactError::FinishedEarly(0)) => return Ok(None),
+        Err(e) => return Err(TransportError::Stream(e.to_string())),
+    }
+    let (len, kind) =
+        decode_header(header).map_err(|reason| TransportError::Malformed { peer, reason })?;
+    let mut body = AlignedVec::with_capacity(len);
+    body.resize(len, 0);
+    recv.read_exact(&mut body[..])
+        .await
+        .map_err(|e| TransportError::Stream(e.to_string()))?;
+    Ok(Some((kind, body)))
+}
+
+/// Checks a frame header: a known kind and a length within [`MAX_FRAME`].
+pub(crate) fn decode_header(header: [u8; 5]) -> Result<(usize, u8), String> {
+    let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    let kind = header[4];
+    if !(KIND_DATA..=KIND_ERROR).contains(&kind) {
+        return Err(format!("unknown frame kind {kind}"));
+    }
+    if len > MAX_FRAME {
+        return Err(format!(
+            "frame of {len} bytes exceeds the limit of {MAX_FRAME}"
+        ));
+    }
+    Ok((len, kind))
+}
+
+/// Encodes a frame header.
+pub(crate) fn encode_header(len: usize, kind: u8) -> [u8; 5] {
+    let l = (len as u32).to_le_bytes();
+    [l[0], l[1], l[2], l[3], kind]
+}
+
+async fn accept_loop(plane: Arc<DataPlane>, registry: Arc<PartitionRegistry>) {
+    while let Some(incoming) = plane.endpoint.accept().await {
+        let (plane, registry) = (plane.clone(), registry.clone());
+        tokio::spawn(async move {
+            let remote = incoming.remote_address();
+            match incoming.await {
+                Ok(connection) => {
+                    if let Err(e) = serve_connection(&plane, connection, registry).await {
+                        warn!(%remote, error = %e, "data connection closed");
+                    }
+                }
+                Err(e) => debug!(%remote, error = %e, "data connection attempt failed"),
+            }
+        });
+    }
+}
+
+async fn serve_connection(
+    plane: &DataPlane,
+    connection: quinn::Connection,
+    registry: Arc<PartitionRegistry>,
+) -> Result<(), TransportError> {
+    let peer = connection.remote_address();
+    let ekm = security::export_quic(&connection).map_err(TransportError::Stream)?;
+    let auth = async {
+        let (mut send, mut recv) = connection
+            .accept_bi()
+            .await
+            .map_err(|e| TransportError::Stream(e.to_string()))?;
+        let mut proof = [0u8; 32];
+        recv.read_exact(&mut proof)
+            .await
+            .map_err(|_| TransportError::Authentication(peer))?;
+        if !plane.secret.verify(&ekm, b"data-client", &proof) {
+            return Err(TransportError::Authentication(peer));
+        }
+        send.write_all(&plane.secret.proof(&ekm, b"data-server"))
+            .await
+            .map_err(|e| TransportError::Stream(e.to_string()))?;
+        let _ = send.finish();
+        Ok(())
+    };
+    match tokio::time::timeout(Duration::from_secs(10), auth).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            connection.close(quinn::VarInt::from_u32(1), b"authentication failed");
+            return Err(e);
+        }
+        Err(_) => {
+            connection.close(quinn::VarInt::from_u32(1), b"authentication timed out");
+            return Err(TransportError::Authentication(peer));
+        }
+    }
+    loop {
+        let (send, recv) = match connection.accept_bi().await {
+            Ok(streams) => streams,
+            Err(quinn::ConnectionError::ApplicationClosed(_))
+            | Err(quinn::ConnectionError::LocallyClosed) => return Ok(()),
+            Err(e) => return Err(TransportError::Stream(e.to_string())),
+        };
+        let registry = registry.clone();
+        let wait = plane.settings.partition_wait;
+        tokio::spawn(async move {
+            if let Err(e) = serve_channel(send, recv, registry, wait, peer).await {
+                warn!(%peer, error = %e, "serving a channel failed");
+            }
+        });
+    }
+}
+
+async fn serve_channel(
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    registry: Arc<PartitionRegistry>,
+    wait: Duration,
+    peer: SocketAddr,
+) -> Result<(), TransportError> {
+    let mut len = [0u8; 4];
+    recv.read_exact(&mut len)
+        .await
+        .map_err(|e| TransportError::Stream(e.to_string()))?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > 64 * 1024 {
+        return Err(TransportError::Malformed {
+            peer,
+            reason: format!("partition request of {len} bytes"),
+        });
+    }
+    let mut body = vec![0u8; len];
+    recv.read_exact(&mut body)
+        .await
+        .map_err(|e| TransportError::Stream(e.to_string()))?;
+    let request: PartitionRequest =
+        serde_json::from_slice(&body).map_err(|e| TransportError::Malformed {
+            peer,
+            reason: format!("bad partition request: {e}"),
+        })?;
+    let rx = {
+        let registry = registry.clone();
+        let (partition, sub) = (request.partition, request.subpartition);
+        tokio::task::spawn_blocking(move || registry.take(partition, sub, wait, &|| false))
+            .await
+            .map_err(|e| TransportError::Stream(e.to_string()))?
+    };
+    let rx = match rx {
+        Ok(rx) => rx,
+        Err(e) => {
+            let msg = e.to_string();
+            let _ = send.write_all(&encode_header(msg.len(), KIND_ERROR)).await;
+            let _ = send.write_all(msg.as_bytes()).await;
+            let _ = send.finish();
+            return Err(TransportError::Stream(msg));
+        }
+    };
+    let stream_err = |e: quinn::WriteError| TransportError::Stream(e.to_string());
+    loop {
+        // Dropping `rx` on a failed write tells the producer its consumer is gone.
+        match rx.recv_async().await {
+            Ok(NetBuffer::Data(buf)) => {
+                send.write_all(&encode_header(buf.len(), KIND_DATA))
+                    .await
+                    .map_err(stream_err)?;
+                send.write_all(&buf).await.map_err(stream_err)?;
+            }
+            Ok(NetBuffer::EndOfPartition) => {
+                send.write_all(&encode_header(0, KIND_END))
+                    .await
+                    .map_err(stream_err)?;
+                let _ = send.finish();
+                // Wait until the consumer has everything before the stream is dropped.
+                let _ = send.stopped().await;
+                return Ok(());
+            }
+            Err(_) => {
+                // The producer failed or was cancelled: reset, so the consumer sees a broken channel.
+                let _ = send.reset(quinn::VarInt::from_u32(2));
+                return Ok(());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn header_round_trips_and_garbage_is_rejected(len in 0usize..MAX_FRAME, kind in 0u8..=255) {
+            match decode_header(encode_header(len, kind)) {
+                Ok((l, k)) => { prop_assert_eq!(l, len); prop_assert_eq!(k, kind); }
+                Err(_) => prop_assert!(!(KIND_DATA..=KIND_ERROR).contains(&kind)),
+            }
+        }
+    }
+
+    #[test]
+    fn oversized_frames_are_rejected() {
+        let mut h = encode_header(0, KIND_DATA);
+        h[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_header(h).unwrap_err().contains("exceeds"));
+    }
+}

@@ -1,0 +1,341 @@
+//! The TaskManager process's I/O shell: the data plane endpoint, the control connection to the
+//! JobManager (registration, heartbeats, deployments, cancellations), and the task threads.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tracing::{error, info, warn};
+
+use super::task::{self, TaskHandle, TaskServices};
+use crate::config::Config;
+use crate::ids::ExecutionId;
+use crate::network::registry::PartitionRegistry;
+use crate::network::transport::{DataPlane, DataPlaneSettings, TransportError};
+use crate::rpc::messages::{
+    ExecutionState, Hardware, JmToTm, PROTOCOL_VERSION, TaskMetrics, TmToJm,
+};
+use crate::rpc::transport::{self, RpcError};
+use crate::security::ClusterSecret;
+
+/// Why a TaskManager stopped for good.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskManagerError {
+    /// The data port could not be opened.
+    #[error(transparent)]
+    DataPlane(#[from] TransportError),
+    /// The JobManager refused the registration.
+    #[error("the JobManager refused the registration: {0}")]
+    Refused(String),
+    /// This TaskManager does not have the cluster's secret.
+    #[error(
+        "authentication with the JobManager at {0} failed: this TaskManager's cluster secret differs from the JobManager's"
+    )]
+    Authentication(String),
+}
+
+type Tasks = Arc<Mutex<HashMap<ExecutionId, TaskHandle>>>;
+
+/// A running TaskManager.
+pub struct TaskManager {
+    /// Its id.
+    pub resource_id: String,
+    data: Arc<DataPlane>,
+    tasks: Tasks,
+    config: Config,
+    secret: ClusterSecret,
+    services: Arc<TaskServices>,
+}
+
+fn hardware() -> Hardware {
+    let cpu_cores = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    let physical_memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0);
+    Hardware {
+        cpu_cores,
+        physical_memory,
+    }
+}
+
+impl TaskManager {
+    /// Opens the data port; call [`run`](Self::run) to register and work.
+    pub async fn start(
+        config: Config,
+        secret: ClusterSecret,
+    ) -> Result<Arc<TaskManager>, TaskManagerError> {
+        let registry = Arc::new(PartitionRegistry::default());
+        let net = &config.network;
+        let settings = DataPlaneSettings {
+            segment_size: net.segment_size as usize,
+            buffers_per_channel: net.buffers_per_channel as usize,
+            partition_wait: Duration::from_secs(60),
+            idle_timeout: config
+                .heartbeat
+                .interval
+                .clamp(Duration::from_secs(2), Duration::from_secs(10)),
+        };
+        let data = DataPlane::start(
+            &config.taskmanager.bind_host,
+            config.taskmanager.data_port,
+            secret.clone(),
+            registry.clone(),
+            settings.clone(),
+        )
+        .await?;
+        let data_port = data.local_addr().map(|a| a.port()).unwrap_or(0);
+        let resource_id = config.taskmanager.resource_id.clone().unwrap_or_else(|| {
+            format!(
+                "{}:{}-{:06x}",
+                config.taskmanager.host,
+                data_port,
+                rand::random::<u32>() & 0xff_ffff
+            )
+        });
+        let services = Arc::new(TaskServices {
+            resource_id: resource_id.clone(),
+            registry,
+            remote: Some(Arc::new(data.clone())),
+            segment_size: settings.segment_size,
+            buffers_per_channel: settings.buffers_per_channel,
+            buffer_timeout: net.buffer_timeout,
+            partition_wait: settings.partition_wait,
+        });
+        info!(%resource_id, data_port, slots = config.taskmanager.number_of_task_slots, "TaskManager started");
+        Ok(Arc::new(TaskManager {
+            resource_id,
+            data,
+            tasks: Arc::default(),
+            config,
+            secret,
+            services,
+        }))
+    }
+
+    /// Registers with the JobManager at `jobmanager` (`host:port`) and serves it; reconnects
+    /// when the connection breaks. Returns only on a permanent error.
+    pub async fn run(self: Arc<Self>, jobmanager: String) -> TaskManagerError {
+        let mut logged = false;
+        loop {
+            match self.clone().session(&jobmanager).await {
+                Err(RpcError::AuthenticationFailed) => {
+                    return TaskManagerError::Authentication(jobmanager);
+                }
+                Err(RpcError::Malformed(reason)) if reason.starts_with("refused: ") => {
+                    return TaskManagerError::Refused(
+                        reason.trim_start_matches("refused: ").to_string(),
+                    );
+                }
+                Err(e) => {
+                    if !logged {
+                        warn!(%jobmanager, error = %e, "no connection to the JobManager; retrying");
+                        logged = true;
+                    }
+                }
+                Ok(()) => {
+                    logged = false;
+                }
+            }
+            // Without a JobManager, nothing we run can report or be coordinated: stop it all and
+            // free the slots (with HA a new leader redeploys from its checkpoint).
+            self.cancel_all();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    fn cancel_all(&self) {
+        let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        for t in tasks.values() {
+            t.cancelled.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// One control connection, from registration until it breaks.
+    async fn session(self: Arc<Self>, jobmanager: &str) -> Result<(), RpcError> {
+        let addr = tokio::net::lookup_host(jobmanager)
+            .await?
+            .next()
+            .ok_or_else(|| {
+                RpcError::Io(std::io::Error::other(format!(
+                    "{jobmanager} resolves to no address"
+                )))
+            })?;
+        let stream = transport::connect(addr, &self.secret).await?;
+        let (mut reader, mut writer) = tokio::io::split(stream);
+        let running: Vec<ExecutionId> = self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .copied()
+            .collect();
+        let data_port = self.data.local_addr().map(|a| a.port()).unwrap_or(0);
+        transport::send(
+            &mut writer,
+            &TmToJm::Register {
+                protocol_version: PROTOCOL_VERSION,
+                resource_id: self.resource_id.clone(),
+                host: self.config.taskmanager.host.clone(),
+                data_port,
+                slots: self.config.taskmanager.number_of_task_slots,
+                hardware: hardware(),
+                network_memory: self.config.network.network_memory(),
+                running,
+            },
+        )
+        .await?;
+        let (interval, timeout) = match transport::recv(&mut reader).await? {
+            JmToTm::Registered {
+                heartbeat_interval_ms,
+                heartbeat_timeout_ms,
+            } => (
+                Duration::from_millis(heartbeat_interval_ms.max(10)),
+                Duration::from_millis(heartbeat_timeout_ms.max(20)),
+            ),
+            JmToTm::Refused { reason } => {
+                error!(%reason, "registration refused");
+                return Err(RpcError::Malformed(format!("refused: {reason}")));
+            }
+            other => {
+                return Err(RpcError::Malformed(format!(
+                    "expected Registered, got {other:?}"
+                )));
+            }
+        };
+        info!(%jobmanager, "registered at the JobManager");
+        let (tx, mut rx) = mpsc::unbounded_channel::<TmToJm>();
+        let write_loop = async {
+            let mut ticker = tokio::time::interval(interval);
+            loop {
+                tokio::select! {
+                    msg = rx.recv() => match msg {
+                        Some(msg) => transport::send(&mut writer, &msg).await?,
+                        None => return Ok::<(), RpcError>(()),
+                    },
+                    _ = ticker.tick() => {
+                        let metrics = self.metrics();
+                        transport::send(&mut writer, &TmToJm::Heartbeat { metrics }).await?;
+                    }
+                }
+            }
+        };
+        let read_loop = async {
+            loop {
+                let msg: JmToTm =
+                    match tokio::time::timeout(timeout, transport::recv(&mut reader)).await {
+                        Ok(msg) => msg?,
+                        Err(_) => {
+                            return Err(RpcError::Io(std::io::Error::other(format!(
+                                "no message from the JobManager for {timeout:?}"
+                            ))));
+                        }
+                    };
+                self.handle(msg, &tx);
+            }
+        };
+        tokio::select! {
+            r = write_loop => r,
+            r = read_loop => r,
+        }
+    }
+
+    fn metrics(&self) -> Vec<(ExecutionId, TaskMetrics)> {
+        let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks
+            .iter()
+            .map(|(id, t)| (*id, task::metrics_of(&t.counters)))
+            .collect()
+    }
+
+    fn handle(&self, msg: JmToTm, tx: &mpsc::UnboundedSender<TmToJm>) {
+        match msg {
+            JmToTm::Deploy(deployment) => {
+                let execution = deployment.execution;
+                let slots = self.config.taskmanager.number_of_task_slots;
+                if deployment.slot >= slots {
+                    let _ = tx.send(TmToJm::TaskState {
+                        execution,
+                        state: ExecutionState::Failed,
+                        error: Some(format!(
+                            "slot {} does not exist on {} ({} slots)",
+                            deployment.slot, self.resource_id, slots
+                        )),
+                        metrics: TaskMetrics::default(),
+                    });
+                    return;
+                }
+                let report_tx = tx.clone();
+                let tasks = self.tasks.clone();
+                let report = Box::new(move |execution, state: ExecutionState, error, metrics| {
+                    if state.is_terminal() {
+                        tasks
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&execution);
+                    }
+                    let _ = report_tx.send(TmToJm::TaskState {
+                        execution,
+                        state,
+                        error,
+                        metrics,
+                    });
+                });
+                match task::spawn(*deployment, self.services.clone(), report) {
+                    Ok(handle) => {
+                        self.tasks
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(execution, handle);
+                    }
+                    Err(e) => {
+                        let _ = tx.send(TmToJm::TaskState {
+                            execution,
+                            state: ExecutionState::Failed,
+                            error: Some(format!("cannot start a task thread: {e}")),
+                            metrics: TaskMetrics::default(),
+                        });
+                    }
+                }
+            }
+            JmToTm::Cancel { execution } => {
+                let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+                match tasks.get(&execution) {
+                    Some(t) => t.cancelled.store(true, Ordering::Relaxed),
+                    None => {
+                        // Already ended (its final state is on its way) or never arrived.
+                        let _ = tx.send(TmToJm::TaskState {
+                            execution,
+                            state: ExecutionState::Canceled,
+                            error: None,
+                            metrics: TaskMetrics::default(),
+                        });
+                    }
+                }
+            }
+            JmToTm::ReleaseJob { job } => self.services.registry.release_job(job),
+            JmToTm::HeartbeatAck | JmToTm::Registered { .. } | JmToTm::Refused { .. } => {}
+        }
+    }
+
+    /// Stops every task and closes the data port.
+    pub fn shutdown(&self) {
+        self.cancel_all();
+        self.data.close();
+    }
+
+    /// How many subtasks run now.
+    pub fn running_tasks(&self) -> usize {
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
