@@ -191,10 +191,8 @@ mod tests {
         for cut in 0..buf.len() {
             let mut short = AlignedVec::<16>::new();
             short.extend_from_slice(&buf[..cut]);
-            for f in Frames::new(&short) {
-                if let Ok((off, bytes)) = f {
-                    let _ = decode::<String>(off, bytes);
-                }
+            for (off, bytes) in Frames::new(&short).flatten() {
+                let _ = decode::<String>(off, bytes);
             }
         }
     }

@@ -1,1 +1,237 @@
-//! Helpers for sluice's end-to-end tests: start real processes, wait for them, clean up.
+//! Helpers for sluice's end-to-end tests: start real processes through the project's own
+//! scripts, talk to them over REST and the CLI, and clean up.
+//!
+//! The tests run the `sluice` binary that `cargo build --bin sluice` produced (`scripts/test.sh`
+//! builds it first), found through `SLUICE_BIN` or the cargo target directory.
+
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// The sluice binary under test.
+pub fn sluice_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("SLUICE_BIN") {
+        return PathBuf::from(bin);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    let bin = target.join("debug").join("sluice");
+    assert!(
+        bin.is_file(),
+        "no sluice binary at {}: run `cargo build --bin sluice` first (scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+/// A TCP port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
+/// A UDP port that was free a moment ago.
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, or panics after `timeout` naming `what`.
+pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A standalone cluster started with `scripts/start-cluster.sh` in its own configuration and
+/// log directories; stopped (and every process it started killed) on drop.
+pub struct StandaloneCluster {
+    /// Holds conf/ and log/.
+    pub dir: tempfile::TempDir,
+    /// The REST port.
+    pub rest_port: u16,
+    /// The RPC port.
+    pub rpc_port: u16,
+    http: reqwest::blocking::Client,
+}
+
+impl StandaloneCluster {
+    /// Writes a configuration (extra `key: value` lines appended) and starts a JobManager and
+    /// `taskmanagers` TaskManagers of `slots` slots each.
+    pub fn start(taskmanagers: usize, slots: u32, extra_config: &str) -> StandaloneCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (rest_port, rpc_port) = (free_port(), free_port());
+        let conf = dir.path().join("conf");
+        std::fs::create_dir_all(&conf).expect("conf dir");
+        let config = format!(
+            "rest.port: {rest_port}\nrest.address: 127.0.0.1\nrest.bind-address: 127.0.0.1\njobmanager.rpc.address: 127.0.0.1\njobmanager.rpc.port: {rpc_port}\njobmanager.bind-host: 127.0.0.1\ntaskmanager.host: 127.0.0.1\ntaskmanager.bind-host: 127.0.0.1\ntaskmanager.numberOfTaskSlots: {slots}\n{extra_config}\n"
+        );
+        std::fs::write(conf.join("config.yaml"), config).expect("config");
+        std::fs::write(conf.join("masters"), format!("localhost:{rest_port}\n")).expect("masters");
+        std::fs::write(conf.join("workers"), "localhost\n".repeat(taskmanagers)).expect("workers");
+        let cluster = StandaloneCluster {
+            dir,
+            rest_port,
+            rpc_port,
+            http: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .expect("http client"),
+        };
+        let out = cluster.script("start-cluster.sh", &[]);
+        assert!(
+            out.status.success(),
+            "start-cluster.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let expected = taskmanagers as u64 * slots as u64;
+        wait_for(
+            Duration::from_secs(30),
+            "the TaskManagers to register",
+            || {
+                let o = cluster.get("/overview").ok()?;
+                (o["slots-total"].as_u64() == Some(expected)).then_some(())
+            },
+        );
+        cluster
+    }
+
+    /// The configuration directory.
+    pub fn conf_dir(&self) -> PathBuf {
+        self.dir.path().join("conf")
+    }
+
+    /// The log directory.
+    pub fn log_dir(&self) -> PathBuf {
+        self.dir.path().join("log")
+    }
+
+    /// Runs one of the scripts with this cluster's directories.
+    pub fn script(&self, name: &str, args: &[&str]) -> Output {
+        Command::new(repo_root().join("scripts").join(name))
+            .args(args)
+            .env("SLUICE_CONF_DIR", self.conf_dir())
+            .env("SLUICE_LOG_DIR", self.log_dir())
+            .env("SLUICE_BIN", sluice_bin())
+            .output()
+            .expect("run script")
+    }
+
+    /// `host:port` of the REST API.
+    pub fn rest(&self) -> String {
+        format!("127.0.0.1:{}", self.rest_port)
+    }
+
+    /// Runs the CLI against this cluster's configuration.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(sluice_bin())
+            .arg("--config-dir")
+            .arg(self.conf_dir())
+            .args(args)
+            .output()
+            .expect("run sluice")
+    }
+
+    /// GETs a REST path and parses the JSON.
+    pub fn get(&self, path: &str) -> Result<Value, String> {
+        let resp = self
+            .http
+            .get(format!("http://{}{path}", self.rest()))
+            .send()
+            .map_err(|e| e.to_string())?;
+        resp.json().map_err(|e| e.to_string())
+    }
+
+    /// Sends a raw request; returns status and body.
+    pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, String) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        match self
+            .http
+            .request(method, format!("http://{}{path}", self.rest()))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+        {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                (status, r.text().unwrap_or_default())
+            }
+            Err(e) => (0, e.to_string()),
+        }
+    }
+
+    /// The pids of the daemons of one kind, from the scripts' pid file.
+    pub fn pids(&self, kind: &str) -> Vec<u32> {
+        let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+        let file = self.log_dir().join(format!("sluice-{user}-{kind}.pid"));
+        std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Concatenated logs of one process kind.
+    pub fn logs(&self, kind: &str) -> Vec<String> {
+        let mut logs = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(self.log_dir()) {
+            let mut paths: Vec<PathBuf> =
+                entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            paths.sort();
+            for p in paths {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_default();
+                if name.contains(&format!("-{kind}-")) && name.ends_with(".log") {
+                    logs.push(std::fs::read_to_string(&p).unwrap_or_default());
+                }
+            }
+        }
+        logs
+    }
+}
+
+/// Whether a process is alive.
+pub fn alive(pid: u32) -> bool {
+    Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+impl Drop for StandaloneCluster {
+    fn drop(&mut self) {
+        let _ = self.script("stop-cluster.sh", &[]);
+        for kind in ["taskmanager", "jobmanager"] {
+            for pid in self.pids(kind) {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+        }
+    }
+}

@@ -10,9 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::context::{RuntimeContext, TaskError};
-use super::operators::{
-    BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedReduce, Map, Output, Sink,
-};
+use super::operators::{BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedReduce, Map, Sink};
 use super::sinks::{DiscardSink, PrintSink, SinkFunction, TextFileSink};
 use super::sources::{
     CollectionSource, GeneratorSource, SequenceSource, SourceContext, SourceFunction, SourceHooks,
@@ -469,13 +467,3 @@ impl<A: Data, N: Data + Add<Output = N>, K: Hash + Eq + Clone + Send + 'static>
         self.reduce(|(a, x), (_, y)| (a, x + y)).name("Keyed Sum")
     }
 }
-
-impl<T> DataStream<T> {
-    pub(crate) fn node_id(&self) -> usize {
-        self.node
-    }
-}
-
-// Silence the unused-trait warning for Output in this module's imports when compiled alone.
-#[allow(dead_code)]
-fn _assert_output_object_safe(_: &dyn Output<u8>) {}

@@ -217,7 +217,7 @@ mod tests {
         let done = Rc::new(RefCell::new(false));
         let sink: BoxOutput<u32> = Box::new(Collect(got.clone(), done));
         let filter: BoxOutput<u32> = Box::new(Filter {
-            f: Arc::new(|x: &u32| x % 2 == 0),
+            f: Arc::new(|x: &u32| x.is_multiple_of(2)),
             next: sink,
         });
         let flat: BoxOutput<u32> = Box::new(FlatMap {

@@ -94,8 +94,6 @@ pub struct TaskManagerOptions {
     pub host: String,
     /// `taskmanager.bind-host` (default `localhost`): local address the endpoints bind to.
     pub bind_host: String,
-    /// `taskmanager.rpc.port` (default 0 = any free port): port of the RPC endpoint.
-    pub rpc_port: u16,
     /// `taskmanager.data.port` (default 0 = any free port): port of the data exchange endpoint.
     pub data_port: u16,
     /// `taskmanager.resource-id` (default unset = generated): stable identity of this TaskManager.
@@ -222,7 +220,6 @@ impl Config {
                 number_of_task_slots: 0,
                 host: String::new(),
                 bind_host: String::new(),
-                rpc_port: 0,
                 data_port: 0,
                 resource_id: None,
             },

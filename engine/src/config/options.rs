@@ -525,9 +525,6 @@ options! {
     "taskmanager.resource-id" => taskmanager.resource_id: OptionalText,
         default "",
         doc "Stable identity of the TaskManager; a random one is generated when unset.";
-    "taskmanager.rpc.port" => taskmanager.rpc_port: PORT,
-        default "0",
-        doc "Port of the TaskManager's RPC endpoint (0 picks a free port).";
 }
 
 #[cfg(test)]

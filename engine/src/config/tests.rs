@@ -63,7 +63,6 @@ fn defaults_match_the_documented_values() {
     assert_eq!(c.taskmanager.number_of_task_slots, 1);
     assert_eq!(c.taskmanager.host, "localhost");
     assert_eq!(c.taskmanager.bind_host, "localhost");
-    assert_eq!(c.taskmanager.rpc_port, 0);
     assert_eq!(c.taskmanager.data_port, 0);
     assert_eq!(c.taskmanager.resource_id, None);
     assert_eq!(c.network.segment_size, 32 * 1024);

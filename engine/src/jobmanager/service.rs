@@ -117,6 +117,9 @@ pub enum StartError {
     /// TLS setup failed.
     #[error(transparent)]
     Rpc(#[from] RpcError),
+    /// The configuration asks for something this version cannot do.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 async fn bind(what: &'static str, host: &str, port: u16) -> Result<TcpListener, StartError> {
@@ -129,6 +132,14 @@ async fn bind(what: &'static str, host: &str, port: u16) -> Result<TcpListener, 
 impl JobManager {
     /// Binds the RPC and REST endpoints and starts serving.
     pub async fn start(config: Config, secret: ClusterSecret) -> Result<JobManager, StartError> {
+        if config.scheduler == crate::config::SchedulerKind::Adaptive {
+            // Scaling a running job up means redistributing its keyed state, which needs the
+            // checkpointed, key-group-partitioned state backends; until they exist, refuse
+            // rather than run a job that would lose its state on the first rescale.
+            return Err(StartError::Unsupported(
+                "jobmanager.scheduler: adaptive needs rescalable checkpointed state, which this version does not have yet; use 'default'".into(),
+            ));
+        }
         let rpc = bind(
             "the RPC port",
             &config.jobmanager.bind_host,

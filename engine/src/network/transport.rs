@@ -177,10 +177,11 @@ impl DataPlane {
 
     async fn connection(&self, addr: SocketAddr) -> Result<quinn::Connection, TransportError> {
         let mut connections = self.connections.lock().await;
-        if let Some(c) = connections.get(&addr) {
-            if c.close_reason().is_none() {
-                return Ok(c.clone());
-            }
+        if let Some(c) = connections
+            .get(&addr)
+            .filter(|c| c.close_reason().is_none())
+        {
+            return Ok(c.clone());
         }
         let connect_err = |reason: String| TransportError::Connect { addr, reason };
         let connection = self
@@ -214,6 +215,7 @@ impl DataPlane {
     async fn open_channel(
         self: Arc<Self>,
         channel: ChannelDeployment,
+        capacity: usize,
         cancelled: Arc<AtomicBool>,
     ) -> Result<flume::Receiver<NetBuffer>, TransportError> {
         let addr = channel.location.data_address;
@@ -233,7 +235,7 @@ impl DataPlane {
         send.write_all(&request)
             .await
             .map_err(|e| TransportError::Stream(e.to_string()))?;
-        let (tx, rx) = flume::bounded(self.settings.buffers_per_channel.max(1));
+        let (tx, rx) = flume::bounded(capacity.max(1));
         let peer = addr;
         tokio::spawn(async move {
             // Dropping `tx` without an end-of-partition tells the task its producer is gone.
@@ -278,6 +280,7 @@ impl RemoteChannels for Arc<DataPlane> {
     fn open(
         &self,
         channel: &ChannelDeployment,
+        capacity: usize,
         cancelled: Arc<AtomicBool>,
     ) -> Result<flume::Receiver<NetBuffer>, TaskError> {
         let plane = self.clone();
@@ -287,7 +290,7 @@ impl RemoteChannels for Arc<DataPlane> {
             channel.partition, channel.location.data_address
         );
         self.runtime
-            .block_on(plane.open_channel(channel, cancelled))
+            .block_on(plane.open_channel(channel, capacity, cancelled))
             .map_err(|e| TaskError::Network(format!("cannot open {what}: {e}")))
     }
 }

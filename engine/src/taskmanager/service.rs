@@ -109,6 +109,7 @@ impl TaskManager {
             remote: Some(Arc::new(data.clone())),
             segment_size: settings.segment_size,
             buffers_per_channel: settings.buffers_per_channel,
+            floating_buffers_per_gate: net.floating_buffers_per_gate as usize,
             buffer_timeout: net.buffer_timeout,
             partition_wait: settings.partition_wait,
         });

@@ -31,6 +31,7 @@ pub(crate) trait RemoteChannels: Send + Sync {
     fn open(
         &self,
         channel: &crate::rpc::messages::ChannelDeployment,
+        capacity: usize,
         cancelled: Arc<AtomicBool>,
     ) -> Result<flume::Receiver<NetBuffer>, TaskError>;
 }
@@ -42,6 +43,7 @@ pub(crate) struct TaskServices {
     pub(crate) remote: Option<Arc<dyn RemoteChannels>>,
     pub(crate) segment_size: usize,
     pub(crate) buffers_per_channel: usize,
+    pub(crate) floating_buffers_per_gate: usize,
     pub(crate) buffer_timeout: Duration,
     /// How long a consumer waits for a producer on this TaskManager to be deployed.
     pub(crate) partition_wait: Duration,
@@ -51,7 +53,6 @@ pub(crate) struct TaskServices {
 pub(crate) struct TaskHandle {
     pub(crate) cancelled: Arc<AtomicBool>,
     pub(crate) counters: Arc<IoCounters>,
-    pub(crate) slot: u32,
 }
 
 /// Reports a task's end: its execution, final state, failure cause and metrics.
@@ -79,7 +80,6 @@ pub(crate) fn spawn(
     let handle = TaskHandle {
         cancelled: cancelled.clone(),
         counters: counters.clone(),
-        slot: deployment.slot,
     };
     let execution = deployment.execution;
     let name = format!(
@@ -87,6 +87,7 @@ pub(crate) fn spawn(
         execution.vertex, execution.subtask, execution.attempt
     );
     std::thread::Builder::new().name(name).spawn(move || {
+        info!(%execution, slot = deployment.slot, "task started");
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             run(&deployment, &services, &cancelled, &counters, &report)
         }));
@@ -264,6 +265,11 @@ fn run(
             let mut processor = decoder(op);
             let mut channels = Vec::new();
             let mut names = Vec::new();
+            // A remote channel's queue: its exclusive buffers plus a fair share of the gate's
+            // floating ones.
+            let total_channels = d.inputs.iter().map(Vec::len).sum::<usize>().max(1);
+            let remote_capacity = services.buffers_per_channel.max(1)
+                + services.floating_buffers_per_gate.div_ceil(total_channels);
             for channel in d.inputs.iter().flatten() {
                 names.push(format!(
                     "{} on {} ({})",
@@ -284,7 +290,7 @@ fn run(
                     let remote = services.remote.as_ref().ok_or_else(|| {
                         TaskError::Setup("no data-plane transport for a remote channel".into())
                     })?;
-                    remote.open(channel, cancelled.clone())?
+                    remote.open(channel, remote_capacity, cancelled.clone())?
                 };
                 channels.push(rx);
             }

@@ -1,0 +1,376 @@
+//! A standalone cluster of real processes started by the scripts: jobs, listing, cancelling,
+//! scheduling limits, authentication and robustness against garbage.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{TcpStream, UdpSocket};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sluice_integration::{StandaloneCluster, alive, free_port, repo_root, sluice_bin, wait_for};
+
+/// Counts words the plain way: runs of letters, digits and '_' , lower-cased. Deliberately not
+/// the engine's tokenizer code.
+fn reference_counts(text: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    let mut word = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() || c == '_' {
+            word.extend(c.to_lowercase());
+        } else if !word.is_empty() {
+            *counts.entry(std::mem::take(&mut word)).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+fn read_counts(path: &Path) -> BTreeMap<String, u64> {
+    let mut files = Vec::new();
+    if path.is_dir() {
+        for e in std::fs::read_dir(path).expect("output dir") {
+            files.push(e.expect("entry").path());
+        }
+    } else {
+        files.push(path.to_path_buf());
+    }
+    let mut counts = BTreeMap::new();
+    for f in files {
+        for line in std::fs::read_to_string(&f).expect("output file").lines() {
+            let (w, c) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("bad output line '{line}'"));
+            let prev = counts.insert(
+                w.to_string(),
+                c.parse::<u64>()
+                    .unwrap_or_else(|_| panic!("bad count in '{line}'")),
+            );
+            assert!(prev.is_none(), "word '{w}' written twice");
+        }
+    }
+    counts
+}
+
+/// A few MB of text from a fixed pseudo-random sequence.
+fn make_text(bytes: usize) -> String {
+    const WORDS: &[&str] = &[
+        "Stream", "batch", "sluice", "river", "flow", "key", "Window", "state", "barrier", "slot",
+        "task", "über", "naïve", "x_y", "42", "flink", "yarn", "zoo",
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut text = String::with_capacity(bytes + 100);
+    while text.len() < bytes {
+        for i in 0..12 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            text.push_str(WORDS[(seed % WORDS.len() as u64) as usize]);
+            text.push_str(if i % 5 == 4 { ", " } else { " " });
+            if seed % 97 == 0 {
+                text.push_str(&format!("w{} ", seed % 5000));
+            }
+        }
+        text.push_str("--end.\n");
+    }
+    text
+}
+
+fn job_id_of(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Job has been submitted with JobID "))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| panic!("no job id in: {stdout}"))
+}
+
+fn text(o: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn wordcount_at_parallelism_4_over_two_taskmanagers_gives_reference_counts() {
+    let cluster = StandaloneCluster::start(2, 2, "");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = dir.path().join("input.txt");
+    let text_in = make_text(3 * 1024 * 1024);
+    std::fs::write(&input, &text_in).expect("write input");
+    let output = dir.path().join("counts");
+    let out = cluster.cli(&[
+        "run",
+        "-m",
+        &cluster.rest(),
+        "-p",
+        "4",
+        "wordcount",
+        "--input",
+        &input.display().to_string(),
+        "--output",
+        &output.display().to_string(),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "run failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("has finished"), "{stdout}");
+    let job = job_id_of(&stdout);
+    assert_eq!(read_counts(&output), reference_counts(&text_in));
+    // Both TaskManagers ran subtasks of the job.
+    let logs = cluster.logs("taskmanager");
+    assert_eq!(logs.len(), 2, "two TaskManager logs");
+    for log in &logs {
+        assert!(
+            log.contains(&format!("task started execution={job}")),
+            "a TaskManager ran nothing of {job}:\n{log}"
+        );
+    }
+    let details = cluster.get(&format!("/jobs/{job}")).expect("job details");
+    assert_eq!(details["state"], "FINISHED");
+}
+
+#[test]
+fn two_jobs_share_the_taskmanagers_list_and_cancel_frees_slots() {
+    let cluster = StandaloneCluster::start(2, 2, "");
+    let mut jobs = Vec::new();
+    for _ in 0..2 {
+        let out = cluster.cli(&[
+            "run",
+            "-m",
+            &cluster.rest(),
+            "-d",
+            "-p",
+            "2",
+            "stream-sum",
+            "--rate",
+            "2000",
+        ]);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        jobs.push(job_id_of(&stdout));
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "both jobs running all tasks",
+        || {
+            let overview = cluster.get("/jobs/overview").ok()?;
+            let running = overview["jobs"]
+                .as_array()?
+                .iter()
+                .filter(|j| j["state"] == "RUNNING" && j["tasks"]["running"] == j["tasks"]["total"])
+                .count();
+            (running == 2).then_some(())
+        },
+    );
+    assert_eq!(
+        cluster.get("/overview").expect("overview")["slots-available"],
+        0
+    );
+    let (list, _) = text(&cluster.cli(&["list", "-m", &cluster.rest()]));
+    for job in &jobs {
+        assert!(
+            list.contains(&format!(": {job} : ")) && list.contains("(RUNNING)"),
+            "{list}"
+        );
+    }
+    let out = cluster.cli(&["cancel", "-m", &cluster.rest(), &jobs[0]]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    wait_for(
+        Duration::from_secs(30),
+        "the cancelled job's slots to be free",
+        || {
+            let canceled = cluster.get(&format!("/jobs/{}", jobs[0])).ok()?["state"] == "CANCELED";
+            let free = cluster.get("/overview").ok()?["slots-available"] == 2;
+            (canceled && free).then_some(())
+        },
+    );
+    assert_eq!(
+        cluster.get(&format!("/jobs/{}", jobs[1])).expect("job")["state"],
+        "RUNNING"
+    );
+    let (list_all, _) = text(&cluster.cli(&["list", "-a", "-m", &cluster.rest()]));
+    assert!(list_all.contains("(CANCELED)"), "{list_all}");
+}
+
+#[test]
+fn more_parallelism_than_slots_fails_with_no_resource_available() {
+    let cluster = StandaloneCluster::start(1, 2, "slot.request.timeout: 2 s");
+    let started = Instant::now();
+    let out = cluster.cli(&["run", "-m", &cluster.rest(), "-p", "99", "stream-sum"]);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stderr.contains(
+            "NoResourceAvailableException: Could not acquire the minimum required resources."
+        ),
+        "{stderr}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    let job = job_id_of(&stdout);
+    let exceptions = cluster
+        .get(&format!("/jobs/{job}/exceptions"))
+        .expect("exceptions")
+        .to_string();
+    assert!(
+        exceptions.contains("Could not acquire the minimum required resources."),
+        "{exceptions}"
+    );
+    // Nothing ran at a smaller parallelism, and the slots are free again.
+    let overview = cluster.get("/overview").expect("overview");
+    assert_eq!(overview["slots-available"], 2);
+    assert_eq!(overview["jobs-failed"], 1);
+}
+
+#[test]
+fn a_taskmanager_with_the_wrong_secret_is_refused() {
+    let cluster = StandaloneCluster::start(1, 1, "");
+    let mut intruder = Command::new(sluice_bin())
+        .args([
+            "--config-dir",
+            &cluster.conf_dir().display().to_string(),
+            "-D",
+            "security.cluster.secret=not-the-cluster-secret-at-all",
+            "taskmanager",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start intruder");
+    let status = wait_for(Duration::from_secs(20), "the intruder to give up", || {
+        intruder.try_wait().ok().flatten()
+    });
+    let mut stderr = String::new();
+    if let Some(mut e) = intruder.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    assert!(!status.success());
+    assert!(stderr.contains("cluster secret"), "{stderr}");
+    assert_eq!(
+        cluster.get("/overview").expect("overview")["taskmanagers"],
+        1
+    );
+    let jm_log = cluster.logs("jobmanager").concat();
+    assert!(
+        jm_log.contains("did not prove knowledge of the cluster secret"),
+        "{jm_log}"
+    );
+}
+
+#[test]
+fn garbage_on_every_port_and_malformed_requests_leave_every_process_running() {
+    let cluster = StandaloneCluster::start(2, 1, "");
+    let tms = cluster.get("/taskmanagers").expect("taskmanagers");
+    let data_ports: Vec<u16> = tms["taskmanagers"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|t| t["dataPort"].as_u64())
+        .map(|p| p as u16)
+        .collect();
+    assert_eq!(data_ports.len(), 2);
+    let mut seed = 7u64;
+    let mut garbage = |n: usize| -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 56) as u8
+            })
+            .collect()
+    };
+    for port in [cluster.rpc_port, cluster.rest_port] {
+        for payload in [
+            garbage(10),
+            garbage(5000),
+            vec![0xff; 64],
+            b"GET / HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n".to_vec(),
+        ] {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+                let _ = s.write_all(&payload);
+            }
+        }
+    }
+    let udp = UdpSocket::bind("127.0.0.1:0").expect("udp");
+    for port in &data_ports {
+        for n in [1, 100, 1200, 1500] {
+            let _ = udp.send_to(&garbage(n), ("127.0.0.1", *port));
+        }
+    }
+    for (method, path, body) in [
+        ("POST", "/sluice/jobs", "{"),
+        ("POST", "/sluice/jobs", "[]"),
+        ("POST", "/sluice/jobs", "{\"job\": 1}"),
+        ("POST", "/sluice/jobs", "{\"job\": \"no-such-job\"}"),
+        (
+            "POST",
+            "/sluice/jobs",
+            "{\"job\": \"stream-sum\", \"args\": [\"--rate\", \"fast\"]}",
+        ),
+        ("PATCH", "/jobs/zzz?mode=cancel", "{}"),
+        (
+            "PATCH",
+            "/jobs/00000000000000000000000000000000?mode=cancel",
+            "{}",
+        ),
+        ("GET", "/jobs/0123", ""),
+        ("GET", "/no/such/path", ""),
+    ] {
+        let (status, body) = cluster.request(method, path, body);
+        assert!(
+            (400..500).contains(&status),
+            "{method} {path}: {status} {body}"
+        );
+        assert!(body.contains("\"errors\""), "{method} {path}: {body}");
+    }
+    for kind in ["jobmanager", "taskmanager"] {
+        for pid in cluster.pids(kind) {
+            assert!(alive(pid), "{kind} {pid} died");
+        }
+    }
+    let out = cluster.cli(&["run", "-m", &cluster.rest(), "-p", "2", "wordcount"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(
+        cluster.get("/overview").expect("overview")["taskmanagers"],
+        2
+    );
+}
+
+#[test]
+fn run_without_a_cluster_uses_an_embedded_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Point the client at a port where nothing listens, so `run` starts its own cluster.
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        format!("rest.port: {}\n", free_port()),
+    )
+    .expect("config");
+    let out = Command::new(sluice_bin())
+        .args([
+            "--config-dir",
+            &dir.path().display().to_string(),
+            "run",
+            "-p",
+            "2",
+            "wordcount",
+        ])
+        .output()
+        .expect("run");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let hamlet = std::fs::read_to_string(repo_root().join("engine/src/examples/hamlet.txt"))
+        .expect("bundled text");
+    let mut printed = BTreeMap::new();
+    for line in stdout
+        .lines()
+        .filter(|l| !l.starts_with("Job ") && !l.starts_with("Program "))
+    {
+        // Parallel print prefixes lines with "N> ".
+        let line = line.split_once("> ").map(|(_, rest)| rest).unwrap_or(line);
+        if let Some((w, c)) = line.rsplit_once(' ') {
+            printed.insert(w.to_string(), c.parse::<u64>().unwrap_or(0));
+        }
+    }
+    assert_eq!(printed, reference_counts(&hamlet));
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what building and testing sluice needs on a fresh Debian machine, idempotently.
+# usage: install-deps.sh [build|test]   (default: test = build needs plus test servers)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+what="${1:-test}"
+
+apt_install() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "Installing Debian packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# Building: a C/C++ toolchain and cmake (aws-lc-sys), pkg-config.
+apt_install build-essential cmake pkg-config
+
+if [ "$what" = test ]; then
+  # A real ZooKeeper for the HA tests.
+  [ -x scripts/zookeeper.sh ] && scripts/zookeeper.sh install
+  # A real YARN (MiniYARNCluster) for the YARN tests, built with Maven.
+  [ -x scripts/yarn-minicluster.sh ] && scripts/yarn-minicluster.sh build
+fi
+exit 0

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# usage: taskmanager.sh (start|start-foreground|stop|stop-all) [sluice -D key=value ...]
+exec "$(dirname "${BASH_SOURCE[0]}")/daemon.sh" taskmanager "$@"
