@@ -196,3 +196,54 @@ mod tests {
         assert_eq!(shared.dispatcher().rm.free_slots(), 2);
     }
 }
+
+#[cfg(test)]
+mod throughput {
+    use super::*;
+    use crate::rpc::messages::ProgramSpec;
+
+    /// Not a test: `cargo test -p sluice --lib throughput -- --ignored --nocapture` prints rough
+    /// numbers while developing; the benchmarks live in bench/.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a rough measurement, not a test"]
+    async fn rough_throughput() {
+        for (tms, slots) in [(1, 2), (2, 1)] {
+            let cluster = EmbeddedCluster::start_with(Config::default(), tms, slots)
+                .await
+                .unwrap();
+            let n = 10_000_000u64;
+            let args = vec![
+                "--records".into(),
+                n.to_string(),
+                "--rate".into(),
+                "0".into(),
+                "--keys".into(),
+                "10000".into(),
+            ];
+            let started = Instant::now();
+            let job = cluster
+                .jobmanager
+                .shared
+                .submit(
+                    ProgramSpec {
+                        name: "stream-sum".into(),
+                        args,
+                    },
+                    Some(2),
+                )
+                .unwrap();
+            loop {
+                let status = cluster.jobmanager.shared.dispatcher().jobs[&job].status;
+                if status.is_globally_terminal() {
+                    println!(
+                        "{tms} TM x {slots} slots: {status:?} {n} records in {:?}: {:.2} M records/s",
+                        started.elapsed(),
+                        n as f64 / started.elapsed().as_secs_f64() / 1e6
+                    );
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}

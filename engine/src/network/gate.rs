@@ -3,14 +3,13 @@
 
 use std::time::Duration;
 
-use super::buffer::NetBuffer;
-use rkyv::util::AlignedVec;
+use super::buffer::{Buffer, NetBuffer};
 
 /// What the next read from the inputs gave.
 #[derive(Debug)]
 pub(crate) enum GateEvent {
     /// A buffer of records from one channel.
-    Buffer(AlignedVec),
+    Buffer(Buffer),
     /// Every channel has ended.
     Finished,
     /// Nothing arrived within the timeout.
@@ -102,6 +101,7 @@ impl InputGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rkyv::util::AlignedVec;
 
     #[test]
     fn gate_reads_all_channels_until_all_end() {
@@ -110,9 +110,10 @@ mod tests {
         let mut gate = InputGate::new(vec![rx1, rx2], vec!["a".into(), "b".into()]);
         let mut buf = AlignedVec::new();
         buf.extend_from_slice(&[1, 2, 3]);
-        tx1.send(NetBuffer::Data(buf.clone())).unwrap();
+        tx1.send(NetBuffer::Data(Buffer::local(buf.clone())))
+            .unwrap();
         tx1.send(NetBuffer::EndOfPartition).unwrap();
-        tx2.send(NetBuffer::Data(buf)).unwrap();
+        tx2.send(NetBuffer::Data(Buffer::local(buf))).unwrap();
         let mut buffers = 0;
         loop {
             match gate.next(Duration::from_millis(10)) {

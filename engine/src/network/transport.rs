@@ -9,10 +9,13 @@
 //! it wants, as JSON), then the producer sends data frames: `[u32 LE length][u8 kind][body]`
 //! with kind 1 = a buffer of records, 2 = end of partition, 3 = an error message.
 //!
-//! Flow control: the consumer reads a frame off the stream only once the previous buffer fit
-//! into the channel's bounded queue; QUIC's per-stream window (a few segments, announced by the
-//! receiver as it reads) is the credit the producer may use, so a slow consumer stalls its own
-//! channel, not the connection, and memory stays bounded whatever the consumer's speed.
+//! Credit-based flow control, as in Flink: the consumer's request carries its initial credit
+//! (the buffers its channel queue holds: exclusive buffers plus a share of the gate's floating
+//! ones); the producer sends a buffer only while it has credit; each received buffer holds one
+//! credit, which goes back to the producer (as a `u32` count on the stream's other direction)
+//! when the consuming task has processed the buffer. A slow consumer therefore stalls its own
+//! channel only, backpressure reaches the producing task through its full subpartition queue,
+//! and the memory of a channel is bounded by its credit whatever the consumer's speed.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -25,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex as AsyncMutex;
 use tracing::{debug, warn};
 
-use super::buffer::NetBuffer;
+use super::buffer::{Buffer, CreditGuard, Credits, NetBuffer};
 use super::registry::PartitionRegistry;
 use crate::api::TaskError;
 use crate::ids::PartitionId;
@@ -82,6 +85,8 @@ pub enum TransportError {
 struct PartitionRequest {
     partition: PartitionId,
     subpartition: u32,
+    /// Buffers the consumer can take before it announces more.
+    credit: u32,
 }
 
 /// Settings of the data plane.
@@ -99,8 +104,9 @@ pub struct DataPlaneSettings {
 
 fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
-    // Per-stream credit: a few segments; the connection window covers many channels.
-    let stream_window = (settings.segment_size * settings.buffers_per_channel.max(2) * 2) as u32;
+    // Our own credits bound what is in flight per channel, so QUIC's stream window only has to
+    // be large enough not to throttle a channel below its credit.
+    let stream_window = (settings.segment_size * 64).min(16 * 1024 * 1024) as u32;
     t.stream_receive_window(quinn::VarInt::from_u32(stream_window));
     t.receive_window(quinn::VarInt::from_u32(64 * 1024 * 1024));
     t.send_window(64 * 1024 * 1024);
@@ -211,7 +217,9 @@ impl DataPlane {
         Ok(connection)
     }
 
-    /// Opens a channel: requests the subpartition and forwards its buffers into a bounded queue.
+    /// Opens a channel: requests the subpartition with `capacity` credits and forwards its
+    /// buffers into a queue of that size. Each buffer carries a credit that returns to the
+    /// producer when the task has processed (dropped) the buffer.
     async fn open_channel(
         self: Arc<Self>,
         channel: ChannelDeployment,
@@ -220,57 +228,70 @@ impl DataPlane {
     ) -> Result<flume::Receiver<NetBuffer>, TransportError> {
         let addr = channel.location.data_address;
         let connection = self.connection(addr).await?;
-        let (mut send, mut recv) = connection
-            .open_bi()
-            .await
-            .map_err(|e| TransportError::Stream(e.to_string()))?;
+        let stream_err = |e: &dyn std::fmt::Display| TransportError::Stream(e.to_string());
+        let (mut send, mut recv) = connection.open_bi().await.map_err(|e| stream_err(&e))?;
+        let capacity = capacity.max(1);
         let request = serde_json::to_vec(&PartitionRequest {
             partition: channel.partition,
             subpartition: channel.subpartition,
+            credit: capacity as u32,
         })
-        .map_err(|e| TransportError::Stream(e.to_string()))?;
+        .map_err(|e| stream_err(&e))?;
         send.write_all(&(request.len() as u32).to_le_bytes())
             .await
-            .map_err(|e| TransportError::Stream(e.to_string()))?;
-        send.write_all(&request)
-            .await
-            .map_err(|e| TransportError::Stream(e.to_string()))?;
-        let (tx, rx) = flume::bounded(capacity.max(1));
+            .map_err(|e| stream_err(&e))?;
+        send.write_all(&request).await.map_err(|e| stream_err(&e))?;
+        let (tx, rx) = flume::bounded(capacity);
+        let credits = Arc::new(Credits::default());
         let peer = addr;
+        // Announces freed credits to the producer.
+        let announcer = credits.clone();
         tokio::spawn(async move {
-            // Dropping `tx` without an end-of-partition tells the task its producer is gone.
             loop {
-                if cancelled.load(Ordering::Relaxed) {
-                    let _ = send.reset(quinn::VarInt::from_u32(0));
+                announcer.notify.notified().await;
+                let freed = announcer.freed.swap(0, Ordering::AcqRel);
+                if freed > 0 && send.write_all(&freed.to_le_bytes()).await.is_err() {
                     return;
                 }
+                if announcer.closed.load(Ordering::Acquire) || cancelled.load(Ordering::Relaxed) {
+                    let _ = send.finish();
+                    return;
+                }
+            }
+        });
+        // Reads frames into the queue; the producer's credit guarantees room, so this never
+        // waits on the queue. Dropping `tx` without an end-of-partition tells the task its
+        // producer is gone.
+        tokio::spawn(async move {
+            let result = loop {
                 match read_frame(&mut recv, peer).await {
                     Ok(Some((KIND_DATA, body))) => {
-                        if tx.send_async(NetBuffer::Data(body)).await.is_err() {
+                        let buffer = Buffer::remote(body, CreditGuard(credits.clone()));
+                        if tx.send_async(NetBuffer::Data(buffer)).await.is_err() {
                             let _ = recv.stop(quinn::VarInt::from_u32(0));
-                            return;
+                            break Ok(());
                         }
                     }
                     Ok(Some((KIND_END, _))) => {
                         let _ = tx.send_async(NetBuffer::EndOfPartition).await;
-                        let _ = send.finish();
-                        return;
+                        break Ok(());
                     }
                     Ok(Some((KIND_ERROR, body))) => {
-                        warn!(%peer, partition = %channel.partition, "producer refused: {}", String::from_utf8_lossy(&body));
-                        return;
+                        break Err(format!(
+                            "the producer refused: {}",
+                            String::from_utf8_lossy(&body)
+                        ));
                     }
-                    Ok(Some((kind, _))) => {
-                        warn!(%peer, kind, "unknown frame kind on a data stream");
-                        return;
-                    }
-                    Ok(None) => return,
-                    Err(e) => {
-                        debug!(%peer, error = %e, "data stream ended");
-                        return;
-                    }
+                    Ok(Some((kind, _))) => break Err(format!("unknown frame kind {kind}")),
+                    Ok(None) => break Err("the stream ended without an end of partition".into()),
+                    Err(e) => break Err(e.to_string()),
                 }
+            };
+            if let Err(e) = result {
+                warn!(%peer, partition = %channel.partition, "data channel failed: {e}");
             }
+            credits.closed.store(true, Ordering::Release);
+            credits.notify.notify_one();
         });
         Ok(rx)
     }
@@ -414,10 +435,11 @@ async fn serve_channel(
     wait: Duration,
     peer: SocketAddr,
 ) -> Result<(), TransportError> {
+    let stream_err = |e: &dyn std::fmt::Display| TransportError::Stream(e.to_string());
     let mut len = [0u8; 4];
     recv.read_exact(&mut len)
         .await
-        .map_err(|e| TransportError::Stream(e.to_string()))?;
+        .map_err(|e| stream_err(&e))?;
     let len = u32::from_le_bytes(len) as usize;
     if len > 64 * 1024 {
         return Err(TransportError::Malformed {
@@ -428,7 +450,7 @@ async fn serve_channel(
     let mut body = vec![0u8; len];
     recv.read_exact(&mut body)
         .await
-        .map_err(|e| TransportError::Stream(e.to_string()))?;
+        .map_err(|e| stream_err(&e))?;
     let request: PartitionRequest =
         serde_json::from_slice(&body).map_err(|e| TransportError::Malformed {
             peer,
@@ -439,7 +461,7 @@ async fn serve_channel(
         let (partition, sub) = (request.partition, request.subpartition);
         tokio::task::spawn_blocking(move || registry.take(partition, sub, wait, &|| false))
             .await
-            .map_err(|e| TransportError::Stream(e.to_string()))?
+            .map_err(|e| stream_err(&e))?
     };
     let rx = match rx {
         Ok(rx) => rx,
@@ -451,20 +473,46 @@ async fn serve_channel(
             return Err(TransportError::Stream(msg));
         }
     };
-    let stream_err = |e: quinn::WriteError| TransportError::Stream(e.to_string());
+    // The consumer's credit: buffers it has room for. It announces freed ones as u32 counts.
+    let credit = Arc::new(tokio::sync::Semaphore::new(
+        request.credit.min(1 << 16) as usize
+    ));
+    let granted = credit.clone();
+    tokio::spawn(async move {
+        let mut n = [0u8; 4];
+        while recv.read_exact(&mut n).await.is_ok() {
+            let more = u32::from_le_bytes(n).min(1 << 16) as usize;
+            if granted.available_permits() + more > 1 << 20 {
+                warn!(%peer, "a consumer announced more credit than it can have; closing the channel");
+                granted.close();
+                return;
+            }
+            granted.add_permits(more);
+        }
+        // The consumer finished its side (it is done or gone); nothing more will be read.
+        granted.close();
+    });
     loop {
         // Dropping `rx` on a failed write tells the producer its consumer is gone.
         match rx.recv_async().await {
             Ok(NetBuffer::Data(buf)) => {
+                match credit.acquire().await {
+                    Ok(permit) => permit.forget(),
+                    Err(_) => {
+                        return Err(TransportError::Stream(
+                            "the consumer closed the channel".into(),
+                        ));
+                    }
+                }
                 send.write_all(&encode_header(buf.len(), KIND_DATA))
                     .await
-                    .map_err(stream_err)?;
-                send.write_all(&buf).await.map_err(stream_err)?;
+                    .map_err(|e| stream_err(&e))?;
+                send.write_all(&buf).await.map_err(|e| stream_err(&e))?;
             }
             Ok(NetBuffer::EndOfPartition) => {
                 send.write_all(&encode_header(0, KIND_END))
                     .await
-                    .map_err(stream_err)?;
+                    .map_err(|e| stream_err(&e))?;
                 let _ = send.finish();
                 // Wait until the consumer has everything before the stream is dropped.
                 let _ = send.stopped().await;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rkyv::util::AlignedVec;
 
-use super::buffer::{IoCounters, NetBuffer};
+use super::buffer::{Buffer, IoCounters, NetBuffer};
 use super::partitioner::{ChannelSelector, key_group, operator_index_for_key_group};
 use crate::api::{Output, RuntimeContext, TaskError};
 use crate::record::{self, Data};
@@ -113,7 +113,7 @@ impl RecordWriter {
         self.counters
             .bytes_out
             .fetch_add(full.len() as u64, Ordering::Relaxed);
-        self.send(channel, NetBuffer::Data(full))
+        self.send(channel, NetBuffer::Data(Buffer::local(full)))
     }
 
     /// Ships every non-empty buffer (the buffer timeout expired).
