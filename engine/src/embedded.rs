@@ -173,6 +173,69 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn panicking_user_code_restarts_per_strategy_then_fails_while_other_jobs_run() {
+        let mut config = Config::default();
+        config.set("restart-strategy.type", "fixed-delay").unwrap();
+        config
+            .set("restart-strategy.fixed-delay.attempts", "2")
+            .unwrap();
+        config
+            .set("restart-strategy.fixed-delay.delay", "50 ms")
+            .unwrap();
+        let cluster = EmbeddedCluster::start_with(config, 2, 2).await.unwrap();
+        let shared = &cluster.jobmanager.shared;
+        let steady = shared
+            .submit(
+                ProgramSpec {
+                    name: "stream-sum".into(),
+                    args: vec!["--rate".into(), "1000".into()],
+                },
+                Some(2),
+            )
+            .unwrap();
+        let args = vec![
+            "--rate".into(),
+            "0".into(),
+            "--records".into(),
+            "100000".into(),
+            "--poison-at".into(),
+            "5000".into(),
+        ];
+        let poisoned = shared
+            .submit(
+                ProgramSpec {
+                    name: "stream-sum".into(),
+                    args,
+                },
+                Some(2),
+            )
+            .unwrap();
+        assert_eq!(wait_terminal(&cluster, poisoned).await, JobStatus::Failed);
+        {
+            let d = shared.dispatcher();
+            let jm = &d.jobs[&poisoned];
+            assert_eq!(jm.restart.restarts(), 2);
+            assert_eq!(jm.exceptions.len(), 3, "{:?}", jm.exceptions);
+            assert!(
+                jm.exceptions
+                    .iter()
+                    .all(|e| e.exception.contains("poisoned record: key 0 reached")),
+                "{:?}",
+                jm.exceptions
+            );
+            assert!(
+                jm.exceptions[2]
+                    .exception
+                    .starts_with("Recovery is suppressed by FixedDelayRestartBackoffTimeStrategy")
+            );
+            assert_eq!(d.jobs[&steady].status, JobStatus::Running);
+            assert_eq!(d.rm.total_slots(), 4, "no TaskManager died");
+        }
+        shared.cancel(steady).unwrap();
+        assert_eq!(wait_terminal(&cluster, steady).await, JobStatus::Canceled);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn cancel_stops_an_unbounded_job_and_frees_slots() {
         let cluster = EmbeddedCluster::start(Config::default(), 2).await.unwrap();
         let shared = &cluster.jobmanager.shared;

@@ -57,6 +57,8 @@ pub struct Config {
     pub slot_request_timeout: Duration,
     /// `jobmanager.scheduler` (default `default`): which scheduler runs new jobs.
     pub scheduler: SchedulerKind,
+    /// Restart strategy options (`restart-strategy.*`).
+    pub restart: RestartOptions,
     /// Finished-job store options (`jobstore.*`).
     pub jobstore: JobStoreOptions,
     /// Security options (`security.*`).
@@ -138,6 +140,48 @@ pub struct HeartbeatOptions {
     pub interval: Duration,
     /// `heartbeat.timeout` (default 50 s): silence after which a peer is declared dead.
     pub timeout: Duration,
+}
+
+/// Flink's restart strategies (`restart-strategy.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartStrategyKind {
+    /// `none` (also `off`, `disable`): a failure fails the job.
+    None,
+    /// `fixed-delay`: a fixed number of restarts with a fixed delay.
+    FixedDelay,
+    /// `failure-rate`: restarts while failures per interval stay under a limit.
+    FailureRate,
+    /// `exponential-delay`: restarts with a growing backoff.
+    ExponentialDelay,
+}
+
+/// How a job restarts after a failure (Flink's `restart-strategy.*` keys).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestartOptions {
+    /// `restart-strategy.type` (default unset: `none` without checkpointing).
+    pub kind: Option<RestartStrategyKind>,
+    /// `restart-strategy.fixed-delay.attempts` (default 1).
+    pub fixed_delay_attempts: u32,
+    /// `restart-strategy.fixed-delay.delay` (default 1 s).
+    pub fixed_delay_delay: Duration,
+    /// `restart-strategy.failure-rate.max-failures-per-interval` (default 1).
+    pub failure_rate_max_failures: u32,
+    /// `restart-strategy.failure-rate.failure-rate-interval` (default 1 min).
+    pub failure_rate_interval: Duration,
+    /// `restart-strategy.failure-rate.delay` (default 1 s).
+    pub failure_rate_delay: Duration,
+    /// `restart-strategy.exponential-delay.initial-backoff` (default 1 s).
+    pub exponential_initial_backoff: Duration,
+    /// `restart-strategy.exponential-delay.max-backoff` (default 1 min).
+    pub exponential_max_backoff: Duration,
+    /// `restart-strategy.exponential-delay.backoff-multiplier` (default 1.5).
+    pub exponential_multiplier: f64,
+    /// `restart-strategy.exponential-delay.reset-backoff-threshold` (default 1 h).
+    pub exponential_reset_threshold: Duration,
+    /// `restart-strategy.exponential-delay.jitter-factor` (default 0.1).
+    pub exponential_jitter: f64,
+    /// `restart-strategy.exponential-delay.attempts-before-reset-backoff` (default unlimited).
+    pub exponential_attempts_before_reset: u32,
 }
 
 /// Which scheduler the JobManager uses for new jobs (`jobmanager.scheduler`).
@@ -241,6 +285,20 @@ impl Config {
             },
             slot_request_timeout: Duration::ZERO,
             scheduler: SchedulerKind::Default,
+            restart: RestartOptions {
+                kind: None,
+                fixed_delay_attempts: 0,
+                fixed_delay_delay: Duration::ZERO,
+                failure_rate_max_failures: 0,
+                failure_rate_interval: Duration::ZERO,
+                failure_rate_delay: Duration::ZERO,
+                exponential_initial_backoff: Duration::ZERO,
+                exponential_max_backoff: Duration::ZERO,
+                exponential_multiplier: 0.0,
+                exponential_reset_threshold: Duration::ZERO,
+                exponential_jitter: 0.0,
+                exponential_attempts_before_reset: 0,
+            },
             jobstore: JobStoreOptions {
                 max_capacity: 0,
                 expiration_time: Duration::ZERO,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
-use super::{Config, ConfigError, SchedulerKind};
+use super::{Config, ConfigError, RestartStrategyKind, SchedulerKind};
 
 /// One configuration option: its key, default and documentation.
 #[derive(Debug)]
@@ -374,6 +374,63 @@ impl ConfigEnum for SchedulerKind {
     ];
 }
 
+impl ConfigEnum for RestartStrategyKind {
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("none", RestartStrategyKind::None),
+        ("off", RestartStrategyKind::None),
+        ("disable", RestartStrategyKind::None),
+        ("fixed-delay", RestartStrategyKind::FixedDelay),
+        ("fixeddelay", RestartStrategyKind::FixedDelay),
+        ("failure-rate", RestartStrategyKind::FailureRate),
+        ("failurerate", RestartStrategyKind::FailureRate),
+        ("exponential-delay", RestartStrategyKind::ExponentialDelay),
+        ("exponentialdelay", RestartStrategyKind::ExponentialDelay),
+    ];
+}
+
+/// An optional enum: empty means unset.
+struct OptChoice<E>(PhantomData<E>);
+
+impl<E: ConfigEnum> Codec for OptChoice<E> {
+    type Value = Option<E>;
+    const TYPE_NAME: &'static str = "enum (optional)";
+    fn parse(&self, raw: &str) -> Result<Option<E>, Rejection> {
+        if raw.trim().is_empty() {
+            return Ok(None);
+        }
+        Choice::<E>(PhantomData).parse(raw).map(Some)
+    }
+    fn render(&self, value: &Option<E>) -> String {
+        value
+            .map(|v| Choice::<E>(PhantomData).render(&v))
+            .unwrap_or_default()
+    }
+}
+
+/// A float in `[min, max]`.
+struct FloatRange(f64, f64);
+
+impl Codec for FloatRange {
+    type Value = f64;
+    const TYPE_NAME: &'static str = "float";
+    fn parse(&self, raw: &str) -> Result<f64, Rejection> {
+        let v: f64 = raw
+            .trim()
+            .parse()
+            .map_err(|_| Rejection::Invalid("expected a number".into()))?;
+        if !v.is_finite() || v < self.0 || v > self.1 {
+            return Err(Rejection::OutOfRange(format!(
+                "must be between {} and {}",
+                self.0, self.1
+            )));
+        }
+        Ok(v)
+    }
+    fn render(&self, value: &f64) -> String {
+        value.to_string()
+    }
+}
+
 /// One of the names in `E::CHOICES`, matched case-insensitively.
 struct Choice<E>(PhantomData<E>);
 
@@ -479,6 +536,42 @@ options! {
     "rest.port" => rest.port: PORT,
         default "8081",
         doc "Port of the REST API and web UI.";
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff" => restart.exponential_attempts_before_reset: AT_LEAST_ONE,
+        default "2147483647",
+        doc "Restarts exponential-delay allows before the backoff resets (never, by default).";
+    "restart-strategy.exponential-delay.backoff-multiplier" => restart.exponential_multiplier: FloatRange(1.0, 1000.0),
+        default "1.5",
+        doc "Factor the backoff grows by after each failure (exponential-delay).";
+    "restart-strategy.exponential-delay.initial-backoff" => restart.exponential_initial_backoff: ANY_DURATION,
+        default "1 s",
+        doc "Backoff before the first restart (exponential-delay).";
+    "restart-strategy.exponential-delay.jitter-factor" => restart.exponential_jitter: FloatRange(0.0, 1.0),
+        default "0.1",
+        doc "Random share (+/-) applied to each backoff so restarts do not synchronize (exponential-delay).";
+    "restart-strategy.exponential-delay.max-backoff" => restart.exponential_max_backoff: ANY_DURATION,
+        default "1 min",
+        doc "Upper bound of the backoff (exponential-delay).";
+    "restart-strategy.exponential-delay.reset-backoff-threshold" => restart.exponential_reset_threshold: POSITIVE_DURATION,
+        default "1 h",
+        doc "A job running this long without failure starts again at the initial backoff (exponential-delay).";
+    "restart-strategy.failure-rate.delay" => restart.failure_rate_delay: ANY_DURATION,
+        default "1 s",
+        doc "Delay between a failure and the restart (failure-rate).";
+    "restart-strategy.failure-rate.failure-rate-interval" => restart.failure_rate_interval: POSITIVE_DURATION,
+        default "1 min",
+        doc "Window in which failures are counted (failure-rate).";
+    "restart-strategy.failure-rate.max-failures-per-interval" => restart.failure_rate_max_failures: AT_LEAST_ONE,
+        default "1",
+        doc "Failures within the interval after which the job fails for good (failure-rate).";
+    "restart-strategy.fixed-delay.attempts" => restart.fixed_delay_attempts: AT_LEAST_ONE,
+        default "1",
+        doc "Restarts before the job fails for good (fixed-delay).";
+    "restart-strategy.fixed-delay.delay" => restart.fixed_delay_delay: ANY_DURATION,
+        default "1 s",
+        doc "Delay between a failure and the restart (fixed-delay).";
+    "restart-strategy.type" => restart.kind: OptChoice::<RestartStrategyKind>(PhantomData),
+        default "",
+        doc "none, fixed-delay, failure-rate or exponential-delay; unset: none without checkpointing, as in Flink.";
     "security.cluster.secret" => security.cluster_secret: OptionalText,
         default "",
         doc "Shared secret that authenticates every process of the cluster to the others.",

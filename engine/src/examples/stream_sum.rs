@@ -13,10 +13,10 @@ impl JobProgram for StreamSum {
         "unbounded generator -> key_by -> running sum per key (runs until cancelled)"
     }
     fn usage(&self) -> &'static str {
-        "[--rate R (records/s over all sources, 0 = as fast as possible; default 1000)] [--keys K (default 1000)] [--records N (stop after N; default unbounded)] [--output PATH (default: discard)]"
+        "[--rate R (records/s over all sources, 0 = as fast as possible; default 1000)] [--keys K (default 1000)] [--records N (stop after N; default unbounded)] [--output PATH (default: discard)] [--poison-at I (the keyed operator panics on record I: a job whose code fails, for failure-handling tests)]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
-        let params = Params::parse(args, &["rate", "keys", "records", "output"])?;
+        let params = Params::parse(args, &["rate", "keys", "records", "output", "poison-at"])?;
         let rate = params.number("rate", 1000)?;
         let keys = params.number("keys", 1000)?;
         if keys == 0 {
@@ -28,7 +28,24 @@ impl JobProgram for StreamSum {
             }),
             None => env.generate(rate, move |i| (i % keys, 1u64)),
         };
-        let sums = source.key_by(|r: &(u64, u64)| r.0).sum();
+        // The keyed operator panics when record I (key I % K, its (I / K + 1)-th record) arrives.
+        let poison = params
+            .get("poison-at")
+            .map(|_| params.number("poison-at", 0))
+            .transpose()?;
+        let sums = source
+            .key_by(|r: &(u64, u64)| r.0)
+            .reduce(move |(k, a): (u64, u64), (_, b): (u64, u64)| {
+                let total = a + b;
+                if let Some(p) = poison
+                    && total > p / keys
+                    && k == p % keys
+                {
+                    panic!("poisoned record: key {k} reached {total}");
+                }
+                (k, total)
+            })
+            .name("Keyed Sum");
         match params.get("output") {
             Some("") => return Err("--output needs a path".into()),
             Some(path) => sums

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::jobmaster::{Action, JobMaster};
 use super::resourcemanager::{ResourceManager, TaskManagerInfo};
+use super::restart::RestartPolicy;
 use crate::api::StreamExecutionEnvironment;
 use crate::examples;
 use crate::ids::{ExecutionId, JobId, ResourceId};
@@ -23,6 +24,8 @@ pub struct DispatcherSettings {
     pub jobstore_max_capacity: usize,
     /// `jobstore.expiration-time` in ms.
     pub jobstore_expiration_ms: u64,
+    /// The restart strategy of new jobs.
+    pub restart: RestartPolicy,
 }
 
 /// Why a submission was refused.
@@ -112,7 +115,14 @@ impl Dispatcher {
             .into_graph()
             .job_graph(&name, parallelism)
             .map_err(|e| SubmitError::BadGraph(e.to_string()))?;
-        let mut jm = JobMaster::new(job_id, program, parallelism, graph, now);
+        let mut jm = JobMaster::new(
+            job_id,
+            program,
+            parallelism,
+            graph,
+            self.settings.restart.clone(),
+            now,
+        );
         let actions = jm.start(now);
         self.jobs.insert(job_id, jm);
         Ok(self.run(actions, now))
@@ -203,6 +213,9 @@ impl Dispatcher {
                 actions.extend(jm.slot_request_timed_out(now));
             }
         }
+        for jm in self.jobs.values_mut() {
+            actions.extend(jm.tick(now));
+        }
         out.extend(self.run(actions, now));
         out.extend(self.allocate(now));
         self.expire_archive(now);
@@ -258,6 +271,14 @@ impl Dispatcher {
                     resource_id,
                     execution,
                 } => out.push((resource_id, JmToTm::Cancel { execution })),
+                Action::Reset { job, resource_ids } => {
+                    self.rm.release(job);
+                    out.extend(
+                        resource_ids
+                            .into_iter()
+                            .map(|id| (id, JmToTm::ReleaseJob { job })),
+                    );
+                }
                 Action::Terminated { job, resource_ids } => {
                     self.rm.release(job);
                     needs_allocation = true;
@@ -288,6 +309,7 @@ mod tests {
             heartbeat_timeout_ms: 500,
             jobstore_max_capacity: 2,
             jobstore_expiration_ms: 10_000,
+            restart: RestartPolicy::None,
         }
     }
 

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::resourcemanager::SlotRef;
+use super::restart::{RestartPolicy, RestartTracker};
 use crate::graph::{JobGraph, ShipStrategy};
 use crate::ids::{ExecutionId, JobId, PartitionId, ResourceId};
 use crate::rpc::messages::{
@@ -124,6 +125,13 @@ pub enum Action {
         /// Which.
         execution: ExecutionId,
     },
+    /// The job restarts: free its slots and the TaskManagers' partitions of the old attempts.
+    Reset {
+        /// The job.
+        job: JobId,
+        /// TaskManagers that hosted its executions.
+        resource_ids: Vec<ResourceId>,
+    },
     /// The job reached a terminal state: free its slots and the TaskManagers' partitions.
     Terminated {
         /// The job.
@@ -164,6 +172,12 @@ pub struct JobMaster {
     pub exceptions: Vec<ExceptionEntry>,
     /// Slots granted to this job (subtask `i` of every vertex shares slot `i`).
     pub slots: Vec<SlotRef>,
+    /// Restart strategy state.
+    pub restart: RestartTracker,
+    /// When a pending restart may happen (ms since the epoch).
+    restart_at: Option<u64>,
+    /// State of the jitter's random numbers (seeded from the job id, so the core stays pure).
+    rng: u64,
 }
 
 impl JobMaster {
@@ -173,6 +187,7 @@ impl JobMaster {
         program: ProgramSpec,
         default_parallelism: u32,
         graph: JobGraph,
+        restart: RestartPolicy,
         now: u64,
     ) -> Self {
         let executions = graph
@@ -206,7 +221,18 @@ impl JobMaster {
             executions,
             exceptions: Vec::new(),
             slots: Vec::new(),
+            restart: RestartTracker::new(restart),
+            restart_at: None,
+            rng: (job_id.0 as u64) | 1,
         }
+    }
+
+    fn random(&mut self) -> f64 {
+        // xorshift64: enough for jitter.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
     }
 
     fn set_status(&mut self, status: JobStatus, now: u64) {
@@ -443,12 +469,65 @@ impl JobMaster {
         self.fail(now)
     }
 
+    /// A failure: restart per the strategy, or fail the job. The job's other executions are
+    /// cancelled either way; a failure during a failover joins it.
     fn fail(&mut self, now: u64) -> Vec<Action> {
-        if matches!(self.status, JobStatus::Running) {
-            self.set_status(JobStatus::Failing, now);
+        if self.status == JobStatus::Running {
+            let random = self.random();
+            match self.restart.on_failure(now, random) {
+                Some(delay) => {
+                    self.set_status(JobStatus::Restarting, now);
+                    self.restart_at = Some(now + delay);
+                }
+                None => {
+                    if self.restart.policy() != &RestartPolicy::None
+                        && let Some(last) = self.exceptions.last_mut()
+                    {
+                        last.exception = format!(
+                            "Recovery is suppressed by {}: {}",
+                            self.restart.policy().describe(),
+                            last.exception
+                        );
+                    }
+                    self.set_status(JobStatus::Failing, now);
+                }
+            }
         }
         let mut actions = self.cancel_executions(now);
         actions.extend(self.terminate_if_done(now));
+        actions.extend(self.tick(now));
+        actions
+    }
+
+    /// Time passes: a pending restart happens once its delay is over and every execution of
+    /// the failed attempt has stopped.
+    pub fn tick(&mut self, now: u64) -> Vec<Action> {
+        let due = self.restart_at.is_some_and(|at| now >= at);
+        let stopped = self
+            .executions
+            .iter()
+            .flatten()
+            .all(|e| e.state.is_terminal());
+        if self.status != JobStatus::Restarting || !due || !stopped {
+            return Vec::new();
+        }
+        self.restart_at = None;
+        let mut resource_ids: Vec<ResourceId> =
+            self.slots.drain(..).map(|s| s.resource_id).collect();
+        resource_ids.sort();
+        resource_ids.dedup();
+        for e in self.executions.iter_mut().flatten() {
+            e.attempt += 1;
+            e.slot = None;
+            e.failure = None;
+            e.metrics = TaskMetrics::default();
+            e.timestamps.clear();
+        }
+        let mut actions = vec![Action::Reset {
+            job: self.job_id,
+            resource_ids,
+        }];
+        actions.extend(self.start(now));
         actions
     }
 
@@ -458,6 +537,7 @@ impl JobMaster {
             return Vec::new();
         }
         self.set_status(JobStatus::Cancelling, now);
+        self.restart_at = None;
         let mut actions = self.cancel_executions(now);
         actions.extend(self.terminate_if_done(now));
         actions
@@ -491,7 +571,10 @@ impl JobMaster {
 
     fn terminate_if_done(&mut self, now: u64) -> Vec<Action> {
         let all = || self.executions.iter().flatten();
-        if !all().all(|e| e.state.is_terminal()) || self.status.is_globally_terminal() {
+        if !all().all(|e| e.state.is_terminal())
+            || self.status.is_globally_terminal()
+            || self.status == JobStatus::Restarting
+        {
             return Vec::new();
         }
         let status = match self.status {
@@ -578,6 +661,7 @@ mod tests {
             },
             parallelism,
             graph,
+            RestartPolicy::None,
             0,
         )
     }
@@ -696,6 +780,92 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    #[test]
+    fn fixed_delay_restarts_with_new_attempts_then_gives_up() {
+        let mut jm = job(2);
+        jm.restart = RestartTracker::new(RestartPolicy::FixedDelay {
+            attempts: 1,
+            delay_ms: 100,
+        });
+        jm.start(0);
+        let deployed: Vec<TaskDeployment> = deploys(&jm.slots_allocated(slots(2), 1))
+            .into_iter()
+            .cloned()
+            .collect();
+        report_all(&mut jm, &deployed, ExecutionState::Running);
+        jm.task_state(
+            deployed[0].execution,
+            ExecutionState::Failed,
+            Some("boom".into()),
+            TaskMetrics::default(),
+            50,
+        );
+        assert_eq!(jm.status, JobStatus::Restarting);
+        for d in &deployed[1..] {
+            jm.task_state(
+                d.execution,
+                ExecutionState::Canceled,
+                None,
+                TaskMetrics::default(),
+                60,
+            );
+        }
+        assert!(jm.tick(149).is_empty(), "the delay is not over");
+        let actions = jm.tick(150);
+        assert!(matches!(actions[0], Action::Reset { .. }));
+        assert!(matches!(actions[1], Action::RequestSlots { slots: 2, .. }));
+        assert_eq!(jm.status, JobStatus::Running);
+        let second: Vec<TaskDeployment> = deploys(&jm.slots_allocated(slots(2), 151))
+            .into_iter()
+            .cloned()
+            .collect();
+        assert!(second.iter().all(|d| d.execution.attempt == 1));
+        assert!(
+            second
+                .iter()
+                .flat_map(|d| d.inputs.iter().flatten())
+                .all(|c| c.partition.producer.attempt == 1)
+        );
+        // A late report of the first attempt changes nothing.
+        assert!(
+            jm.task_state(
+                deployed[1].execution,
+                ExecutionState::Failed,
+                None,
+                TaskMetrics::default(),
+                152
+            )
+            .is_empty()
+        );
+        report_all(&mut jm, &second, ExecutionState::Running);
+        jm.task_state(
+            second[0].execution,
+            ExecutionState::Failed,
+            Some("again".into()),
+            TaskMetrics::default(),
+            200,
+        );
+        assert_eq!(jm.status, JobStatus::Failing);
+        assert!(
+            jm.exceptions
+                .last()
+                .unwrap()
+                .exception
+                .starts_with("Recovery is suppressed by FixedDelayRestartBackoffTimeStrategy")
+        );
+        for d in &second[1..] {
+            jm.task_state(
+                d.execution,
+                ExecutionState::Canceled,
+                None,
+                TaskMetrics::default(),
+                210,
+            );
+        }
+        assert_eq!(jm.status, JobStatus::Failed);
+        assert_eq!(jm.exceptions.len(), 2);
     }
 
     #[test]

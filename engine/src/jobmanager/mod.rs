@@ -5,4 +5,5 @@
 pub mod dispatcher;
 pub mod jobmaster;
 pub mod resourcemanager;
+pub mod restart;
 pub mod service;

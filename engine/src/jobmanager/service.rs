@@ -162,6 +162,8 @@ impl JobManager {
             heartbeat_timeout_ms: config.heartbeat.timeout.as_millis() as u64,
             jobstore_max_capacity: config.jobstore.max_capacity,
             jobstore_expiration_ms: config.jobstore.expiration_time.as_millis() as u64,
+            // No checkpointing yet, so an unset strategy means none, as in Flink.
+            restart: super::restart::RestartPolicy::from_config(&config.restart, false),
         };
         let shared = Arc::new(JobManagerShared {
             config,
