@@ -436,26 +436,46 @@ impl<T: Data + Display> DataStream<T> {
 }
 
 impl<T: Data, K: Hash + Eq + Clone + Send + 'static> KeyedStream<T, K> {
+    fn keyed<O: Data>(
+        &self,
+        name: &str,
+        make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<BoxOutput<T>, TaskError> + 'static,
+    ) -> DataStream<O> {
+        let selector = ChannelSelector::by_key(self.key.clone());
+        self.stream
+            .then(name, Some(ShipStrategy::Hash), selector, make)
+    }
+
+    /// Applies `f` to every record, after partitioning by key.
+    pub fn map<O: Data>(&self, f: impl Fn(T) -> O + Send + Sync + 'static) -> DataStream<O> {
+        let f = Arc::new(f);
+        self.keyed("Map", move |_, next| {
+            Ok(Box::new(Map { f: f.clone(), next }))
+        })
+    }
+
+    /// Keeps the records for which `f` is true, after partitioning by key.
+    pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
+        let f = Arc::new(f);
+        self.keyed("Filter", move |_, next| {
+            Ok(Box::new(Filter { f: f.clone(), next }))
+        })
+    }
+
     /// Combines each record with its key's previous aggregate. Streaming mode emits every new
     /// aggregate; batch mode emits each key's final aggregate when the input ends.
     pub fn reduce(&self, f: impl Fn(T, T) -> T + Send + Sync + 'static) -> DataStream<T> {
         let f = Arc::new(f);
         let key = self.key.clone();
-        let selector = ChannelSelector::by_key(key.clone());
-        self.stream.then(
-            "Keyed Reduce",
-            Some(ShipStrategy::Hash),
-            selector,
-            move |ctx, next| {
-                Ok(Box::new(KeyedReduce {
-                    key: key.clone(),
-                    reduce: f.clone(),
-                    state: Default::default(),
-                    batch: ctx.is_batch(),
-                    next,
-                }))
-            },
-        )
+        self.keyed("Keyed Reduce", move |ctx, next| {
+            Ok(Box::new(KeyedReduce {
+                key: key.clone(),
+                reduce: f.clone(),
+                state: Default::default(),
+                batch: ctx.is_batch(),
+                next,
+            }))
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! Bundled example jobs, runnable by name (`sluice run wordcount`), and the program registry
 //! that maps a job's name to the code that builds it.
 
+mod shuffle;
 mod stream_sum;
 mod wordcount;
 
@@ -30,7 +31,11 @@ pub fn wordcount_tokens(line: &str) -> Vec<String> {
 
 /// Every program this binary can run.
 pub fn programs() -> Vec<&'static dyn JobProgram> {
-    vec![&wordcount::WordCount, &stream_sum::StreamSum]
+    vec![
+        &wordcount::WordCount,
+        &stream_sum::StreamSum,
+        &shuffle::Shuffle,
+    ]
 }
 
 /// The program called `name`.

@@ -99,6 +99,9 @@ pub struct ExceptionEntry {
     pub task_name: Option<String>,
     /// The TaskManager it ran on.
     pub location: Option<String>,
+    /// Failures of other tasks that happened while this one was being handled
+    /// (`"<task>: <failure>"`), Flink's `concurrentExceptions`.
+    pub concurrent: Vec<String>,
 }
 
 /// What the JobManager must do for a JobMaster.
@@ -410,12 +413,20 @@ impl JobMaster {
                     .map(|slot| slot.resource_id.clone());
                 let message = error.unwrap_or_else(|| "unknown failure".into());
                 self.executions[v][s].failure = Some(message.clone());
-                self.exceptions.push(ExceptionEntry {
-                    timestamp: now,
-                    exception: message,
-                    task_name: Some(self.task_name(v, s)),
-                    location,
-                });
+                let task_name = self.task_name(v, s);
+                match self.exceptions.last_mut() {
+                    // A failover (or the job's failure) is under way: this failure is part of it.
+                    Some(root) if self.status != JobStatus::Running => {
+                        root.concurrent.push(format!("{task_name}: {message}"));
+                    }
+                    _ => self.exceptions.push(ExceptionEntry {
+                        timestamp: now,
+                        exception: message,
+                        task_name: Some(task_name),
+                        location,
+                        concurrent: Vec::new(),
+                    }),
+                }
                 self.fail(now)
             }
             _ => self.terminate_if_done(now),
@@ -446,12 +457,19 @@ impl JobMaster {
             self.executions[v][s].failure = Some(message.clone());
         }
         let (v, s) = lost[0];
-        self.exceptions.push(ExceptionEntry {
-            timestamp: now,
-            exception: message,
-            task_name: Some(self.task_name(v, s)),
-            location: Some(resource_id.to_string()),
-        });
+        let task_name = self.task_name(v, s);
+        match self.exceptions.last_mut() {
+            Some(root) if self.status != JobStatus::Running => {
+                root.concurrent.push(format!("{task_name}: {message}"));
+            }
+            _ => self.exceptions.push(ExceptionEntry {
+                timestamp: now,
+                exception: message,
+                task_name: Some(task_name),
+                location: Some(resource_id.to_string()),
+                concurrent: Vec::new(),
+            }),
+        }
         self.fail(now)
     }
 
@@ -465,6 +483,7 @@ impl JobMaster {
             exception: NO_RESOURCE.into(),
             task_name: None,
             location: None,
+            concurrent: Vec::new(),
         });
         self.fail(now)
     }
