@@ -471,7 +471,7 @@ async fn malformed_submissions_are_refused_with_reasons() {
     ];
     for (content_type, body, needle) in cases {
         let (status, answer) = c
-            .raw(Method::POST, "/v1/sluice/jobs", *content_type, *body)
+            .raw(Method::POST, "/v1/sluice/jobs", *content_type, body)
             .await;
         is_error(status, &answer, StatusCode::BAD_REQUEST, needle);
     }
