@@ -634,3 +634,21 @@ async fn web_ui_is_served() {
         assert!(response.text().await.unwrap().contains(needle), "{path}");
     }
 }
+
+#[tokio::test]
+#[ignore = "needs node >= 18 on the PATH"]
+async fn web_ui_runs_against_the_api() {
+    let c = cluster().await;
+    let web = concat!(env!("CARGO_MANIFEST_DIR"), "/src/web");
+    let output = tokio::process::Command::new("node")
+        .arg(format!("{web}/smoke.mjs"))
+        .arg(&c.base)
+        .arg(format!("{web}/app.js"))
+        .output()
+        .await
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("UI OK"), "{stdout}{stderr}");
+}
