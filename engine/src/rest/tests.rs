@@ -652,3 +652,196 @@ async fn web_ui_runs_against_the_api() {
     assert!(output.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("UI OK"), "{stdout}{stderr}");
 }
+
+mod views_of_a_running_cluster {
+    //! The renderings with a TaskManager and running tasks, driven through the pure cores.
+
+    use super::has_fields;
+    use crate::ids::{ExecutionId, JobId};
+    use crate::jobmanager::dispatcher::{Dispatcher, DispatcherSettings};
+    use crate::jobmanager::resourcemanager::TaskManagerInfo;
+    use crate::rest::views;
+    use crate::rpc::messages::{ExecutionState, Hardware, ProgramSpec, TaskMetrics};
+
+    fn dispatcher_with_running_job() -> (Dispatcher, JobId) {
+        let mut d = Dispatcher::new(DispatcherSettings {
+            slot_request_timeout_ms: 10_000,
+            heartbeat_timeout_ms: 10_000,
+            jobstore_max_capacity: 10,
+            jobstore_expiration_ms: 100_000,
+        });
+        d.register_taskmanager(
+            TaskManagerInfo {
+                resource_id: "tm-1".into(),
+                host: "localhost".into(),
+                data_address: "127.0.0.1:7001".parse().unwrap(),
+                rpc_address: "127.0.0.1:7002".parse().unwrap(),
+                hardware: Hardware {
+                    cpu_cores: 4,
+                    physical_memory: 8 << 30,
+                },
+                network_memory: 64 << 20,
+                registered_at: 1_000,
+                last_heartbeat: 1_500,
+                slots: vec![None; 2],
+            },
+            1_000,
+        );
+        let job = JobId(42);
+        let program = ProgramSpec {
+            name: "stream-sum".into(),
+            args: vec![],
+        };
+        d.submit(job, program, 2, 2_000).unwrap();
+        let vertices = d.jobs[&job].executions.len();
+        for v in 0..vertices {
+            for s in 0..2 {
+                let id = ExecutionId {
+                    job,
+                    vertex: v as u32,
+                    subtask: s,
+                    attempt: 0,
+                };
+                let metrics = TaskMetrics {
+                    records_in: 10,
+                    bytes_in: 100,
+                    records_out: 20,
+                    bytes_out: 200,
+                    back_pressured_ms: 5,
+                };
+                d.task_state(id, ExecutionState::Running, None, metrics, 3_000);
+            }
+        }
+        (d, job)
+    }
+
+    #[test]
+    fn running_vertices_sum_their_subtasks() {
+        let (d, job) = dispatcher_with_running_job();
+        let details = views::job_details(&d.jobs[&job], 4_000);
+        assert_eq!(details["state"], "RUNNING");
+        assert_eq!(details["duration"], 2_000);
+        assert_eq!(details["end-time"], -1);
+        for v in details["vertices"].as_array().unwrap() {
+            assert_eq!(v["status"], "RUNNING", "{v}");
+            assert_eq!(v["tasks"]["RUNNING"], 2, "{v}");
+            assert_eq!(v["start-time"], 2_000, "deployed when the slots came: {v}");
+            assert_eq!(v["end-time"], -1);
+            assert_eq!(v["duration"], 2_000);
+            let m = &v["metrics"];
+            assert_eq!(m["read-records"], 20);
+            assert_eq!(m["read-bytes"], 200);
+            assert_eq!(m["write-records"], 40);
+            assert_eq!(m["write-bytes"], 400);
+            assert_eq!(m["accumulated-backpressured-time"], 10);
+            assert_eq!(m["read-records-complete"], false);
+        }
+        let summary = views::job_summary(&d.jobs[&job], 4_000);
+        assert_eq!(summary["tasks"]["running"], summary["tasks"]["total"]);
+        let overview = views::overview(&d);
+        assert_eq!(overview["slots-total"], 2);
+        assert_eq!(overview["slots-available"], 0);
+        assert_eq!(overview["jobs-running"], 1);
+    }
+
+    #[test]
+    fn taskmanagers_have_every_field() {
+        let (d, job) = dispatcher_with_running_job();
+        let list = views::taskmanagers(&d);
+        let tm = &list["taskmanagers"][0];
+        has_fields(
+            tm,
+            &[
+                "id",
+                "path",
+                "dataPort",
+                "jmxPort",
+                "timeSinceLastHeartbeat",
+                "slotsNumber",
+                "freeSlots",
+                "totalResource",
+                "freeResource",
+                "hardware",
+                "memoryConfiguration",
+                "blocked",
+            ],
+        );
+        assert_eq!(tm["id"], "tm-1");
+        assert_eq!(tm["dataPort"], 7001);
+        assert_eq!(tm["jmxPort"], -1);
+        assert_eq!(tm["slotsNumber"], 2);
+        assert_eq!(tm["freeSlots"], 0);
+        assert_eq!(tm["timeSinceLastHeartbeat"], 1_500);
+        assert_eq!(tm["blocked"], false);
+        has_fields(
+            &tm["hardware"],
+            &["cpuCores", "physicalMemory", "freeMemory", "managedMemory"],
+        );
+        assert_eq!(tm["hardware"]["cpuCores"], 4);
+        has_fields(
+            &tm["totalResource"],
+            &[
+                "cpuCores",
+                "taskHeapMemory",
+                "taskOffHeapMemory",
+                "managedMemory",
+                "networkMemory",
+                "extendedResources",
+            ],
+        );
+        assert_eq!(tm["totalResource"]["networkMemory"], 64);
+        assert_eq!(tm["freeResource"]["networkMemory"], 0);
+        has_fields(
+            &tm["memoryConfiguration"],
+            &[
+                "frameworkHeap",
+                "taskHeap",
+                "frameworkOffHeap",
+                "taskOffHeap",
+                "networkMemory",
+                "managedMemory",
+                "jvmMetaspace",
+                "jvmOverhead",
+                "totalFlinkMemory",
+                "totalProcessMemory",
+            ],
+        );
+        let details = views::taskmanager_details(d.rm.taskmanager("tm-1").unwrap());
+        has_fields(&details, &["id", "metrics", "allocatedSlots", "blocked"]);
+        assert_eq!(details["allocatedSlots"][0]["jobId"], job.to_string());
+        has_fields(
+            &details["metrics"],
+            &["heapUsed", "nettyShuffleMemoryTotal", "garbageCollectors"],
+        );
+    }
+
+    #[test]
+    fn task_failures_appear_in_both_exception_lists() {
+        let (mut d, job) = dispatcher_with_running_job();
+        let id = ExecutionId {
+            job,
+            vertex: 0,
+            subtask: 1,
+            attempt: 0,
+        };
+        d.task_state(
+            id,
+            ExecutionState::Failed,
+            Some("boom: the operator panicked".into()),
+            TaskMetrics::default(),
+            5_000,
+        );
+        let e = views::exceptions(&d.jobs[&job]);
+        assert_eq!(e["root-exception"], "boom: the operator panicked");
+        assert_eq!(e["timestamp"], 5_000);
+        let entry = &e["exceptionHistory"]["entries"][0];
+        assert_eq!(entry["exceptionName"], "sluice.TaskFailure");
+        assert_eq!(entry["location"], "tm-1");
+        assert!(
+            entry["taskName"].as_str().unwrap().ends_with("(2/2)"),
+            "{entry}"
+        );
+        let task = &e["all-exceptions"][0];
+        has_fields(task, &["exception", "task", "location", "timestamp"]);
+    }
+}

@@ -283,12 +283,17 @@ pub fn job_details(jm: &JobMaster, now: u64) -> Value {
     })
 }
 
-/// Splits `com.example.SomeException: message` into the class name and the text; a message
-/// without a class prefix is named after sluice's generic failure.
+/// The exception class of `com.example.SomeException: message` (a qualified name, or one
+/// ending in `Exception`/`Error`); other messages get sluice's generic failure name.
 fn exception_name(text: &str) -> &str {
     let first_line = text.lines().next().unwrap_or("");
+    let looks_like_class = |c: &str| {
+        !c.is_empty()
+            && !c.contains(char::is_whitespace)
+            && (c.contains('.') || c.ends_with("Exception") || c.ends_with("Error"))
+    };
     match first_line.split_once(": ") {
-        Some((class, _)) if !class.is_empty() && !class.contains(char::is_whitespace) => class,
+        Some((class, _)) if looks_like_class(class) => class,
         _ => "sluice.TaskFailure",
     }
 }
