@@ -409,10 +409,10 @@ fn tzif_offset(data: &[u8], t: i64) -> Option<i64> {
         Some((i64::from(offset), end))
     }
     let (v1_offset, v1_end) = block(data, 0, 4, t)?;
-    if *data.get(4)? >= b'2' {
-        if let Some((offset, _)) = block(data, v1_end, 8, t) {
-            return Some(offset);
-        }
+    if *data.get(4)? >= b'2'
+        && let Some((offset, _)) = block(data, v1_end, 8, t)
+    {
+        return Some(offset);
     }
     Some(v1_offset)
 }
