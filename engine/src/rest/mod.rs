@@ -63,7 +63,7 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
 }
 
 async fn config() -> Json<Value> {
-    Json(views::dashboard_config())
+    Json(views::dashboard_config(now_ms()))
 }
 
 async fn overview(State(shared): State<Shared>) -> Json<Value> {

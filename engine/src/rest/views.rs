@@ -37,12 +37,28 @@ const JOB_STATES: [JobStatus; 11] = [
 
 const MB: u64 = 1024 * 1024;
 
-/// `GET /config`: what Flink's dashboard reads first.
-pub fn dashboard_config() -> Value {
+/// The local zone's name: `TZ`, else the zone `/etc/localtime` links to, else `UTC`.
+fn timezone_name() -> String {
+    let from_env = std::env::var("TZ")
+        .ok()
+        .map(|tz| tz.trim_start_matches(':').to_string())
+        .filter(|tz| !tz.is_empty());
+    from_env
+        .or_else(|| {
+            let target = std::fs::read_link("/etc/localtime").ok()?;
+            let text = target.to_string_lossy().into_owned();
+            text.split_once("zoneinfo/")
+                .map(|(_, zone)| zone.to_string())
+        })
+        .unwrap_or_else(|| "UTC".to_string())
+}
+
+/// `GET /config`: what Flink's dashboard reads first; the time zone is the JobManager's.
+pub fn dashboard_config(now: u64) -> Value {
     json!({
         "refresh-interval": 2000,
-        "timezone-name": "UTC",
-        "timezone-offset": 0,
+        "timezone-name": timezone_name(),
+        "timezone-offset": crate::cli::client::local_utc_offset_seconds(now) * 1000,
         "flink-version": version(),
         "flink-revision": COMMIT,
         "features": {
