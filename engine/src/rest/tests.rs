@@ -845,3 +845,27 @@ mod views_of_a_running_cluster {
         has_fields(task, &["exception", "task", "location", "timestamp"]);
     }
 }
+
+#[tokio::test]
+async fn raw_garbage_on_the_rest_port_leaves_it_serving() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let c = cluster().await;
+    let address = c.base.trim_start_matches("http://").to_string();
+    let garbage: [&[u8]; 5] = [
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"POST /sluice/jobs HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n{",
+        b"PATCH /jobs/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n",
+        &[0u8; 4096],
+    ];
+    for bytes in garbage {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let _ = stream.write_all(bytes).await;
+        let _ = stream.shutdown().await;
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+        let text = String::from_utf8_lossy(&answer);
+        assert!(!text.contains(" 500 "), "{text}");
+    }
+    assert_eq!(c.get("/overview").await["taskmanagers"], 0);
+}
