@@ -1,14 +1,14 @@
 //! The Dispatcher's REST API (Flink-compatible paths and fields) and the web UI.
 //!
 //! Every API path is served with and without the `/v1` prefix. Every non-2xx answer is Flink's
-//! `{"errors": ["..."]}`: the extractors in [`error`] turn malformed paths, queries and bodies
+//! `{"errors": ["..."]}`: the extractors in `error` turn malformed paths, queries and bodies
 //! into 4xx answers with a reason, so no request can produce a 500. Handlers hold the
 //! Dispatcher's lock only while rendering (never across an await). `docs/rest.md` lists the
 //! calls.
 
-pub mod error;
+mod error;
 mod ui;
-pub mod views;
+mod views;
 
 #[cfg(test)]
 mod tests;
