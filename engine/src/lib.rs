@@ -6,6 +6,8 @@
 //! The modules follow that architecture; see `docs/architecture.md`.
 
 pub mod api;
+/// Client side of the CLI verbs: the JobManager's REST client and `list` formatting.
+pub mod cli;
 pub mod config;
 pub mod embedded;
 pub mod examples;

@@ -1,12 +1,202 @@
 //! The Dispatcher's REST API (Flink-compatible paths and fields) and the web UI.
+//!
+//! Every API path is served with and without the `/v1` prefix. Every non-2xx answer is Flink's
+//! `{"errors": ["..."]}`: the extractors in `error` turn malformed paths, queries and bodies
+//! into 4xx answers with a reason, so no request can produce a 500. Handlers hold the
+//! Dispatcher's lock only while rendering (never across an await). `docs/rest.md` lists the
+//! calls.
+
+mod error;
+mod ui;
+mod views;
+
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
 use axum::Router;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use axum::{Json, extract::State};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
-use crate::jobmanager::service::JobManagerShared;
+use crate::jobmanager::dispatcher::{CancelError, SubmitError};
+use crate::jobmanager::service::{JobManagerShared, now_ms};
+use crate::rpc::messages::ProgramSpec;
+use error::{ApiError, ApiJson, ApiPath, ApiQuery, JobIdParam};
 
-/// All REST routes, with and without the `/v1` prefix.
+type Shared = Arc<JobManagerShared>;
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// The largest parallelism a submission may ask for: Flink's upper bound of key groups. Larger
+/// values could never be scheduled and would only cost memory.
+pub const MAX_PARALLELISM: u32 = 32768;
+
+/// All REST routes, with and without the `/v1` prefix, and the web UI at `/`.
 pub fn router(shared: Arc<JobManagerShared>) -> Router {
-    Router::new().with_state(shared)
+    let api: Vec<(&str, MethodRouter<Shared>)> = vec![
+        ("/config", get(config)),
+        ("/overview", get(overview)),
+        ("/jobs", get(jobs)),
+        ("/jobs/overview", get(jobs_overview)),
+        ("/jobs/{jobid}", get(job_details).patch(terminate_job)),
+        ("/jobs/{jobid}/exceptions", get(job_exceptions)),
+        ("/taskmanagers", get(taskmanagers)),
+        ("/taskmanagers/{taskmanagerid}", get(taskmanager)),
+        ("/jobmanager/config", get(jobmanager_config)),
+        ("/sluice/jobs", post(submit)),
+        ("/sluice/examples", get(examples)),
+    ];
+    let mut router = Router::new();
+    for (path, route) in api {
+        router = router
+            .route(path, route.clone())
+            .route(&format!("/v1{path}"), route);
+    }
+    ui::routes(router)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .fallback(error::not_found)
+        .with_state(shared)
+}
+
+async fn config() -> Json<Value> {
+    Json(views::dashboard_config(now_ms()))
+}
+
+async fn overview(State(shared): State<Shared>) -> Json<Value> {
+    Json(views::overview(&shared.dispatcher()))
+}
+
+async fn jobs(State(shared): State<Shared>) -> Json<Value> {
+    Json(views::job_ids(&shared.dispatcher()))
+}
+
+async fn jobs_overview(State(shared): State<Shared>) -> Json<Value> {
+    Json(views::jobs_overview(&shared.dispatcher(), now_ms()))
+}
+
+async fn job_details(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -> ApiResult {
+    let dispatcher = shared.dispatcher();
+    let jm = dispatcher
+        .jobs
+        .get(&id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    Ok(Json(views::job_details(jm, now_ms())))
+}
+
+async fn job_exceptions(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -> ApiResult {
+    let dispatcher = shared.dispatcher();
+    let jm = dispatcher
+        .jobs
+        .get(&id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    Ok(Json(views::exceptions(jm)))
+}
+
+async fn taskmanagers(State(shared): State<Shared>) -> Json<Value> {
+    Json(views::taskmanagers(&shared.dispatcher()))
+}
+
+async fn taskmanager(State(shared): State<Shared>, ApiPath(id): ApiPath<String>) -> ApiResult {
+    let dispatcher = shared.dispatcher();
+    let tm = dispatcher
+        .rm
+        .taskmanager(&id)
+        .ok_or_else(|| ApiError::not_found(format!("TaskManager {id} not found")))?;
+    Ok(Json(views::taskmanager_details(tm)))
+}
+
+async fn jobmanager_config(State(shared): State<Shared>) -> Json<Value> {
+    Json(views::jobmanager_config(&shared.config))
+}
+
+async fn examples() -> Json<Value> {
+    Json(views::examples())
+}
+
+/// Query of `PATCH /jobs/:jobid`.
+#[derive(Debug, Deserialize)]
+struct TerminationQuery {
+    mode: Option<String>,
+}
+
+async fn terminate_job(
+    State(shared): State<Shared>,
+    JobIdParam(id): JobIdParam,
+    ApiQuery(query): ApiQuery<TerminationQuery>,
+) -> Result<Response, ApiError> {
+    match query
+        .mode
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("cancel") => {}
+        Some("stop") => {
+            return Err(ApiError::bad_request(
+                "Bad request: query parameter mode=stop is not supported: use mode=cancel",
+            ));
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "Bad request: query parameter mode must be 'cancel', not '{other}'"
+            )));
+        }
+        None => {
+            return Err(ApiError::bad_request(
+                "Bad request: query parameter mode is required (mode=cancel)",
+            ));
+        }
+    }
+    match shared.cancel(id) {
+        Ok(()) => Ok((StatusCode::ACCEPTED, Json(json!({}))).into_response()),
+        Err(CancelError::NotFound(id)) => Err(ApiError::job_not_found(id)),
+        Err(e @ CancelError::Ended(..)) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("Job cancellation failed: {e}"),
+        )),
+    }
+}
+
+/// Body of sluice's own submission call, `POST /sluice/jobs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubmitRequest {
+    /// The bundled program's name.
+    job: String,
+    /// Its arguments.
+    #[serde(default)]
+    args: Vec<String>,
+    /// Parallelism; `parallelism.default` when absent.
+    #[serde(default)]
+    parallelism: Option<u32>,
+}
+
+async fn submit(
+    State(shared): State<Shared>,
+    ApiJson(request): ApiJson<SubmitRequest>,
+) -> Result<Response, ApiError> {
+    if request.parallelism.is_some_and(|p| p > MAX_PARALLELISM) {
+        return Err(ApiError::bad_request(format!(
+            "Bad request: parallelism must be at most {MAX_PARALLELISM}"
+        )));
+    }
+    let program = ProgramSpec {
+        name: request.job,
+        args: request.args,
+    };
+    match shared.submit(program, request.parallelism) {
+        Ok(id) => Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({ "jobid": id.to_string(), "jobUrl": format!("/jobs/{id}") })),
+        )
+            .into_response()),
+        Err(e @ SubmitError::Duplicate(_)) => {
+            Err(ApiError::new(StatusCode::CONFLICT, e.to_string()))
+        }
+        Err(e) => Err(ApiError::bad_request(format!("Job submission failed: {e}"))),
+    }
 }

@@ -1,0 +1,871 @@
+//! The REST API over real HTTP against a real JobManager (no TaskManagers: submitted jobs wait
+//! for slots in RUNNING with their tasks SCHEDULED).
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::cli::client::{ClientError, RestClient};
+use crate::config::Config;
+use crate::ids::JobId;
+use crate::jobmanager::service::JobManager;
+use crate::security::ClusterSecret;
+
+struct Cluster {
+    _jm: JobManager,
+    base: String,
+    http: reqwest::Client,
+}
+
+async fn cluster() -> Cluster {
+    let mut config = Config::default();
+    config.set("rest.port", "0").unwrap();
+    config.set("jobmanager.rpc.port", "0").unwrap();
+    let jm = JobManager::start(config, ClusterSecret::random())
+        .await
+        .unwrap();
+    let base = format!("http://{}", jm.rest_address);
+    Cluster {
+        _jm: jm,
+        base,
+        http: reqwest::Client::new(),
+    }
+}
+
+impl Cluster {
+    /// Sends a request as Flink's Java client does: `{}` body and a JSON content type, always.
+    async fn flink(&self, method: Method, path: &str) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("Content-Type", "application/json; charset=UTF-8")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        let body = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{path} answered non-JSON ({e}): {text:?}"));
+        (status, body)
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let (status, body) = self.flink(Method::GET, path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        body
+    }
+
+    async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: &'static [u8],
+    ) -> (StatusCode, Value) {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .body(body);
+        if let Some(ct) = content_type {
+            request = request.header("Content-Type", ct);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        let body = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{path} answered non-JSON ({e}): {text:?}"));
+        (status, body)
+    }
+
+    fn client(&self) -> RestClient {
+        RestClient::new(&self.base).unwrap()
+    }
+}
+
+/// Fails unless `value` has every field, none of them null.
+#[track_caller]
+fn has_fields(value: &Value, fields: &[&str]) {
+    for f in fields {
+        match value.get(f) {
+            None => panic!("field '{f}' missing in {value}"),
+            Some(Value::Null) => panic!("field '{f}' is null in {value}"),
+            Some(_) => {}
+        }
+    }
+}
+
+#[track_caller]
+fn is_error(status: StatusCode, body: &Value, expected: StatusCode, needle: &str) {
+    assert_eq!(status, expected, "{body}");
+    let errors = body["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.as_str().is_some_and(|s| s.contains(needle))),
+        "no error mentions '{needle}': {body}"
+    );
+}
+
+const TASK_STATES: [&str; 11] = [
+    "total",
+    "created",
+    "scheduled",
+    "deploying",
+    "running",
+    "finished",
+    "canceling",
+    "canceled",
+    "failed",
+    "reconciling",
+    "initializing",
+];
+
+#[tokio::test]
+async fn cluster_endpoints_have_every_field() {
+    let c = cluster().await;
+    for prefix in ["", "/v1"] {
+        let config = c.get(&format!("{prefix}/config")).await;
+        has_fields(
+            &config,
+            &[
+                "refresh-interval",
+                "timezone-name",
+                "timezone-offset",
+                "flink-version",
+                "flink-revision",
+                "features",
+            ],
+        );
+        has_fields(
+            &config["features"],
+            &["web-submit", "web-cancel", "web-rescale", "web-history"],
+        );
+        assert!(
+            config["flink-version"]
+                .as_str()
+                .unwrap()
+                .starts_with("sluice ")
+        );
+
+        let overview = c.get(&format!("{prefix}/overview")).await;
+        has_fields(
+            &overview,
+            &[
+                "taskmanagers",
+                "slots-total",
+                "slots-available",
+                "jobs-running",
+                "jobs-finished",
+                "jobs-cancelled",
+                "jobs-failed",
+                "flink-version",
+                "flink-commit",
+            ],
+        );
+        assert_eq!(overview["taskmanagers"], 0);
+
+        let tms = c.get(&format!("{prefix}/taskmanagers")).await;
+        assert_eq!(tms, json!({ "taskmanagers": [] }));
+
+        let config = c.get(&format!("{prefix}/jobmanager/config")).await;
+        let entries = config.as_array().unwrap();
+        assert!(entries.iter().any(|e| e["key"] == "rest.port"), "{config}");
+        for e in entries {
+            has_fields(e, &["key", "value"]);
+        }
+
+        let examples = c.get(&format!("{prefix}/sluice/examples")).await;
+        let names: Vec<&str> = examples["examples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"wordcount") && names.contains(&"stream-sum"));
+    }
+    let (status, body) = c.flink(Method::GET, "/taskmanagers/nope").await;
+    is_error(
+        status,
+        &body,
+        StatusCode::NOT_FOUND,
+        "TaskManager nope not found",
+    );
+}
+
+#[tokio::test]
+async fn submitted_job_waits_for_slots_then_cancels() {
+    let c = cluster().await;
+    let (status, body) = c
+        .raw(
+            Method::POST,
+            "/sluice/jobs",
+            Some("application/json; charset=UTF-8"),
+            br#"{"job":"stream-sum","args":["--rate","10"],"parallelism":2}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let jid = body["jobid"].as_str().unwrap().to_string();
+    let id: JobId = jid.parse().unwrap();
+
+    let jobs = c.get("/jobs").await;
+    assert_eq!(
+        jobs,
+        json!({ "jobs": [{ "id": jid, "status": "RUNNING" }] })
+    );
+
+    let overview = c.get("/v1/jobs/overview").await;
+    let job = &overview["jobs"][0];
+    has_fields(
+        job,
+        &[
+            "jid",
+            "name",
+            "start-time",
+            "end-time",
+            "duration",
+            "state",
+            "last-modification",
+            "tasks",
+        ],
+    );
+    has_fields(&job["tasks"], &TASK_STATES);
+    assert_eq!(job["state"], "RUNNING");
+    assert_eq!(job["end-time"], -1);
+    let tasks = &job["tasks"];
+    assert!(tasks["total"].as_u64().unwrap() >= 2, "{tasks}");
+    assert_eq!(tasks["scheduled"], tasks["total"], "{tasks}");
+
+    let details = c.get(&format!("/jobs/{jid}")).await;
+    has_fields(
+        &details,
+        &[
+            "jid",
+            "name",
+            "isStoppable",
+            "state",
+            "start-time",
+            "end-time",
+            "duration",
+            "maxParallelism",
+            "now",
+            "timestamps",
+            "vertices",
+            "status-counts",
+            "plan",
+        ],
+    );
+    for state in [
+        "INITIALIZING",
+        "CREATED",
+        "RUNNING",
+        "FAILING",
+        "FAILED",
+        "CANCELLING",
+        "CANCELED",
+        "FINISHED",
+        "RESTARTING",
+        "SUSPENDED",
+        "RECONCILING",
+    ] {
+        assert!(details["timestamps"][state].is_u64(), "{state}: {details}");
+    }
+    assert_eq!(details["timestamps"]["FINISHED"], 0);
+    let vertices = details["vertices"].as_array().unwrap();
+    assert!(!vertices.is_empty());
+    for v in vertices {
+        has_fields(
+            v,
+            &[
+                "id",
+                "name",
+                "maxParallelism",
+                "parallelism",
+                "status",
+                "start-time",
+                "end-time",
+                "duration",
+                "tasks",
+                "metrics",
+            ],
+        );
+        assert_eq!(v["status"], "SCHEDULED");
+        has_fields(
+            &v["metrics"],
+            &[
+                "read-bytes",
+                "read-bytes-complete",
+                "write-bytes",
+                "write-bytes-complete",
+                "read-records",
+                "read-records-complete",
+                "write-records",
+                "write-records-complete",
+                "accumulated-backpressured-time",
+            ],
+        );
+        has_fields(&v["tasks"], &["CREATED", "SCHEDULED", "RUNNING", "FAILED"]);
+    }
+    let plan = &details["plan"];
+    has_fields(plan, &["jid", "name", "type", "nodes"]);
+    for node in plan["nodes"].as_array().unwrap() {
+        has_fields(
+            node,
+            &[
+                "id",
+                "parallelism",
+                "operator",
+                "operator_strategy",
+                "description",
+                "inputs",
+            ],
+        );
+        for input in node["inputs"].as_array().unwrap() {
+            has_fields(input, &["num", "id", "ship_strategy", "exchange"]);
+        }
+    }
+
+    let exceptions = c.get(&format!("/jobs/{jid}/exceptions")).await;
+    has_fields(
+        &exceptions,
+        &[
+            "timestamp",
+            "all-exceptions",
+            "truncated",
+            "exceptionHistory",
+        ],
+    );
+    assert!(exceptions.get("root-exception").is_some());
+    assert_eq!(exceptions["exceptionHistory"]["entries"], json!([]));
+
+    // Cancel as Flink's client does: PATCH with `{}` and a JSON content type.
+    let (status, body) = c
+        .flink(Method::PATCH, &format!("/v1/jobs/{jid}?mode=cancel"))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body, json!({}));
+    assert_eq!(c.client().job_state(id).await.unwrap(), "CANCELED");
+    let overview = c.get("/overview").await;
+    assert_eq!(overview["jobs-cancelled"], 1);
+    assert_eq!(overview["jobs-running"], 0);
+    let details = c.get(&format!("/jobs/{jid}")).await;
+    assert!(details["end-time"].as_i64().unwrap() > 0);
+    assert!(details["timestamps"]["CANCELED"].as_u64().unwrap() > 0);
+
+    // A second cancel conflicts with the terminal state.
+    let (status, body) = c
+        .flink(Method::PATCH, &format!("/jobs/{jid}?mode=cancel"))
+        .await;
+    is_error(status, &body, StatusCode::CONFLICT, "CANCELED");
+}
+
+#[tokio::test]
+async fn errors_have_flinks_shape_and_status() {
+    let c = cluster().await;
+    let unknown = "00000000000000000000000000000abc";
+    for path in [
+        format!("/jobs/{unknown}"),
+        format!("/v1/jobs/{unknown}/exceptions"),
+    ] {
+        let (status, body) = c.flink(Method::GET, &path).await;
+        is_error(
+            status,
+            &body,
+            StatusCode::NOT_FOUND,
+            &format!("Job {unknown} not found"),
+        );
+    }
+    let (status, body) = c
+        .flink(Method::PATCH, &format!("/jobs/{unknown}?mode=cancel"))
+        .await;
+    is_error(status, &body, StatusCode::NOT_FOUND, "not found");
+
+    for path in ["/jobs/xyz", "/v1/jobs/xyz/exceptions", "/jobs/%ff%fe"] {
+        let (status, body) = c.flink(Method::GET, path).await;
+        is_error(status, &body, StatusCode::BAD_REQUEST, "jobid");
+    }
+    let (status, body) = c.flink(Method::PATCH, "/jobs/xyz?mode=cancel").await;
+    is_error(status, &body, StatusCode::BAD_REQUEST, "jobid");
+
+    for query in ["", "?mode=explode", "?mode=stop", "?mode=cancel&mode=stop"] {
+        let (status, body) = c
+            .flink(Method::PATCH, &format!("/jobs/{unknown}{query}"))
+            .await;
+        is_error(status, &body, StatusCode::BAD_REQUEST, "mode");
+    }
+
+    let (status, body) = c.flink(Method::GET, "/v1/taskmanagers/%ff").await;
+    is_error(status, &body, StatusCode::BAD_REQUEST, "path parameter");
+
+    let (status, body) = c.flink(Method::GET, "/no/such/path").await;
+    is_error(
+        status,
+        &body,
+        StatusCode::NOT_FOUND,
+        "Not found: /no/such/path",
+    );
+    let (status, body) = c.flink(Method::GET, "/v2/overview").await;
+    is_error(status, &body, StatusCode::NOT_FOUND, "Not found");
+
+    let (status, body) = c.flink(Method::DELETE, "/jobs").await;
+    is_error(status, &body, StatusCode::METHOD_NOT_ALLOWED, "DELETE");
+    let (status, body) = c.flink(Method::POST, "/v1/overview").await;
+    is_error(status, &body, StatusCode::METHOD_NOT_ALLOWED, "POST");
+    let (status, body) = c.flink(Method::GET, "/sluice/jobs").await;
+    is_error(status, &body, StatusCode::METHOD_NOT_ALLOWED, "GET");
+}
+
+#[tokio::test]
+async fn malformed_submissions_are_refused_with_reasons() {
+    let c = cluster().await;
+    let json = Some("application/json");
+    let cases: &[(Option<&str>, &'static [u8], &str)] = &[
+        (json, b"{", "Bad request"),
+        (json, b"", "Bad request"),
+        (json, b"[1,2,3]", "Bad request"),
+        (json, b"null", "Bad request"),
+        (json, b"{}", "job"),
+        (json, br#"{"job":42}"#, "job"),
+        (
+            json,
+            br#"{"job":"wordcount","parallelism":-1}"#,
+            "parallelism",
+        ),
+        (
+            json,
+            br#"{"job":"wordcount","parallelism":"x"}"#,
+            "parallelism",
+        ),
+        (
+            json,
+            br#"{"job":"wordcount","parallelism":99999999999}"#,
+            "parallelism",
+        ),
+        (
+            json,
+            br#"{"job":"wordcount","parallelism":4000000}"#,
+            "at most",
+        ),
+        (
+            json,
+            br#"{"job":"wordcount","parallelism":0}"#,
+            "parallelism",
+        ),
+        (json, br#"{"job":"wordcount","bogus":1}"#, "bogus"),
+        (json, br#"{"job":"nope"}"#, "unknown job 'nope'"),
+        (
+            json,
+            br#"{"job":"stream-sum","args":["--rate","x"]}"#,
+            "--rate",
+        ),
+        (json, b"\xff\xfe\x00garbage", "Bad request"),
+        (None, br#"{"job":"wordcount"}"#, "Content-Type"),
+        (
+            Some("text/plain"),
+            br#"{"job":"wordcount"}"#,
+            "Content-Type",
+        ),
+    ];
+    for (content_type, body, needle) in cases {
+        let (status, answer) = c
+            .raw(Method::POST, "/v1/sluice/jobs", *content_type, body)
+            .await;
+        is_error(status, &answer, StatusCode::BAD_REQUEST, needle);
+    }
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+
+    // Garbage everywhere: never a 5xx, always the errors shape or a success.
+    let garbage: &[&'static [u8]] = &[b"", b"{}", b"\x00\x01\x02", b"{\"a\":", b"[[[[[[[["];
+    for method in [
+        Method::GET,
+        Method::POST,
+        Method::PATCH,
+        Method::PUT,
+        Method::DELETE,
+    ] {
+        for path in [
+            "/",
+            "/config",
+            "/jobs",
+            "/jobs/overview",
+            "/jobs/00000000000000000000000000000001",
+            "/jobs/1/exceptions",
+            "/taskmanagers/x",
+            "/taskmanagers/%C3%28",
+            "/sluice/jobs",
+            "/v1/jobmanager/config",
+            "/%00",
+        ] {
+            for body in garbage {
+                let response = c
+                    .http
+                    .request(method.clone(), format!("{}{path}", c.base))
+                    .header("Content-Type", "application/json")
+                    .body(*body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(
+                    !response.status().is_server_error(),
+                    "{method} {path}: {}",
+                    response.status()
+                );
+            }
+        }
+    }
+    // Still serving.
+    c.get("/overview").await;
+}
+
+#[tokio::test]
+async fn rest_client_drives_the_api() {
+    let c = cluster().await;
+    let client = c.client();
+    let examples = client.examples().await.unwrap();
+    assert!(examples.iter().any(|e| e.name == "wordcount"));
+    let id = client
+        .submit("stream-sum", &["--keys".into(), "3".into()], Some(1))
+        .await
+        .unwrap();
+    let jobs = client.jobs_overview().await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].jid, id);
+    assert_eq!(jobs[0].state, "RUNNING");
+    assert!(jobs[0].start_time > 0);
+    assert_eq!(client.exceptions(id).await.unwrap(), Vec::<String>::new());
+    let overview = client.overview().await.unwrap();
+    assert_eq!(overview["jobs-running"], 1);
+    let details = client.job_details(id).await.unwrap();
+    assert_eq!(details["jid"], id.to_string());
+    client.cancel(id).await.unwrap();
+    assert_eq!(client.job_state(id).await.unwrap(), "CANCELED");
+    match client.cancel(id).await {
+        Err(ClientError::Server {
+            status: 409,
+            errors,
+        }) => {
+            assert!(errors[0].contains("CANCELED"), "{errors:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    match client.submit("nope", &[], None).await {
+        Err(ClientError::Server {
+            status: 400,
+            errors,
+        }) => {
+            assert!(errors[0].contains("unknown job 'nope'"), "{errors:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    match client.job_state(JobId(7)).await {
+        Err(ClientError::Server { status: 404, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_job_short_of_slots_fails_with_no_resource_exception() {
+    let mut config = Config::default();
+    config.set("rest.port", "0").unwrap();
+    config.set("jobmanager.rpc.port", "0").unwrap();
+    config.set("slot.request.timeout", "200 ms").unwrap();
+    let jm = JobManager::start(config, ClusterSecret::random())
+        .await
+        .unwrap();
+    let client = RestClient::new(&jm.rest_address.to_string()).unwrap();
+    let id = client.submit("wordcount", &[], Some(99)).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while client.job_state(id).await.unwrap() != "FAILED" {
+        assert!(tokio::time::Instant::now() < deadline, "job never failed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let exceptions = client.exceptions(id).await.unwrap();
+    assert!(
+        exceptions[0].contains("Could not acquire the minimum required resources."),
+        "{exceptions:?}"
+    );
+    let body: Value = reqwest::get(format!("http://{}/jobs/{id}/exceptions", jm.rest_address))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let entry = &body["exceptionHistory"]["entries"][0];
+    assert_eq!(
+        entry["exceptionName"],
+        "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException"
+    );
+    has_fields(
+        entry,
+        &[
+            "exceptionName",
+            "stacktrace",
+            "timestamp",
+            "failureLabels",
+            "concurrentExceptions",
+        ],
+    );
+    assert!(body["timestamp"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn web_ui_is_served() {
+    let c = cluster().await;
+    for (path, ty, needle) in [
+        ("/", "text/html", "<title>sluice"),
+        ("/web/app.js", "javascript", "/jobs/overview"),
+        ("/web/style.css", "text/css", "body"),
+    ] {
+        let response = c
+            .http
+            .get(format!("{}{path}", c.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let content_type = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(content_type.contains(ty), "{path}: {content_type}");
+        assert!(response.text().await.unwrap().contains(needle), "{path}");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs node >= 18 on the PATH"]
+async fn web_ui_runs_against_the_api() {
+    let c = cluster().await;
+    let web = concat!(env!("CARGO_MANIFEST_DIR"), "/src/web");
+    let output = tokio::process::Command::new("node")
+        .arg(format!("{web}/smoke.mjs"))
+        .arg(&c.base)
+        .arg(format!("{web}/app.js"))
+        .output()
+        .await
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("UI OK"), "{stdout}{stderr}");
+}
+
+mod views_of_a_running_cluster {
+    //! The renderings with a TaskManager and running tasks, driven through the pure cores.
+
+    use super::has_fields;
+    use crate::ids::{ExecutionId, JobId};
+    use crate::jobmanager::dispatcher::{Dispatcher, DispatcherSettings};
+    use crate::jobmanager::resourcemanager::TaskManagerInfo;
+    use crate::rest::views;
+    use crate::rpc::messages::{ExecutionState, Hardware, ProgramSpec, TaskMetrics};
+
+    fn dispatcher_with_running_job() -> (Dispatcher, JobId) {
+        let mut d = Dispatcher::new(DispatcherSettings {
+            slot_request_timeout_ms: 10_000,
+            heartbeat_timeout_ms: 10_000,
+            jobstore_max_capacity: 10,
+            jobstore_expiration_ms: 100_000,
+        });
+        d.register_taskmanager(
+            TaskManagerInfo {
+                resource_id: "tm-1".into(),
+                host: "localhost".into(),
+                data_address: "127.0.0.1:7001".parse().unwrap(),
+                rpc_address: "127.0.0.1:7002".parse().unwrap(),
+                hardware: Hardware {
+                    cpu_cores: 4,
+                    physical_memory: 8 << 30,
+                },
+                network_memory: 64 << 20,
+                registered_at: 1_000,
+                last_heartbeat: 1_500,
+                slots: vec![None; 2],
+            },
+            1_000,
+        );
+        let job = JobId(42);
+        let program = ProgramSpec {
+            name: "stream-sum".into(),
+            args: vec![],
+        };
+        d.submit(job, program, 2, 2_000).unwrap();
+        let vertices = d.jobs[&job].executions.len();
+        for v in 0..vertices {
+            for s in 0..2 {
+                let id = ExecutionId {
+                    job,
+                    vertex: v as u32,
+                    subtask: s,
+                    attempt: 0,
+                };
+                let metrics = TaskMetrics {
+                    records_in: 10,
+                    bytes_in: 100,
+                    records_out: 20,
+                    bytes_out: 200,
+                    back_pressured_ms: 5,
+                };
+                d.task_state(id, ExecutionState::Running, None, metrics, 3_000);
+            }
+        }
+        (d, job)
+    }
+
+    #[test]
+    fn running_vertices_sum_their_subtasks() {
+        let (d, job) = dispatcher_with_running_job();
+        let details = views::job_details(&d.jobs[&job], 4_000);
+        assert_eq!(details["state"], "RUNNING");
+        assert_eq!(details["duration"], 2_000);
+        assert_eq!(details["end-time"], -1);
+        for v in details["vertices"].as_array().unwrap() {
+            assert_eq!(v["status"], "RUNNING", "{v}");
+            assert_eq!(v["tasks"]["RUNNING"], 2, "{v}");
+            assert_eq!(v["start-time"], 2_000, "deployed when the slots came: {v}");
+            assert_eq!(v["end-time"], -1);
+            assert_eq!(v["duration"], 2_000);
+            let m = &v["metrics"];
+            assert_eq!(m["read-records"], 20);
+            assert_eq!(m["read-bytes"], 200);
+            assert_eq!(m["write-records"], 40);
+            assert_eq!(m["write-bytes"], 400);
+            assert_eq!(m["accumulated-backpressured-time"], 10);
+            assert_eq!(m["read-records-complete"], false);
+        }
+        let summary = views::job_summary(&d.jobs[&job], 4_000);
+        assert_eq!(summary["tasks"]["running"], summary["tasks"]["total"]);
+        let overview = views::overview(&d);
+        assert_eq!(overview["slots-total"], 2);
+        assert_eq!(overview["slots-available"], 0);
+        assert_eq!(overview["jobs-running"], 1);
+    }
+
+    #[test]
+    fn taskmanagers_have_every_field() {
+        let (d, job) = dispatcher_with_running_job();
+        let list = views::taskmanagers(&d);
+        let tm = &list["taskmanagers"][0];
+        has_fields(
+            tm,
+            &[
+                "id",
+                "path",
+                "dataPort",
+                "jmxPort",
+                "timeSinceLastHeartbeat",
+                "slotsNumber",
+                "freeSlots",
+                "totalResource",
+                "freeResource",
+                "hardware",
+                "memoryConfiguration",
+                "blocked",
+            ],
+        );
+        assert_eq!(tm["id"], "tm-1");
+        assert_eq!(tm["dataPort"], 7001);
+        assert_eq!(tm["jmxPort"], -1);
+        assert_eq!(tm["slotsNumber"], 2);
+        assert_eq!(tm["freeSlots"], 0);
+        assert_eq!(tm["timeSinceLastHeartbeat"], 1_500);
+        assert_eq!(tm["blocked"], false);
+        has_fields(
+            &tm["hardware"],
+            &["cpuCores", "physicalMemory", "freeMemory", "managedMemory"],
+        );
+        assert_eq!(tm["hardware"]["cpuCores"], 4);
+        has_fields(
+            &tm["totalResource"],
+            &[
+                "cpuCores",
+                "taskHeapMemory",
+                "taskOffHeapMemory",
+                "managedMemory",
+                "networkMemory",
+                "extendedResources",
+            ],
+        );
+        assert_eq!(tm["totalResource"]["networkMemory"], 64);
+        assert_eq!(tm["freeResource"]["networkMemory"], 0);
+        has_fields(
+            &tm["memoryConfiguration"],
+            &[
+                "frameworkHeap",
+                "taskHeap",
+                "frameworkOffHeap",
+                "taskOffHeap",
+                "networkMemory",
+                "managedMemory",
+                "jvmMetaspace",
+                "jvmOverhead",
+                "totalFlinkMemory",
+                "totalProcessMemory",
+            ],
+        );
+        let details = views::taskmanager_details(d.rm.taskmanager("tm-1").unwrap());
+        has_fields(&details, &["id", "metrics", "allocatedSlots", "blocked"]);
+        assert_eq!(details["allocatedSlots"][0]["jobId"], job.to_string());
+        has_fields(
+            &details["metrics"],
+            &["heapUsed", "nettyShuffleMemoryTotal", "garbageCollectors"],
+        );
+    }
+
+    #[test]
+    fn task_failures_appear_in_both_exception_lists() {
+        let (mut d, job) = dispatcher_with_running_job();
+        let id = ExecutionId {
+            job,
+            vertex: 0,
+            subtask: 1,
+            attempt: 0,
+        };
+        d.task_state(
+            id,
+            ExecutionState::Failed,
+            Some("boom: the operator panicked".into()),
+            TaskMetrics::default(),
+            5_000,
+        );
+        let e = views::exceptions(&d.jobs[&job]);
+        assert_eq!(e["root-exception"], "boom: the operator panicked");
+        assert_eq!(e["timestamp"], 5_000);
+        let entry = &e["exceptionHistory"]["entries"][0];
+        assert_eq!(entry["exceptionName"], "sluice.TaskFailure");
+        assert_eq!(entry["location"], "tm-1");
+        assert!(
+            entry["taskName"].as_str().unwrap().ends_with("(2/2)"),
+            "{entry}"
+        );
+        let task = &e["all-exceptions"][0];
+        has_fields(task, &["exception", "task", "location", "timestamp"]);
+    }
+}
+
+#[tokio::test]
+async fn raw_garbage_on_the_rest_port_leaves_it_serving() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let c = cluster().await;
+    let address = c.base.trim_start_matches("http://").to_string();
+    let garbage: [&[u8]; 5] = [
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"POST /sluice/jobs HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n{",
+        b"PATCH /jobs/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n",
+        &[0u8; 4096],
+    ];
+    for bytes in garbage {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let _ = stream.write_all(bytes).await;
+        let _ = stream.shutdown().await;
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+        let text = String::from_utf8_lossy(&answer);
+        assert!(!text.contains(" 500 "), "{text}");
+    }
+    assert_eq!(c.get("/overview").await["taskmanagers"], 0);
+}

@@ -1,0 +1,473 @@
+//! Pure renderings of the JobManager's state into Flink's REST JSON. Each takes the state and
+//! `now` and returns a value, so handlers only lock, render and unlock.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::config::Config;
+use crate::graph::JobGraph;
+use crate::jobmanager::dispatcher::Dispatcher;
+use crate::jobmanager::jobmaster::{JobMaster, JobStatus};
+use crate::jobmanager::resourcemanager::TaskManagerInfo;
+use crate::rpc::messages::{ExecutionState, TaskMetrics};
+
+/// What sluice reports where Flink reports its version.
+pub fn version() -> String {
+    format!("sluice {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// What sluice reports where Flink reports its commit.
+const COMMIT: &str = "unknown";
+
+/// Every job state, in Flink's order (for `timestamps`).
+const JOB_STATES: [JobStatus; 11] = [
+    JobStatus::Initializing,
+    JobStatus::Created,
+    JobStatus::Running,
+    JobStatus::Failing,
+    JobStatus::Failed,
+    JobStatus::Cancelling,
+    JobStatus::Canceled,
+    JobStatus::Finished,
+    JobStatus::Restarting,
+    JobStatus::Suspended,
+    JobStatus::Reconciling,
+];
+
+const MB: u64 = 1024 * 1024;
+
+/// The local zone's name: `TZ`, else the zone `/etc/localtime` links to, else `UTC`.
+fn timezone_name() -> String {
+    let from_env = std::env::var("TZ")
+        .ok()
+        .map(|tz| tz.trim_start_matches(':').to_string())
+        .filter(|tz| !tz.is_empty());
+    from_env
+        .or_else(|| {
+            let target = std::fs::read_link("/etc/localtime").ok()?;
+            let text = target.to_string_lossy().into_owned();
+            text.split_once("zoneinfo/")
+                .map(|(_, zone)| zone.to_string())
+        })
+        .unwrap_or_else(|| "UTC".to_string())
+}
+
+/// `GET /config`: what Flink's dashboard reads first; the time zone is the JobManager's.
+pub fn dashboard_config(now: u64) -> Value {
+    json!({
+        "refresh-interval": 2000,
+        "timezone-name": timezone_name(),
+        "timezone-offset": crate::cli::client::local_utc_offset_seconds(now) * 1000,
+        "flink-version": version(),
+        "flink-revision": COMMIT,
+        "features": {
+            "web-submit": true,
+            "web-cancel": true,
+            "web-rescale": false,
+            "web-history": false,
+        },
+    })
+}
+
+/// `GET /overview`: the cluster at a glance.
+pub fn overview(d: &Dispatcher) -> Value {
+    let count =
+        |pred: &dyn Fn(JobStatus) -> bool| d.jobs.values().filter(|j| pred(j.status)).count();
+    json!({
+        "taskmanagers": d.rm.taskmanagers().count(),
+        "slots-total": d.rm.total_slots(),
+        "slots-available": d.rm.free_slots(),
+        "jobs-running": count(&|s| !s.is_globally_terminal()),
+        "jobs-finished": count(&|s| s == JobStatus::Finished),
+        "jobs-cancelled": count(&|s| s == JobStatus::Canceled),
+        "jobs-failed": count(&|s| s == JobStatus::Failed),
+        "flink-version": version(),
+        "flink-commit": COMMIT,
+    })
+}
+
+/// `GET /jobs`: ids and states.
+pub fn job_ids(d: &Dispatcher) -> Value {
+    let jobs: Vec<Value> = d
+        .jobs
+        .values()
+        .map(|j| json!({ "id": j.job_id.to_string(), "status": j.status.name() }))
+        .collect();
+    json!({ "jobs": jobs })
+}
+
+/// End time (-1 while running) and duration of a job.
+fn times(jm: &JobMaster, now: u64) -> (i64, u64) {
+    match jm.end_time {
+        Some(end) => (end as i64, end.saturating_sub(jm.start_time)),
+        None => (-1, now.saturating_sub(jm.start_time)),
+    }
+}
+
+/// When the job last changed state.
+fn last_modification(jm: &JobMaster) -> u64 {
+    jm.timestamps
+        .get(&jm.status)
+        .copied()
+        .unwrap_or(jm.start_time)
+}
+
+/// Execution-state counts keyed by Flink's names, upper case (`status-counts`, vertex `tasks`)
+/// or lower case (`/jobs/overview` `tasks`).
+fn counts(counts: &BTreeMap<ExecutionState, u32>, lower: bool) -> Map<String, Value> {
+    ExecutionState::ALL
+        .iter()
+        .map(|s| {
+            let name = if lower {
+                s.name().to_ascii_lowercase()
+            } else {
+                s.name().to_string()
+            };
+            (name, json!(counts.get(s).copied().unwrap_or(0)))
+        })
+        .collect()
+}
+
+/// One job of `GET /jobs/overview`.
+pub fn job_summary(jm: &JobMaster, now: u64) -> Value {
+    let (end, duration) = times(jm, now);
+    let state_counts = jm.state_counts();
+    let mut tasks = counts(&state_counts, true);
+    tasks.insert("total".into(), json!(state_counts.values().sum::<u32>()));
+    json!({
+        "jid": jm.job_id.to_string(),
+        "name": jm.name,
+        "start-time": jm.start_time,
+        "end-time": end,
+        "duration": duration,
+        "state": jm.status.name(),
+        "last-modification": last_modification(jm),
+        "tasks": tasks,
+    })
+}
+
+/// `GET /jobs/overview`.
+pub fn jobs_overview(d: &Dispatcher, now: u64) -> Value {
+    let jobs: Vec<Value> = d.jobs.values().map(|jm| job_summary(jm, now)).collect();
+    json!({ "jobs": jobs })
+}
+
+fn sum_metrics<'a>(metrics: impl Iterator<Item = &'a TaskMetrics>) -> TaskMetrics {
+    metrics.fold(TaskMetrics::default(), |mut acc, m| {
+        acc.records_in += m.records_in;
+        acc.bytes_in += m.bytes_in;
+        acc.records_out += m.records_out;
+        acc.bytes_out += m.bytes_out;
+        acc.back_pressured_ms += m.back_pressured_ms;
+        acc
+    })
+}
+
+/// Flink's `IOMetricsInfo` plus the accumulated times of newer Flink versions.
+fn io_metrics(m: &TaskMetrics, complete: bool) -> Value {
+    json!({
+        "read-bytes": m.bytes_in,
+        "read-bytes-complete": complete,
+        "write-bytes": m.bytes_out,
+        "write-bytes-complete": complete,
+        "read-records": m.records_in,
+        "read-records-complete": complete,
+        "write-records": m.records_out,
+        "write-records-complete": complete,
+        "accumulated-backpressured-time": m.back_pressured_ms,
+        "accumulated-idle-time": 0,
+        "accumulated-busy-time": 0.0,
+    })
+}
+
+fn vertex_details(jm: &JobMaster, v: usize, now: u64) -> Value {
+    let vertex = &jm.graph.vertices[v];
+    let executions = &jm.executions[v];
+    let mut per_state: BTreeMap<ExecutionState, u32> = BTreeMap::new();
+    let mut start = u64::MAX;
+    let mut end = 0u64;
+    let mut all_terminal = true;
+    for e in executions {
+        *per_state.entry(e.state).or_default() += 1;
+        if let Some(&t) = e.timestamps.get(&ExecutionState::Deploying) {
+            start = start.min(t);
+        }
+        all_terminal &= e.state.is_terminal();
+        if let Some(&t) = e.timestamps.get(&e.state) {
+            end = end.max(t);
+        }
+    }
+    // As Flink: -1 until a subtask was deployed, -1 end until every subtask has ended.
+    let (start_time, end_time, duration) = match (start, all_terminal) {
+        (u64::MAX, _) => (-1, if all_terminal { end as i64 } else { -1 }, -1),
+        (s, true) => (s as i64, end as i64, end.saturating_sub(s) as i64),
+        (s, false) => (s as i64, -1, now.saturating_sub(s) as i64),
+    };
+    let metrics = sum_metrics(executions.iter().map(|e| &e.metrics));
+    json!({
+        "id": vertex.id,
+        "name": vertex.name,
+        "maxParallelism": vertex.max_parallelism,
+        "parallelism": vertex.parallelism,
+        "status": jm.vertex_state(v).name(),
+        "start-time": start_time,
+        "end-time": end_time,
+        "duration": duration,
+        "tasks": counts(&per_state, false),
+        "metrics": io_metrics(&metrics, all_terminal),
+    })
+}
+
+/// Flink's JSON plan: one node per job vertex with its inputs.
+pub fn plan(jid: &str, graph: &JobGraph) -> Value {
+    let nodes: Vec<Value> = graph
+        .vertices
+        .iter()
+        .map(|vertex| {
+            let inputs: Vec<Value> = vertex
+                .inputs
+                .iter()
+                .enumerate()
+                .map(|(num, &e)| {
+                    let edge = &graph.edges[e];
+                    json!({
+                        "num": num,
+                        "id": graph.vertices[edge.source].id,
+                        "ship_strategy": edge.strategy.to_string(),
+                        "exchange": "pipelined_bounded",
+                    })
+                })
+                .collect();
+            json!({
+                "id": vertex.id,
+                "parallelism": vertex.parallelism,
+                "operator": "",
+                "operator_strategy": "",
+                "description": vertex.name,
+                "inputs": inputs,
+                "optimizer_properties": {},
+            })
+        })
+        .collect();
+    json!({
+        "jid": jid,
+        "name": graph.name,
+        "type": if graph.batch { "BATCH" } else { "STREAMING" },
+        "nodes": nodes,
+    })
+}
+
+/// `GET /jobs/:jobid`.
+pub fn job_details(jm: &JobMaster, now: u64) -> Value {
+    let (end, duration) = times(jm, now);
+    let jid = jm.job_id.to_string();
+    let timestamps: Map<String, Value> = JOB_STATES
+        .iter()
+        .map(|s| {
+            (
+                s.name().to_string(),
+                json!(jm.timestamps.get(s).copied().unwrap_or(0)),
+            )
+        })
+        .collect();
+    let vertices: Vec<Value> = (0..jm.graph.vertices.len())
+        .map(|v| vertex_details(jm, v, now))
+        .collect();
+    let max_parallelism = jm
+        .graph
+        .vertices
+        .iter()
+        .map(|v| v.max_parallelism)
+        .max()
+        .unwrap_or(0);
+    json!({
+        "jid": jid,
+        "name": jm.name,
+        "isStoppable": false,
+        "state": jm.status.name(),
+        "job-type": if jm.graph.batch { "BATCH" } else { "STREAMING" },
+        "start-time": jm.start_time,
+        "end-time": end,
+        "duration": duration,
+        "maxParallelism": max_parallelism,
+        "now": now,
+        "timestamps": timestamps,
+        "vertices": vertices,
+        "status-counts": counts(&jm.state_counts(), false),
+        "plan": plan(&jid, &jm.graph),
+    })
+}
+
+/// The exception class of `com.example.SomeException: message` (a qualified name, or one
+/// ending in `Exception`/`Error`); other messages get sluice's generic failure name.
+fn exception_name(text: &str) -> &str {
+    let first_line = text.lines().next().unwrap_or("");
+    let looks_like_class = |c: &str| {
+        !c.is_empty()
+            && !c.contains(char::is_whitespace)
+            && (c.contains('.') || c.ends_with("Exception") || c.ends_with("Error"))
+    };
+    match first_line.split_once(": ") {
+        Some((class, _)) if looks_like_class(class) => class,
+        _ => "sluice.TaskFailure",
+    }
+}
+
+/// `GET /jobs/:jobid/exceptions`, in Flink's `JobExceptionsInfoWithHistory` shape. Strings Flink
+/// marks nullable (`root-exception`, `taskName`, `location`, `taskManagerId`) are `null` when
+/// unknown; numbers and booleans are always present.
+pub fn exceptions(jm: &JobMaster) -> Value {
+    let root = jm.exceptions.last();
+    let all: Vec<Value> = jm
+        .exceptions
+        .iter()
+        .rev()
+        .filter(|e| e.task_name.is_some())
+        .map(|e| {
+            json!({
+                "exception": e.exception,
+                "task": e.task_name,
+                "location": e.location,
+                "taskManagerId": e.location,
+                "timestamp": e.timestamp,
+            })
+        })
+        .collect();
+    let entries: Vec<Value> = jm
+        .exceptions
+        .iter()
+        .rev()
+        .map(|e| {
+            json!({
+                "exceptionName": exception_name(&e.exception),
+                "stacktrace": e.exception,
+                "timestamp": e.timestamp,
+                "taskName": e.task_name,
+                "location": e.location,
+                "endpoint": e.location,
+                "taskManagerId": e.location,
+                "failureLabels": {},
+                "concurrentExceptions": [],
+            })
+        })
+        .collect();
+    json!({
+        "root-exception": root.map(|e| e.exception.clone()),
+        "timestamp": root.map(|e| e.timestamp).unwrap_or(0),
+        "all-exceptions": all,
+        "truncated": false,
+        "exceptionHistory": { "entries": entries, "truncated": false },
+    })
+}
+
+/// Flink's `ResourceProfileInfo` for `slots` of a TaskManager's slots, memory in MB.
+fn resource_profile(tm: &TaskManagerInfo, slots: u32) -> Value {
+    let total = tm.slots.len().max(1) as u64;
+    let share = |v: u64| v * slots as u64 / total;
+    json!({
+        "cpuCores": share(tm.hardware.cpu_cores as u64) as f64,
+        "taskHeapMemory": 0,
+        "taskOffHeapMemory": 0,
+        "managedMemory": 0,
+        "networkMemory": share(tm.network_memory) / MB,
+        "extendedResources": {},
+    })
+}
+
+/// One entry of `GET /taskmanagers`. `timeSinceLastHeartbeat` is, as in Flink, the time of the
+/// last heartbeat (ms since the epoch) despite its name.
+pub fn taskmanager(tm: &TaskManagerInfo) -> Value {
+    let slots = tm.slots.len() as u32;
+    json!({
+        "id": tm.resource_id,
+        "path": format!("sluice://{}/taskmanager/{}", tm.rpc_address, tm.resource_id),
+        "dataPort": tm.data_address.port(),
+        "jmxPort": -1,
+        "timeSinceLastHeartbeat": tm.last_heartbeat,
+        "slotsNumber": slots,
+        "freeSlots": tm.free_slots(),
+        "totalResource": resource_profile(tm, slots),
+        "freeResource": resource_profile(tm, tm.free_slots()),
+        "hardware": {
+            "cpuCores": tm.hardware.cpu_cores,
+            "physicalMemory": tm.hardware.physical_memory,
+            "freeMemory": 0,
+            "managedMemory": 0,
+        },
+        "memoryConfiguration": {
+            "frameworkHeap": 0,
+            "taskHeap": 0,
+            "frameworkOffHeap": 0,
+            "taskOffHeap": 0,
+            "networkMemory": tm.network_memory,
+            "managedMemory": 0,
+            "jvmMetaspace": 0,
+            "jvmOverhead": 0,
+            "totalFlinkMemory": tm.network_memory,
+            "totalProcessMemory": tm.network_memory,
+        },
+        "blocked": false,
+    })
+}
+
+/// `GET /taskmanagers`.
+pub fn taskmanagers(d: &Dispatcher) -> Value {
+    let tms: Vec<Value> = d.rm.taskmanagers().map(taskmanager).collect();
+    json!({ "taskmanagers": tms })
+}
+
+/// `GET /taskmanagers/:id`: the list entry plus its slots and (JVM-less) metrics.
+pub fn taskmanager_details(tm: &TaskManagerInfo) -> Value {
+    let mut value = taskmanager(tm);
+    let allocated: Vec<Value> = tm
+        .slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, job)| {
+            job.map(|job| {
+                json!({ "index": i, "jobId": job.to_string(), "resource": resource_profile(tm, 1) })
+            })
+        })
+        .collect();
+    if let Value::Object(map) = &mut value {
+        map.insert("allocatedSlots".into(), Value::Array(allocated));
+        map.insert(
+            "metrics".into(),
+            json!({
+                "heapUsed": 0, "heapCommitted": 0, "heapMax": 0,
+                "nonHeapUsed": 0, "nonHeapCommitted": 0, "nonHeapMax": 0,
+                "directCount": 0, "directUsed": 0, "directMax": 0,
+                "mappedCount": 0, "mappedUsed": 0, "mappedMax": 0,
+                "memorySegmentsAvailable": 0, "memorySegmentsTotal": 0,
+                "nettyShuffleMemorySegmentsAvailable": 0,
+                "nettyShuffleMemorySegmentsUsed": 0,
+                "nettyShuffleMemorySegmentsTotal": 0,
+                "nettyShuffleMemoryAvailable": 0,
+                "nettyShuffleMemoryUsed": 0,
+                "nettyShuffleMemoryTotal": tm.network_memory,
+                "garbageCollectors": [],
+            }),
+        );
+    }
+    value
+}
+
+/// `GET /jobmanager/config`.
+pub fn jobmanager_config(config: &Config) -> Value {
+    let entries: Vec<Value> = config
+        .entries()
+        .into_iter()
+        .map(|(key, value)| json!({ "key": key, "value": value }))
+        .collect();
+    Value::Array(entries)
+}
+
+/// `GET /sluice/examples`: the bundled programs.
+pub fn examples() -> Value {
+    let programs: Vec<Value> = crate::examples::programs()
+        .into_iter()
+        .map(|p| json!({ "name": p.name(), "description": p.description(), "usage": p.usage() }))
+        .collect();
+    json!({ "examples": programs })
+}
