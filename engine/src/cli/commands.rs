@@ -1,7 +1,6 @@
 //! The `sluice` command line: the two process kinds and Flink's client verbs.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -101,11 +100,15 @@ fn conf_dir(flag: &Option<PathBuf>) -> Option<PathBuf> {
         return Some(PathBuf::from(dir));
     }
     let local = PathBuf::from("conf");
-    local.join(crate::config::CONFIG_FILE_NAME).is_file().then_some(local)
+    local
+        .join(crate::config::CONFIG_FILE_NAME)
+        .is_file()
+        .then_some(local)
 }
 
 fn init_logging(default: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -117,9 +120,15 @@ fn init_logging(default: &str) {
 /// Runs the command line; the binary's `main` calls this.
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let server = matches!(cli.command, Command::Jobmanager | Command::Taskmanager { .. });
+    let server = matches!(
+        cli.command,
+        Command::Jobmanager | Command::Taskmanager { .. }
+    );
     init_logging(if server { "info" } else { "warn" });
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -149,7 +158,12 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
         }
         Command::Taskmanager { jobmanager } => {
             let secret = ClusterSecret::resolve(&config, dir.as_deref())?;
-            let address = jobmanager.unwrap_or_else(|| format!("{}:{}", config.jobmanager.rpc_address, config.jobmanager.rpc_port));
+            let address = jobmanager.unwrap_or_else(|| {
+                format!(
+                    "{}:{}",
+                    config.jobmanager.rpc_address, config.jobmanager.rpc_port
+                )
+            });
             let tm = TaskManager::start(config, secret).await?;
             let worker = tm.clone();
             tokio::select! {
@@ -165,14 +179,21 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
         }
         Command::Examples => {
             for p in crate::examples::programs() {
-                println!("{}\n    {}\n    arguments: {}", p.name(), p.description(), p.usage());
+                println!(
+                    "{}\n    {}\n    arguments: {}",
+                    p.name(),
+                    p.description(),
+                    p.usage()
+                );
             }
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::List { target, all } => {
             let client = RestClient::new(&rest_address(&config, &target))?;
             let jobs = client.jobs_overview().await?;
-            print!("{}", super::client::format_list(&jobs, all));
+            let offset =
+                super::client::local_utc_offset_seconds(crate::jobmanager::service::now_ms());
+            print!("{}", super::client::format_list(&jobs, all, offset));
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Cancel { target, job_id } => {
@@ -187,20 +208,24 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
 }
 
 fn rest_address(config: &Config, target: &Target) -> String {
-    target.jobmanager.clone().unwrap_or_else(|| format!("{}:{}", config.rest.address, config.rest.port))
+    target
+        .jobmanager
+        .clone()
+        .unwrap_or_else(|| format!("{}:{}", config.rest.address, config.rest.port))
 }
 
 async fn wait_for_shutdown() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}
@@ -218,14 +243,21 @@ async fn run(config: Config, args: RunArgs) -> Result<std::process::ExitCode> {
         Some("remote") => false,
         Some(other) => bail!("unknown deployment target '{other}': use 'local' or 'remote'"),
         // Without -m, fall back to an embedded cluster when nothing answers at the configured address.
-        None => args.target.jobmanager.is_none() && !cluster_answers(&rest_address(&config, &args.target)).await,
+        None => {
+            args.target.jobmanager.is_none()
+                && !cluster_answers(&rest_address(&config, &args.target)).await
+        }
     };
     if local && args.detached {
-        bail!("an embedded (local) cluster lives only as long as this command: -d needs a running cluster (-m HOST:PORT)");
+        bail!(
+            "an embedded (local) cluster lives only as long as this command: -d needs a running cluster (-m HOST:PORT)"
+        );
     }
     let parallelism = args.parallelism.unwrap_or(config.parallelism_default);
     let (_cluster, address) = if local {
-        let cluster = EmbeddedCluster::start(config.clone(), parallelism).await.context("starting the embedded cluster")?;
+        let cluster = EmbeddedCluster::start(config.clone(), parallelism)
+            .await
+            .context("starting the embedded cluster")?;
         let address = cluster.rest_address();
         (Some(cluster), address)
     } else {
@@ -233,7 +265,13 @@ async fn run(config: Config, args: RunArgs) -> Result<std::process::ExitCode> {
     };
     let client = RestClient::new(&address)?;
     let started = Instant::now();
-    let job_id = client.submit(&args.job, &args.args, args.parallelism.or(Some(parallelism))).await?;
+    let job_id = client
+        .submit(
+            &args.job,
+            &args.args,
+            args.parallelism.or(Some(parallelism)),
+        )
+        .await?;
     println!("Job has been submitted with JobID {job_id}");
     if args.detached {
         return Ok(std::process::ExitCode::SUCCESS);
@@ -249,7 +287,14 @@ async fn run(config: Config, args: RunArgs) -> Result<std::process::ExitCode> {
             }
             "FAILED" | "CANCELED" => {
                 let causes = client.exceptions(job_id).await.unwrap_or_default();
-                eprintln!("Job {job_id} {}.", if state == "FAILED" { "failed" } else { "was cancelled" });
+                eprintln!(
+                    "Job {job_id} {}.",
+                    if state == "FAILED" {
+                        "failed"
+                    } else {
+                        "was cancelled"
+                    }
+                );
                 for cause in causes {
                     eprintln!("Caused by: {cause}");
                 }
@@ -262,7 +307,9 @@ async fn run(config: Config, args: RunArgs) -> Result<std::process::ExitCode> {
 
 async fn cluster_answers(address: &str) -> bool {
     match RestClient::new(address) {
-        Ok(client) => tokio::time::timeout(Duration::from_secs(2), client.overview()).await.is_ok_and(|r| r.is_ok()),
+        Ok(client) => tokio::time::timeout(Duration::from_secs(2), client.overview())
+            .await
+            .is_ok_and(|r| r.is_ok()),
         Err(_) => false,
     }
 }

@@ -348,7 +348,19 @@ pub fn exceptions(jm: &JobMaster) -> Value {
                 "endpoint": e.location,
                 "taskManagerId": e.location,
                 "failureLabels": {},
-                "concurrentExceptions": [],
+                "concurrentExceptions": e.concurrent.iter().map(|c| {
+                    let (task, failure) = c.split_once(": ").unwrap_or(("", c.as_str()));
+                    json!({
+                        "exceptionName": exception_name(failure),
+                        "stacktrace": failure,
+                        "timestamp": e.timestamp,
+                        "taskName": task,
+                        "location": e.location,
+                        "endpoint": e.location,
+                        "taskManagerId": e.location,
+                        "failureLabels": {},
+                    })
+                }).collect::<Vec<_>>(),
             })
         })
         .collect();
