@@ -8,8 +8,11 @@ mod election;
 mod error;
 mod fence;
 mod leader_info;
+mod retrieval;
+mod services;
 mod session_id;
 mod storage;
+mod stores;
 mod zk;
 
 pub use crate::config::{
@@ -21,3 +24,6 @@ pub use crate::fence::LeaderFence;
 pub use crate::leader_info::{LEADER_INFO_VERSION, LeaderInfo};
 pub use crate::session_id::LeaderSessionId;
 pub use crate::storage::{BlobStore, FsBlobStore};
+pub use crate::retrieval::LeaderRetrieval;
+pub use crate::services::ZooKeeperHaServices;
+pub use crate::stores::{CheckpointIdCounter, CheckpointStore, CompletedCheckpoint, JobGraphStore, JobResultStore};

@@ -106,9 +106,9 @@ pub(crate) fn parent_of(path: &str) -> &str {
 /// How a fenced multi-op ended.
 pub(crate) enum FencedOutcome {
     /// Applied.
-    Committed(Vec<zookeeper_client::MultiWriteResult>),
-    /// One of the caller's ops failed (index among the caller's ops); nothing was applied.
-    OpFailed(usize, zookeeper_client::Error),
+    Committed,
+    /// One of the caller's ops failed; nothing was applied.
+    OpFailed(zookeeper_client::Error),
 }
 
 /// Builds and commits `check(latch, version) + ops`. The fence check failing becomes
@@ -124,7 +124,7 @@ pub(crate) async fn commit_fenced(
         .map_err(|e| HaError::from_zk("multi", target, e))?;
     build(&mut writer).map_err(|e| HaError::from_zk("multi", target, e))?;
     match writer.commit().await {
-        Ok(results) => Ok(FencedOutcome::Committed(results)),
+        Ok(_) => Ok(FencedOutcome::Committed),
         Err(CheckWriteError::CheckFailed { source }) => match source {
             zookeeper_client::Error::NoNode | zookeeper_client::Error::BadVersion => Err(HaError::NotLeader {
                 session_id: fence.session_id.to_string(),
@@ -132,7 +132,7 @@ pub(crate) async fn commit_fenced(
             }),
             other => Err(HaError::from_zk_write("multi", target, other)),
         },
-        Err(CheckWriteError::OperationFailed { index, source }) => Ok(FencedOutcome::OpFailed(index, source)),
+        Err(CheckWriteError::OperationFailed { source, .. }) => Ok(FencedOutcome::OpFailed(source)),
         Err(CheckWriteError::RequestFailed { source }) => Err(HaError::from_zk_write("multi", target, source)),
     }
 }

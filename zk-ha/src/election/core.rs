@@ -152,6 +152,7 @@ impl ElectionCore {
     }
 
     /// Whether the core has been closed.
+    #[cfg(test)]
     pub(crate) fn is_closed(&self) -> bool {
         self.role == Role::Closed
     }

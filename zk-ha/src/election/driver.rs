@@ -151,17 +151,15 @@ impl LeaderElection {
             })
             .await?;
             match outcome {
-                FencedOutcome::Committed(_) => {
+                FencedOutcome::Committed => {
                     info!(component, session_id = %fence.session_id, "published leader information");
                     return Ok(());
                 }
-                FencedOutcome::OpFailed(
-                    _,
-                    zookeeper_client::Error::NodeExists
+                FencedOutcome::OpFailed(zookeeper_client::Error::NodeExists
                     | zookeeper_client::Error::NoNode
                     | zookeeper_client::Error::BadVersion,
                 ) => continue,
-                FencedOutcome::OpFailed(_, e) => return Err(HaError::from_zk("publish", &path, e)),
+                FencedOutcome::OpFailed(e) => return Err(HaError::from_zk("publish", &path, e)),
             }
         }
         Err(HaError::Conflict { path })

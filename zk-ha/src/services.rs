@@ -1,0 +1,78 @@
+//! The entry point: one object per process that hands out elections, retrievals and stores.
+
+use std::sync::Arc;
+
+use crate::config::{HaConfig, Layout};
+use crate::election::LeaderElection;
+use crate::error::HaError;
+use crate::retrieval::LeaderRetrieval;
+use crate::storage::{BlobStore, FsBlobStore};
+use crate::stores::{CheckpointIdCounter, CheckpointStore, JobGraphStore, JobResultStore};
+use crate::zk::{Connector, SharedClient};
+
+/// ZooKeeper HA services of one cluster (`<root>/<cluster-id>`).
+///
+/// Cheap to clone; connects lazily. Must be used inside a tokio runtime.
+#[derive(Debug, Clone)]
+pub struct ZooKeeperHaServices {
+    layout: Layout,
+    connector: Connector,
+    zk: Arc<SharedClient>,
+    blobs: Arc<dyn BlobStore>,
+}
+
+impl ZooKeeperHaServices {
+    /// Services storing data in `<storage_dir>/<cluster_id>/` on the local (or mounted) filesystem.
+    pub fn new(config: &HaConfig) -> Result<Self, HaError> {
+        let blobs = FsBlobStore::new(config.storage_dir.join(&config.cluster_id))?;
+        Self::with_blob_store(config, Arc::new(blobs))
+    }
+
+    /// Services storing data in `blobs` (e.g. a future HDFS store).
+    pub fn with_blob_store(config: &HaConfig, blobs: Arc<dyn BlobStore>) -> Result<Self, HaError> {
+        let layout = config.validate()?;
+        let connector = Connector::new(config);
+        let zk = Arc::new(SharedClient::new(connector.clone()));
+        Ok(ZooKeeperHaServices { layout, connector, zk, blobs })
+    }
+
+    /// The node layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The blob store behind the pointers.
+    pub fn blob_store(&self) -> &Arc<dyn BlobStore> {
+        &self.blobs
+    }
+
+    /// Joins the leader election with a session of its own.
+    pub fn start_election(&self) -> LeaderElection {
+        LeaderElection::start(self.connector.clone(), self.layout.clone())
+    }
+
+    /// Watches the published leader of `component` (e.g. `dispatcher`, `resource_manager`).
+    pub fn leader_retrieval(&self, component: &str) -> Result<LeaderRetrieval, HaError> {
+        Ok(LeaderRetrieval::start(self.connector.clone(), self.layout.connection_info(component)?))
+    }
+
+    /// The job graph store.
+    pub fn job_graph_store(&self) -> JobGraphStore {
+        JobGraphStore::new(self.zk.clone(), self.blobs.clone(), self.layout.job_graphs_dir())
+    }
+
+    /// The completed-checkpoint store of `job_id`.
+    pub fn checkpoint_store(&self, job_id: &str) -> Result<CheckpointStore, HaError> {
+        Ok(CheckpointStore::new(self.zk.clone(), self.blobs.clone(), self.layout.checkpoints_dir(job_id)?))
+    }
+
+    /// The checkpoint id counter of `job_id`.
+    pub fn checkpoint_id_counter(&self, job_id: &str) -> Result<CheckpointIdCounter, HaError> {
+        Ok(CheckpointIdCounter::new(self.zk.clone(), self.layout.checkpoint_counter(job_id)?))
+    }
+
+    /// The job result store.
+    pub fn job_result_store(&self) -> JobResultStore {
+        JobResultStore::new(self.zk.clone(), self.blobs.clone(), self.layout.job_results_dir())
+    }
+}
