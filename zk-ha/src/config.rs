@@ -78,10 +78,16 @@ impl HaConfig {
     /// Checks every value and derives the node layout.
     pub fn validate(&self) -> Result<Layout, HaError> {
         if self.quorum.trim().is_empty() {
-            return Err(HaError::invalid("high-availability.zookeeper.quorum", "empty"));
+            return Err(HaError::invalid(
+                "high-availability.zookeeper.quorum",
+                "empty",
+            ));
         }
         if self.session_timeout.is_zero() {
-            return Err(HaError::invalid("high-availability.zookeeper.client.session-timeout", "zero"));
+            return Err(HaError::invalid(
+                "high-availability.zookeeper.client.session-timeout",
+                "zero",
+            ));
         }
         if self.storage_dir.as_os_str().is_empty() {
             return Err(HaError::invalid("high-availability.storageDir", "empty"));
@@ -96,11 +102,16 @@ pub(crate) fn validate_name(what: &'static str, name: &str) -> Result<(), HaErro
         && name.len() <= 200
         && name != "."
         && name != ".."
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
     if ok {
         Ok(())
     } else {
-        Err(HaError::invalid(what, format!("{name:?} must be 1-200 of [A-Za-z0-9._-] and not . or ..")))
+        Err(HaError::invalid(
+            what,
+            format!("{name:?} must be 1-200 of [A-Za-z0-9._-] and not . or .."),
+        ))
     }
 }
 
@@ -116,7 +127,10 @@ impl Layout {
         let root_ok = root.starts_with('/')
             && (root == "/" || !root.ends_with('/'))
             && !root.contains("//")
-            && root.split('/').skip(1).all(|seg| root == "/" || validate_name("root", seg).is_ok());
+            && root
+                .split('/')
+                .skip(1)
+                .all(|seg| root == "/" || validate_name("root", seg).is_ok());
         if !root_ok {
             return Err(HaError::invalid(
                 "high-availability.zookeeper.path.root",
@@ -124,7 +138,11 @@ impl Layout {
             ));
         }
         validate_name("high-availability.cluster-id", cluster_id)?;
-        let base = if root == "/" { format!("/{cluster_id}") } else { format!("{root}/{cluster_id}") };
+        let base = if root == "/" {
+            format!("/{cluster_id}")
+        } else {
+            format!("{root}/{cluster_id}")
+        };
         Ok(Layout { base })
     }
 
@@ -177,12 +195,23 @@ mod tests {
 
     #[test]
     fn default_layout() {
-        let l = HaConfig::new("127.0.0.1:2181", "/tmp/ha").validate().unwrap();
+        let l = HaConfig::new("127.0.0.1:2181", "/tmp/ha")
+            .validate()
+            .unwrap();
         assert_eq!(l.latch_dir(), "/sluice/default/leader-latch");
-        assert_eq!(l.connection_info("dispatcher").unwrap(), "/sluice/default/leader/dispatcher/connection_info");
+        assert_eq!(
+            l.connection_info("dispatcher").unwrap(),
+            "/sluice/default/leader/dispatcher/connection_info"
+        );
         assert_eq!(l.job_graphs_dir(), "/sluice/default/jobgraphs");
-        assert_eq!(l.checkpoints_dir("j1").unwrap(), "/sluice/default/jobs/j1/checkpoints");
-        assert_eq!(l.checkpoint_counter("j1").unwrap(), "/sluice/default/jobs/j1/checkpoint-counter");
+        assert_eq!(
+            l.checkpoints_dir("j1").unwrap(),
+            "/sluice/default/jobs/j1/checkpoints"
+        );
+        assert_eq!(
+            l.checkpoint_counter("j1").unwrap(),
+            "/sluice/default/jobs/j1/checkpoint-counter"
+        );
         assert_eq!(l.job_results_dir(), "/sluice/default/job-results");
     }
 

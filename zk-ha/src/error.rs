@@ -154,27 +154,40 @@ impl HaError {
             E::ConnectionLoss | E::Timeout | E::NoHosts | E::Throttled => {
                 HaError::Unavailable { op, path, source }
             }
-            E::SessionExpired | E::ClientClosed | E::SessionMoved => HaError::SessionEnded { op, path },
+            E::SessionExpired | E::ClientClosed | E::SessionMoved => {
+                HaError::SessionEnded { op, path }
+            }
             source => HaError::ZooKeeper { op, path, source },
         }
     }
 
     /// Classifies a client error from a write: a lost connection makes its outcome unknown.
-    pub(crate) fn from_zk_write(op: &'static str, path: &str, source: zookeeper_client::Error) -> Self {
+    pub(crate) fn from_zk_write(
+        op: &'static str,
+        path: &str,
+        source: zookeeper_client::Error,
+    ) -> Self {
         use zookeeper_client::Error as E;
         match source {
             // The request may have reached the server and been applied before the reply was
             // lost (FLINK-22494/24543): never treat this as a clean failure.
-            E::ConnectionLoss | E::Timeout => HaError::CommitUnknown { path: path.to_owned() },
+            E::ConnectionLoss | E::Timeout => HaError::CommitUnknown {
+                path: path.to_owned(),
+            },
             // Session expiry while a request is in flight is equally ambiguous: the server may have
             // applied it just before expiring the session.
-            E::SessionExpired => HaError::CommitUnknown { path: path.to_owned() },
+            E::SessionExpired => HaError::CommitUnknown {
+                path: path.to_owned(),
+            },
             other => HaError::from_zk(op, path, other),
         }
     }
 
     pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
-        HaError::Invalid { what, reason: reason.into() }
+        HaError::Invalid {
+            what,
+            reason: reason.into(),
+        }
     }
 }
 
@@ -205,7 +218,10 @@ mod tests {
 
     #[test]
     fn not_leader_is_fatal() {
-        let e = HaError::NotLeader { session_id: "00".into(), detail: "gone".into() };
+        let e = HaError::NotLeader {
+            session_id: "00".into(),
+            detail: "gone".into(),
+        };
         assert!(!e.is_retryable());
     }
 }

@@ -31,6 +31,10 @@ impl LeaderFence {
     /// Builds a fence from parts; for tests that must forge a stale or foreign term.
     #[doc(hidden)]
     pub fn from_parts(latch_path: String, latch_version: i32, session_id: LeaderSessionId) -> Self {
-        LeaderFence { latch_path, latch_version, session_id }
+        LeaderFence {
+            latch_path,
+            latch_version,
+            session_id,
+        }
     }
 }

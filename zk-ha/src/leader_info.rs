@@ -30,7 +30,10 @@ struct Wire {
 impl LeaderInfo {
     /// A leader with no addresses yet.
     pub fn new(session_id: LeaderSessionId) -> Self {
-        LeaderInfo { session_id, addresses: BTreeMap::new() }
+        LeaderInfo {
+            session_id,
+            addresses: BTreeMap::new(),
+        }
     }
 
     /// Adds a named address.
@@ -46,21 +49,36 @@ impl LeaderInfo {
 
     /// Encodes as versioned JSON: `{"version":1,"session_id":"<32 hex>","addresses":{...}}`.
     pub fn encode(&self) -> Vec<u8> {
-        let wire = Wire { version: LEADER_INFO_VERSION, session_id: self.session_id, addresses: self.addresses.clone() };
+        let wire = Wire {
+            version: LEADER_INFO_VERSION,
+            session_id: self.session_id,
+            addresses: self.addresses.clone(),
+        };
         // Serializing a struct of strings and maps cannot fail.
         serde_json::to_vec(&wire).unwrap_or_default()
     }
 
     /// Decodes bytes written by [`LeaderInfo::encode`]; `path` names the source in errors.
     pub fn decode(path: &str, bytes: &[u8]) -> Result<Self, HaError> {
-        let corrupt = |reason: String| HaError::Corrupt { path: path.to_owned(), reason };
-        let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+        let corrupt = |reason: String| HaError::Corrupt {
+            path: path.to_owned(),
+            reason,
+        };
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
         match value.get("version").and_then(|v| v.as_u64()) {
             Some(v) if v == u64::from(LEADER_INFO_VERSION) => {}
-            other => return Err(corrupt(format!("unsupported leader info version {other:?}"))),
+            other => {
+                return Err(corrupt(format!(
+                    "unsupported leader info version {other:?}"
+                )));
+            }
         }
         let wire: Wire = serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
-        Ok(LeaderInfo { session_id: wire.session_id, addresses: wire.addresses })
+        Ok(LeaderInfo {
+            session_id: wire.session_id,
+            addresses: wire.addresses,
+        })
     }
 }
 
@@ -80,9 +98,17 @@ mod tests {
 
     #[test]
     fn rejects_other_versions_and_garbage() {
-        assert!(LeaderInfo::decode("p", br#"{"version":2,"session_id":"00000000000000000000000000000001","addresses":{}}"#).is_err());
+        assert!(
+            LeaderInfo::decode(
+                "p",
+                br#"{"version":2,"session_id":"00000000000000000000000000000001","addresses":{}}"#
+            )
+            .is_err()
+        );
         assert!(LeaderInfo::decode("p", b"").is_err());
-        assert!(LeaderInfo::decode("p", br#"{"version":1,"session_id":"zz","addresses":{}}"#).is_err());
+        assert!(
+            LeaderInfo::decode("p", br#"{"version":1,"session_id":"zz","addresses":{}}"#).is_err()
+        );
     }
 
     proptest! {

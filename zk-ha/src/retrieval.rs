@@ -46,8 +46,15 @@ impl LeaderRetrieval {
     }
 
     /// Waits until the value satisfies `pred` and returns it.
-    pub async fn wait_for(&mut self, mut pred: impl FnMut(&Option<LeaderInfo>) -> bool) -> Result<Option<LeaderInfo>, HaError> {
-        let value = self.rx.wait_for(|v| pred(v)).await.map_err(|_| HaError::Closed)?;
+    pub async fn wait_for(
+        &mut self,
+        mut pred: impl FnMut(&Option<LeaderInfo>) -> bool,
+    ) -> Result<Option<LeaderInfo>, HaError> {
+        let value = self
+            .rx
+            .wait_for(|v| pred(v))
+            .await
+            .map_err(|_| HaError::Closed)?;
         Ok(value.clone())
     }
 }

@@ -33,7 +33,12 @@ impl ZooKeeperHaServices {
         let layout = config.validate()?;
         let connector = Connector::new(config);
         let zk = Arc::new(SharedClient::new(connector.clone()));
-        Ok(ZooKeeperHaServices { layout, connector, zk, blobs })
+        Ok(ZooKeeperHaServices {
+            layout,
+            connector,
+            zk,
+            blobs,
+        })
     }
 
     /// The node layout.
@@ -53,26 +58,44 @@ impl ZooKeeperHaServices {
 
     /// Watches the published leader of `component` (e.g. `dispatcher`, `resource_manager`).
     pub fn leader_retrieval(&self, component: &str) -> Result<LeaderRetrieval, HaError> {
-        Ok(LeaderRetrieval::start(self.connector.clone(), self.layout.connection_info(component)?))
+        Ok(LeaderRetrieval::start(
+            self.connector.clone(),
+            self.layout.connection_info(component)?,
+        ))
     }
 
     /// The job graph store.
     pub fn job_graph_store(&self) -> JobGraphStore {
-        JobGraphStore::new(self.zk.clone(), self.blobs.clone(), self.layout.job_graphs_dir())
+        JobGraphStore::new(
+            self.zk.clone(),
+            self.blobs.clone(),
+            self.layout.job_graphs_dir(),
+        )
     }
 
     /// The completed-checkpoint store of `job_id`.
     pub fn checkpoint_store(&self, job_id: &str) -> Result<CheckpointStore, HaError> {
-        Ok(CheckpointStore::new(self.zk.clone(), self.blobs.clone(), self.layout.checkpoints_dir(job_id)?))
+        Ok(CheckpointStore::new(
+            self.zk.clone(),
+            self.blobs.clone(),
+            self.layout.checkpoints_dir(job_id)?,
+        ))
     }
 
     /// The checkpoint id counter of `job_id`.
     pub fn checkpoint_id_counter(&self, job_id: &str) -> Result<CheckpointIdCounter, HaError> {
-        Ok(CheckpointIdCounter::new(self.zk.clone(), self.layout.checkpoint_counter(job_id)?))
+        Ok(CheckpointIdCounter::new(
+            self.zk.clone(),
+            self.layout.checkpoint_counter(job_id)?,
+        ))
     }
 
     /// The job result store.
     pub fn job_result_store(&self) -> JobResultStore {
-        JobResultStore::new(self.zk.clone(), self.blobs.clone(), self.layout.job_results_dir())
+        JobResultStore::new(
+            self.zk.clone(),
+            self.blobs.clone(),
+            self.layout.job_results_dir(),
+        )
     }
 }

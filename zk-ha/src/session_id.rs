@@ -47,8 +47,15 @@ impl FromStr for LeaderSessionId {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         // Exactly 32 lower-case hex digits: one canonical spelling per id, so ids compare as text.
-        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-            return Err(HaError::invalid("leader session id", format!("expected 32 lower-case hex digits, got {s:?}")));
+        if s.len() != 32
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(HaError::invalid(
+                "leader session id",
+                format!("expected 32 lower-case hex digits, got {s:?}"),
+            ));
         }
         u128::from_str_radix(s, 16)
             .map(LeaderSessionId)
@@ -76,7 +83,10 @@ mod tests {
 
     #[test]
     fn formats_as_32_hex_digits() {
-        assert_eq!(LeaderSessionId::from_u128(0xab).to_string(), format!("{:0>32}", "ab"));
+        assert_eq!(
+            LeaderSessionId::from_u128(0xab).to_string(),
+            format!("{:0>32}", "ab")
+        );
     }
 
     #[test]
@@ -86,7 +96,14 @@ mod tests {
 
     #[test]
     fn rejects_non_canonical_text() {
-        for bad in ["", "xyz", &"A".repeat(32), &"0".repeat(31), &"0".repeat(33), "+0000000000000000000000000000000"] {
+        for bad in [
+            "",
+            "xyz",
+            &"A".repeat(32),
+            &"0".repeat(31),
+            &"0".repeat(33),
+            "+0000000000000000000000000000000",
+        ] {
             assert!(bad.parse::<LeaderSessionId>().is_err(), "{bad:?} accepted");
         }
     }

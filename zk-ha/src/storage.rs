@@ -35,7 +35,10 @@ impl FsBlobStore {
     /// Uses `dir`, creating it if needed.
     pub fn new(dir: impl Into<PathBuf>) -> Result<Self, HaError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(|source| HaError::Storage { path: dir.clone(), source })?;
+        fs::create_dir_all(&dir).map_err(|source| HaError::Storage {
+            path: dir.clone(),
+            source,
+        })?;
         Ok(FsBlobStore { dir })
     }
 
@@ -52,7 +55,10 @@ impl FsBlobStore {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HaError + '_ {
-    move |source| HaError::Storage { path: path.to_owned(), source }
+    move |source| HaError::Storage {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 impl BlobStore for FsBlobStore {
@@ -61,12 +67,18 @@ impl BlobStore for FsBlobStore {
         // a file some committed pointer may reference.
         let name = format!("{prefix}-{:032x}", rand::random::<u128>());
         let path = self.path_of(&name)?;
-        let mut file = fs::OpenOptions::new().write(true).create_new(true).open(&path).map_err(io_err(&path))?;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
         file.write_all(data).map_err(io_err(&path))?;
         file.sync_all().map_err(io_err(&path))?;
         // The directory entry must be durable too, or a crash could lose the file behind a
         // pointer that ZooKeeper already holds.
-        fs::File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_err(&self.dir))?;
+        fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(&self.dir))?;
         Ok(name)
     }
 

@@ -10,9 +10,11 @@ use crate::error::HaError;
 use crate::fence::LeaderFence;
 
 /// Persistent nodes are world-accessible, like Flink's default (`high-availability.zookeeper.client.acl: open`).
-pub(crate) const PERSISTENT: CreateOptions<'static> = CreateMode::Persistent.with_acls(Acls::anyone_all());
+pub(crate) const PERSISTENT: CreateOptions<'static> =
+    CreateMode::Persistent.with_acls(Acls::anyone_all());
 /// Ephemeral nodes (latch, connection info).
-pub(crate) const EPHEMERAL: CreateOptions<'static> = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+pub(crate) const EPHEMERAL: CreateOptions<'static> =
+    CreateMode::Ephemeral.with_acls(Acls::anyone_all());
 /// Ephemeral-sequential nodes (latch contenders).
 pub(crate) const EPHEMERAL_SEQUENTIAL: CreateOptions<'static> =
     CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
@@ -49,14 +51,21 @@ impl Connector {
         match tokio::time::timeout(budget, connect).await {
             Ok(Ok(client)) => Ok(client),
             Ok(Err(e)) => Err(HaError::from_zk("connect", &self.quorum, e)),
-            Err(_) => Err(HaError::from_zk("connect", &self.quorum, zookeeper_client::Error::Timeout)),
+            Err(_) => Err(HaError::from_zk(
+                "connect",
+                &self.quorum,
+                zookeeper_client::Error::Timeout,
+            )),
         }
     }
 }
 
 /// Whether a session can never serve requests again.
 pub(crate) fn is_terminal(state: SessionState) -> bool {
-    matches!(state, SessionState::Expired | SessionState::Closed | SessionState::AuthFailed)
+    matches!(
+        state,
+        SessionState::Expired | SessionState::Closed | SessionState::AuthFailed
+    )
 }
 
 /// One session shared by the stores, replaced by a fresh one when it ends. The stores need no
@@ -70,7 +79,10 @@ pub(crate) struct SharedClient {
 
 impl SharedClient {
     pub(crate) fn new(connector: Connector) -> Self {
-        SharedClient { connector, current: Mutex::new(None) }
+        SharedClient {
+            connector,
+            current: Mutex::new(None),
+        }
     }
 
     /// A live client, connecting (again) if needed.
@@ -92,7 +104,10 @@ impl SharedClient {
 /// `mkdir -p` for persistent parents. Unfenced on purpose: an empty directory node carries no
 /// state, so a deposed leader creating one harms nobody.
 pub(crate) async fn ensure_dir(client: &Client, path: &str) -> Result<(), HaError> {
-    client.mkdir(path, &PERSISTENT).await.map_err(|e| HaError::from_zk("mkdir", path, e))
+    client
+        .mkdir(path, &PERSISTENT)
+        .await
+        .map_err(|e| HaError::from_zk("mkdir", path, e))
 }
 
 /// The parent of a ZooKeeper path.
@@ -126,14 +141,21 @@ pub(crate) async fn commit_fenced(
     match writer.commit().await {
         Ok(_) => Ok(FencedOutcome::Committed),
         Err(CheckWriteError::CheckFailed { source }) => match source {
-            zookeeper_client::Error::NoNode | zookeeper_client::Error::BadVersion => Err(HaError::NotLeader {
-                session_id: fence.session_id.to_string(),
-                detail: format!("latch node {} is gone or was re-claimed ({source})", fence.latch_path),
-            }),
+            zookeeper_client::Error::NoNode | zookeeper_client::Error::BadVersion => {
+                Err(HaError::NotLeader {
+                    session_id: fence.session_id.to_string(),
+                    detail: format!(
+                        "latch node {} is gone or was re-claimed ({source})",
+                        fence.latch_path
+                    ),
+                })
+            }
             other => Err(HaError::from_zk_write("multi", target, other)),
         },
         Err(CheckWriteError::OperationFailed { source, .. }) => Ok(FencedOutcome::OpFailed(source)),
-        Err(CheckWriteError::RequestFailed { source }) => Err(HaError::from_zk_write("multi", target, source)),
+        Err(CheckWriteError::RequestFailed { source }) => {
+            Err(HaError::from_zk_write("multi", target, source))
+        }
     }
 }
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 use common::{ZkServer, init_tracing};
 use tokio::time::timeout;
 use zk_ha::{
-    HaConfig, HaError, LeaderElection, LeaderFence, LeaderInfo, LeadershipEvent, RevokeReason, ZooKeeperHaServices,
+    HaConfig, HaError, LeaderElection, LeaderFence, LeaderInfo, LeadershipEvent, RevokeReason,
+    ZooKeeperHaServices,
 };
 
 fn services(zk: &ZkServer, storage: &std::path::Path, session: Duration) -> ZooKeeperHaServices {
@@ -95,7 +96,9 @@ async fn session_expiry_revokes_hands_over_and_fences_the_old_leader() {
     let fa = granted(&mut a, Duration::from_secs(10)).await;
     let mut b = ha.start_election();
     quiet(&mut b, Duration::from_millis(500)).await;
-    jobs.put(&fa, "job-1", b"graph from A").await.expect("leader A may write");
+    jobs.put(&fa, "job-1", b"graph from A")
+        .await
+        .expect("leader A may write");
     let session_a = a.session_info().expect("A has a session");
 
     // Expire A's session from outside, as the server does to a frozen or partitioned leader:
@@ -116,22 +119,44 @@ async fn session_expiry_revokes_hands_over_and_fences_the_old_leader() {
 
     // The deposed leader's writes fail with a typed error and leave nothing behind.
     let blobs_before = ha.blob_store().list().unwrap();
-    let err = jobs.put(&fa, "job-1", b"stale graph").await.expect_err("stale leader must be fenced");
+    let err = jobs
+        .put(&fa, "job-1", b"stale graph")
+        .await
+        .expect_err("stale leader must be fenced");
     assert!(matches!(err, HaError::NotLeader { .. }), "got {err:?}");
     assert!(!err.is_retryable());
-    let err = jobs.remove(&fa, "job-1").await.expect_err("stale leader must not delete");
+    let err = jobs
+        .remove(&fa, "job-1")
+        .await
+        .expect_err("stale leader must not delete");
     assert!(matches!(err, HaError::NotLeader { .. }), "got {err:?}");
-    assert_eq!(ha.blob_store().list().unwrap(), blobs_before, "a refused write must not leave a blob");
+    assert_eq!(
+        ha.blob_store().list().unwrap(),
+        blobs_before,
+        "a refused write must not leave a blob"
+    );
     let err = a
-        .publish(&fa, "dispatcher", &LeaderInfo::new(fa.session_id()).with_address("rpc", "a:1"))
+        .publish(
+            &fa,
+            "dispatcher",
+            &LeaderInfo::new(fa.session_id()).with_address("rpc", "a:1"),
+        )
         .await
         .expect_err("stale leader must not publish");
     assert!(matches!(err, HaError::NotLeader { .. }), "got {err:?}");
-    assert_eq!(jobs.get("job-1").await.unwrap().as_deref(), Some(&b"graph from A"[..]));
+    assert_eq!(
+        jobs.get("job-1").await.unwrap().as_deref(),
+        Some(&b"graph from A"[..])
+    );
 
     // The new leader can write; A rejoined as a follower with a new session.
-    jobs.put(&fb, "job-1", b"graph from B").await.expect("leader B may write");
-    assert_eq!(jobs.get("job-1").await.unwrap().as_deref(), Some(&b"graph from B"[..]));
+    jobs.put(&fb, "job-1", b"graph from B")
+        .await
+        .expect("leader B may write");
+    assert_eq!(
+        jobs.get("job-1").await.unwrap().as_deref(),
+        Some(&b"graph from B"[..])
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let new_a = a.session_info().expect("A rejoined");
     assert_ne!(new_a.id(), session_a.id());
@@ -153,7 +178,11 @@ async fn transient_disconnect_keeps_leadership() {
     // Crash and restart the server; the session survives (it is in the server's log).
     zk.restart();
     quiet(&mut a, Duration::from_secs(3)).await;
-    assert_eq!(a.current_fence(), Some(fa.clone()), "the term must survive a transient disconnect");
+    assert_eq!(
+        a.current_fence(),
+        Some(fa.clone()),
+        "the term must survive a transient disconnect"
+    );
     assert_eq!(a.session_info().unwrap().id(), session.id());
 
     // The term's fence still works after the reconnect.
@@ -196,7 +225,11 @@ async fn outage_longer_than_session_timeout_revokes_then_rejoins() {
         }
         other => panic!("expected revocation, got {other:?}"),
     }
-    assert!(start.elapsed() >= session_timeout / 2, "stepped down too early: {:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= session_timeout / 2,
+        "stepped down too early: {:?}",
+        start.elapsed()
+    );
     assert!(!a.is_leader());
 
     // Back online: the contender rejoins and, alone, wins again with a new term; the old term's
@@ -205,9 +238,14 @@ async fn outage_longer_than_session_timeout_revokes_then_rejoins() {
     let fa2 = granted(&mut a, Duration::from_secs(20)).await;
     assert_ne!(fa2.session_id(), fa.session_id());
     let jobs = ha.job_graph_store();
-    let err = jobs.put(&fa, "job-x", b"old term").await.expect_err("old term fenced");
+    let err = jobs
+        .put(&fa, "job-x", b"old term")
+        .await
+        .expect_err("old term fenced");
     assert!(matches!(err, HaError::NotLeader { .. }), "got {err:?}");
-    jobs.put(&fa2, "job-x", b"new term").await.expect("new term writes");
+    jobs.put(&fa2, "job-x", b"new term")
+        .await
+        .expect("new term writes");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,25 +259,40 @@ async fn retrieval_follows_leader_changes() {
 
     let mut a = ha.start_election();
     let fa = granted(&mut a, Duration::from_secs(10)).await;
-    let info_a = LeaderInfo::new(fa.session_id()).with_address("rpc", "10.0.0.1:6123").with_address("rest", "http://10.0.0.1:8081");
-    a.publish(&fa, "dispatcher", &info_a).await.expect("publish A");
-    let seen = timeout(Duration::from_secs(5), retrieval.wait_for(|v| v.is_some())).await.expect("sees A").unwrap();
+    let info_a = LeaderInfo::new(fa.session_id())
+        .with_address("rpc", "10.0.0.1:6123")
+        .with_address("rest", "http://10.0.0.1:8081");
+    a.publish(&fa, "dispatcher", &info_a)
+        .await
+        .expect("publish A");
+    let seen = timeout(Duration::from_secs(5), retrieval.wait_for(|v| v.is_some()))
+        .await
+        .expect("sees A")
+        .unwrap();
     assert_eq!(seen, Some(info_a.clone()));
 
     let mut b = ha.start_election();
     quiet(&mut b, Duration::from_millis(300)).await;
     a.close().await;
     // A's ephemeral connection info vanished with its session.
-    let seen = timeout(Duration::from_secs(5), retrieval.wait_for(|v| v.is_none())).await.expect("sees no leader").unwrap();
+    let seen = timeout(Duration::from_secs(5), retrieval.wait_for(|v| v.is_none()))
+        .await
+        .expect("sees no leader")
+        .unwrap();
     assert_eq!(seen, None);
 
     let fb = granted(&mut b, Duration::from_secs(5)).await;
     let info_b = LeaderInfo::new(fb.session_id()).with_address("rpc", "10.0.0.2:6123");
-    b.publish(&fb, "dispatcher", &info_b).await.expect("publish B");
-    let seen = timeout(Duration::from_secs(5), retrieval.wait_for(|v| v.as_ref().map(|i| i.session_id) == Some(fb.session_id())))
+    b.publish(&fb, "dispatcher", &info_b)
         .await
-        .expect("sees B")
-        .unwrap();
+        .expect("publish B");
+    let seen = timeout(
+        Duration::from_secs(5),
+        retrieval.wait_for(|v| v.as_ref().map(|i| i.session_id) == Some(fb.session_id())),
+    )
+    .await
+    .expect("sees B")
+    .unwrap();
     assert_eq!(seen, Some(info_b));
     // A second component is independent.
     let other = ha.leader_retrieval("resource_manager").unwrap();

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use common::{ZkServer, init_tracing};
 use tokio::time::timeout;
-use zk_ha::{HaConfig, HaError, LeaderElection, LeaderFence, LeaderSessionId, LeadershipEvent, ZooKeeperHaServices};
+use zk_ha::{
+    HaConfig, HaError, LeaderElection, LeaderFence, LeaderSessionId, LeadershipEvent,
+    ZooKeeperHaServices,
+};
 
 struct Fixture {
     _zk: ZkServer,
@@ -30,7 +33,13 @@ async fn leader() -> Fixture {
         Ok(Some(LeadershipEvent::Granted(f))) => f,
         other => panic!("expected a grant, got {other:?}"),
     };
-    Fixture { _zk: zk, _dir: dir, ha, election, fence }
+    Fixture {
+        _zk: zk,
+        _dir: dir,
+        ha,
+        election,
+        fence,
+    }
 }
 
 /// Every pointer's file exists, and (`exact`) no other blob lies around.
@@ -47,19 +56,32 @@ async fn job_graph_store_round_trip_and_pointer_implies_file() {
 
     store.put(&f.fence, "j1", b"graph one").await.unwrap();
     store.put(&f.fence, "j2", b"graph two").await.unwrap();
-    assert_eq!(store.job_ids().await.unwrap(), vec!["j1".to_owned(), "j2".to_owned()]);
-    assert_eq!(store.get("j1").await.unwrap().as_deref(), Some(&b"graph one"[..]));
+    assert_eq!(
+        store.job_ids().await.unwrap(),
+        vec!["j1".to_owned(), "j2".to_owned()]
+    );
+    assert_eq!(
+        store.get("j1").await.unwrap().as_deref(),
+        Some(&b"graph one"[..])
+    );
 
     let file_j1 = store.file_of("j1").await.unwrap().expect("pointer");
     let file_j2 = store.file_of("j2").await.unwrap().expect("pointer");
-    assert_eq!(blobs(&f.ha), BTreeSet::from([file_j1.clone(), file_j2.clone()]), "pointers and files match one to one");
+    assert_eq!(
+        blobs(&f.ha),
+        BTreeSet::from([file_j1.clone(), file_j2.clone()]),
+        "pointers and files match one to one"
+    );
 
     // Replacing writes a new file, moves the pointer, then deletes the old file.
     store.put(&f.fence, "j1", b"graph one, v2").await.unwrap();
     let file_j1_v2 = store.file_of("j1").await.unwrap().expect("pointer");
     assert_ne!(file_j1_v2, file_j1);
     assert_eq!(blobs(&f.ha), BTreeSet::from([file_j1_v2, file_j2.clone()]));
-    assert_eq!(store.get("j1").await.unwrap().as_deref(), Some(&b"graph one, v2"[..]));
+    assert_eq!(
+        store.get("j1").await.unwrap().as_deref(),
+        Some(&b"graph one, v2"[..])
+    );
 
     // Removing deletes the pointer, then the file; removing again is fine.
     store.remove(&f.fence, "j1").await.unwrap();
@@ -69,11 +91,18 @@ async fn job_graph_store_round_trip_and_pointer_implies_file() {
 
     // A fresh services object (a new JobManager) sees the same state.
     let other = ZooKeeperHaServices::new(
-        &HaConfig::new(f._zk.connect_string(), f._dir.path().join("ha")).with_cluster_id("stores-test"),
+        &HaConfig::new(f._zk.connect_string(), f._dir.path().join("ha"))
+            .with_cluster_id("stores-test"),
     )
     .unwrap();
-    assert_eq!(other.job_graph_store().job_ids().await.unwrap(), vec!["j2".to_owned()]);
-    assert_eq!(other.job_graph_store().get("j2").await.unwrap().as_deref(), Some(&b"graph two"[..]));
+    assert_eq!(
+        other.job_graph_store().job_ids().await.unwrap(),
+        vec!["j2".to_owned()]
+    );
+    assert_eq!(
+        other.job_graph_store().get("j2").await.unwrap().as_deref(),
+        Some(&b"graph two"[..])
+    );
 
     // Invalid ids never reach ZooKeeper or the filesystem.
     let err = store.put(&f.fence, "../evil", b"x").await.unwrap_err();
@@ -100,13 +129,24 @@ async fn checkpoint_store_retains_latest_and_subsumes_older() {
     assert_eq!(store.latest().await.unwrap(), None);
     let mut removed = Vec::new();
     for id in 1..=5u64 {
-        removed.extend(store.add(&f.fence, id, format!("meta {id}").as_bytes(), 3).await.unwrap());
+        removed.extend(
+            store
+                .add(&f.fence, id, format!("meta {id}").as_bytes(), 3)
+                .await
+                .unwrap(),
+        );
     }
     assert_eq!(removed, vec![1, 2]);
     assert_eq!(store.ids().await.unwrap(), vec![3, 4, 5]);
     let latest = store.latest().await.unwrap().unwrap();
     assert_eq!((latest.id, latest.metadata.as_slice()), (5, &b"meta 5"[..]));
-    let two: Vec<u64> = store.latest_n(2).await.unwrap().iter().map(|c| c.id).collect();
+    let two: Vec<u64> = store
+        .latest_n(2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| c.id)
+        .collect();
     assert_eq!(two, vec![4, 5]);
     assert_eq!(store.get(4).await.unwrap().as_deref(), Some(&b"meta 4"[..]));
 
@@ -139,27 +179,40 @@ async fn checkpoint_id_counter_never_repeats() {
 
     // Concurrent increments (two handles, so two ZooKeeper clients) race on the node version.
     let other = ZooKeeperHaServices::new(
-        &HaConfig::new(f._zk.connect_string(), f._dir.path().join("ha")).with_cluster_id("stores-test"),
+        &HaConfig::new(f._zk.connect_string(), f._dir.path().join("ha"))
+            .with_cluster_id("stores-test"),
     )
     .unwrap()
     .checkpoint_id_counter("job-a")
     .unwrap();
     let mut tasks = Vec::new();
     for i in 0..10 {
-        let c = if i % 2 == 0 { counter.clone() } else { other.clone() };
+        let c = if i % 2 == 0 {
+            counter.clone()
+        } else {
+            other.clone()
+        };
         let fence = f.fence.clone();
-        tasks.push(tokio::spawn(async move { c.get_and_increment(&fence).await }));
+        tasks.push(tokio::spawn(
+            async move { c.get_and_increment(&fence).await },
+        ));
     }
     let mut ids = BTreeSet::new();
     for t in tasks {
-        assert!(ids.insert(t.await.unwrap().unwrap()), "an id was handed out twice");
+        assert!(
+            ids.insert(t.await.unwrap().unwrap()),
+            "an id was handed out twice"
+        );
     }
     assert_eq!(ids, (3..13).collect());
     assert_eq!(counter.get().await.unwrap(), 13);
 
     counter.set(&f.fence, 100).await.unwrap();
     assert_eq!(counter.get_and_increment(&f.fence).await.unwrap(), 100);
-    assert!(counter.set(&f.fence, 50).await.is_err(), "the counter must never go back");
+    assert!(
+        counter.set(&f.fence, 50).await.is_err(),
+        "the counter must never go back"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,7 +222,10 @@ async fn job_result_store_records_each_job_once() {
     assert!(!results.contains("j1").await.unwrap());
     results.put(&f.fence, "j1", b"FINISHED").await.unwrap();
     assert!(results.contains("j1").await.unwrap());
-    assert_eq!(results.get("j1").await.unwrap().as_deref(), Some(&b"FINISHED"[..]));
+    assert_eq!(
+        results.get("j1").await.unwrap().as_deref(),
+        Some(&b"FINISHED"[..])
+    );
     let err = results.put(&f.fence, "j1", b"FAILED").await.unwrap_err();
     assert!(matches!(err, HaError::AlreadyExists { .. }), "got {err:?}");
     assert_eq!(results.job_ids().await.unwrap(), vec!["j1".to_owned()]);
@@ -185,8 +241,11 @@ async fn writes_with_a_stale_or_forged_fence_are_refused() {
     let before = blobs(&f.ha);
 
     // Same latch node, other version: an earlier term of the same contender (FLINK-11665).
-    let earlier_term =
-        LeaderFence::from_parts(f.fence.latch_path().to_owned(), 0, LeaderSessionId::from_u128(1));
+    let earlier_term = LeaderFence::from_parts(
+        f.fence.latch_path().to_owned(),
+        0,
+        LeaderSessionId::from_u128(1),
+    );
     // A latch node that does not exist: a term whose session is gone.
     let gone = LeaderFence::from_parts(
         format!("{}/latch-dead-0000000000", f.ha.layout().latch_dir()),
@@ -198,14 +257,35 @@ async fn writes_with_a_stale_or_forged_fence_are_refused() {
         assert!(matches!(e, HaError::NotLeader { .. }), "put: {e:?}");
         let e = jobs.remove(stale, "j1").await.unwrap_err();
         assert!(matches!(e, HaError::NotLeader { .. }), "remove: {e:?}");
-        let e = f.ha.checkpoint_store("j1").unwrap().add(stale, 1, b"m", 1).await.unwrap_err();
+        let e =
+            f.ha.checkpoint_store("j1")
+                .unwrap()
+                .add(stale, 1, b"m", 1)
+                .await
+                .unwrap_err();
         assert!(matches!(e, HaError::NotLeader { .. }), "checkpoint: {e:?}");
-        let e = f.ha.checkpoint_id_counter("j1").unwrap().get_and_increment(stale).await.unwrap_err();
+        let e =
+            f.ha.checkpoint_id_counter("j1")
+                .unwrap()
+                .get_and_increment(stale)
+                .await
+                .unwrap_err();
         assert!(matches!(e, HaError::NotLeader { .. }), "counter: {e:?}");
-        let e = f.ha.job_result_store().put(stale, "j1", b"r").await.unwrap_err();
+        let e =
+            f.ha.job_result_store()
+                .put(stale, "j1", b"r")
+                .await
+                .unwrap_err();
         assert!(matches!(e, HaError::NotLeader { .. }), "result: {e:?}");
     }
     assert_eq!(jobs.get("j1").await.unwrap().as_deref(), Some(&b"good"[..]));
     assert_eq!(blobs(&f.ha), before, "refused writes leave no files behind");
-    assert_eq!(f.ha.checkpoint_id_counter("j1").unwrap().get().await.unwrap(), 1);
+    assert_eq!(
+        f.ha.checkpoint_id_counter("j1")
+            .unwrap()
+            .get()
+            .await
+            .unwrap(),
+        1
+    );
 }

@@ -54,7 +54,10 @@ pub(crate) enum Input {
     /// A fresh listing of the latch directory (child names).
     Children(Vec<String>),
     /// Our claim (writing the new session id into our latch node) succeeded.
-    Claimed { session_id: LeaderSessionId, version: i32 },
+    Claimed {
+        session_id: LeaderSessionId,
+        version: i32,
+    },
     /// Our claim failed (node gone or connection lost): re-read before trying again.
     ClaimFailed { session_id: LeaderSessionId },
     /// The connection dropped; the session may still be alive.
@@ -77,7 +80,10 @@ pub(crate) enum Action {
     /// List the latch directory with a watch, then report `Children`.
     ListChildren,
     /// Store `session_id` in our latch node (bumping its version), then report `Claimed`.
-    Claim { path: String, session_id: LeaderSessionId },
+    Claim {
+        path: String,
+        session_id: LeaderSessionId,
+    },
     /// Tell the owner.
     Notify(LeadershipEvent),
 }
@@ -91,7 +97,10 @@ enum Role {
     /// Our node exists but is not first.
     Follower { path: String },
     /// Our node is first; writing the new term's id into it.
-    Claiming { path: String, session_id: LeaderSessionId },
+    Claiming {
+        path: String,
+        session_id: LeaderSessionId,
+    },
     /// Leader for the term in `fence`.
     Leader { fence: LeaderFence },
     /// Closed for good.
@@ -134,8 +143,16 @@ fn name_of(path: &str) -> &str {
 
 impl ElectionCore {
     /// A core that steps down after `loss_timeout` of disconnection (use the session timeout).
-    pub(crate) fn new(loss_timeout: Duration, next_id: Box<dyn FnMut() -> LeaderSessionId + Send>) -> Self {
-        ElectionCore { role: Role::Connecting, disconnected_since: None, loss_timeout, next_id }
+    pub(crate) fn new(
+        loss_timeout: Duration,
+        next_id: Box<dyn FnMut() -> LeaderSessionId + Send>,
+    ) -> Self {
+        ElectionCore {
+            role: Role::Connecting,
+            disconnected_since: None,
+            loss_timeout,
+            next_id,
+        }
     }
 
     /// The first actions: open a session.
@@ -169,7 +186,10 @@ impl ElectionCore {
     /// Moves from leader (if leading) to `Connecting`, emitting the revocation.
     fn step_down(&mut self, reason: RevokeReason, out: &mut Vec<Action>) {
         if let Role::Leader { fence } = &self.role {
-            out.push(Action::Notify(LeadershipEvent::Revoked { session_id: fence.session_id, reason }));
+            out.push(Action::Notify(LeadershipEvent::Revoked {
+                session_id: fence.session_id,
+                reason,
+            }));
         }
         self.role = Role::Connecting;
     }
@@ -196,17 +216,32 @@ impl ElectionCore {
                 }
             }
             Input::Children(children) => self.on_children(children, &mut out),
-            Input::Claimed { session_id, version } => {
-                if let Role::Claiming { path, session_id: pending } = &self.role
+            Input::Claimed {
+                session_id,
+                version,
+            } => {
+                if let Role::Claiming {
+                    path,
+                    session_id: pending,
+                } = &self.role
                     && *pending == session_id
                 {
-                    let fence = LeaderFence { latch_path: path.clone(), latch_version: version, session_id };
-                    self.role = Role::Leader { fence: fence.clone() };
+                    let fence = LeaderFence {
+                        latch_path: path.clone(),
+                        latch_version: version,
+                        session_id,
+                    };
+                    self.role = Role::Leader {
+                        fence: fence.clone(),
+                    };
                     out.push(Action::Notify(LeadershipEvent::Granted(fence)));
                 }
             }
             Input::ClaimFailed { session_id } => {
-                if let Role::Claiming { path, session_id: pending } = &self.role
+                if let Role::Claiming {
+                    path,
+                    session_id: pending,
+                } = &self.role
                     && *pending == session_id
                 {
                     // Unknown whether the node still exists: re-read, and claim again with a fresh
@@ -226,7 +261,10 @@ impl ElectionCore {
                 self.disconnected_since = None;
                 // Watch events that fired while we were away may be lost (ZOOKEEPER-4698):
                 // re-read the truth.
-                if matches!(self.role, Role::Follower { .. } | Role::Claiming { .. } | Role::Leader { .. }) {
+                if matches!(
+                    self.role,
+                    Role::Follower { .. } | Role::Claiming { .. } | Role::Leader { .. }
+                ) {
                     out.push(Action::ListChildren);
                 }
             }
@@ -274,11 +312,19 @@ impl ElectionCore {
         }
         // (The listing also re-armed the driver's watch on the directory, so followers learn when
         // their turn comes and the leader learns if its node is deleted under it.)
-        let first = children.iter().filter_map(|c| sequence_of(c)).min().unwrap_or(our_seq) >= our_seq;
+        let first = children
+            .iter()
+            .filter_map(|c| sequence_of(c))
+            .min()
+            .unwrap_or(our_seq)
+            >= our_seq;
         match (&self.role, first) {
             (Role::Follower { .. }, true) => {
                 let session_id = (self.next_id)();
-                self.role = Role::Claiming { path: path.clone(), session_id };
+                self.role = Role::Claiming {
+                    path: path.clone(),
+                    session_id,
+                };
                 out.push(Action::Claim { path, session_id });
             }
             (Role::Claiming { .. }, false) => self.role = Role::Follower { path },
@@ -320,16 +366,38 @@ mod tests {
     fn leader(t0: Instant) -> (ElectionCore, LeaderFence) {
         let mut c = core();
         assert_eq!(c.start(), vec![Action::RestartSession]);
-        assert_eq!(c.handle(t0, Input::SessionStarted), vec![Action::CreateLatch]);
-        assert_eq!(c.handle(t0, Input::LatchCreated { path: ME.into() }), vec![Action::ListChildren]);
+        assert_eq!(
+            c.handle(t0, Input::SessionStarted),
+            vec![Action::CreateLatch]
+        );
+        assert_eq!(
+            c.handle(t0, Input::LatchCreated { path: ME.into() }),
+            vec![Action::ListChildren]
+        );
         let sid = LeaderSessionId::from_u128(1);
         assert_eq!(
             c.handle(t0, Input::Children(vec![me(), other(7)])),
-            vec![Action::Claim { path: ME.into(), session_id: sid }]
+            vec![Action::Claim {
+                path: ME.into(),
+                session_id: sid
+            }]
         );
-        let out = c.handle(t0, Input::Claimed { session_id: sid, version: 1 });
-        let fence = LeaderFence { latch_path: ME.into(), latch_version: 1, session_id: sid };
-        assert_eq!(out, vec![Action::Notify(LeadershipEvent::Granted(fence.clone()))]);
+        let out = c.handle(
+            t0,
+            Input::Claimed {
+                session_id: sid,
+                version: 1,
+            },
+        );
+        let fence = LeaderFence {
+            latch_path: ME.into(),
+            latch_version: 1,
+            session_id: sid,
+        };
+        assert_eq!(
+            out,
+            vec![Action::Notify(LeadershipEvent::Granted(fence.clone()))]
+        );
         (c, fence)
     }
 
@@ -367,10 +435,19 @@ mod tests {
         let t0 = Instant::now();
         let (mut c, fence) = leader(t0);
         assert!(c.handle(t0, Input::Disconnected).is_empty());
-        assert!(c.handle(t0 + Duration::from_millis(1500), Input::Tick).is_empty());
-        assert_eq!(c.handle(t0 + Duration::from_millis(1600), Input::Reconnected), vec![Action::ListChildren]);
+        assert!(
+            c.handle(t0 + Duration::from_millis(1500), Input::Tick)
+                .is_empty()
+        );
+        assert_eq!(
+            c.handle(t0 + Duration::from_millis(1600), Input::Reconnected),
+            vec![Action::ListChildren]
+        );
         // Well past the timeout, but we are connected again: still the same term.
-        assert!(c.handle(t0 + Duration::from_secs(10), Input::Tick).is_empty());
+        assert!(
+            c.handle(t0 + Duration::from_secs(10), Input::Tick)
+                .is_empty()
+        );
         assert!(c.handle(t0, Input::Children(vec![me()])).is_empty());
         assert_eq!(c.fence(), Some(&fence));
     }
@@ -387,7 +464,10 @@ mod tests {
         assert_eq!(out.last(), Some(&Action::RestartSession));
         assert!(c.fence().is_none());
         // The reconnect of the old session is ignored; the new session starts as a follower.
-        assert_eq!(c.handle(t0, Input::SessionStarted), vec![Action::CreateLatch]);
+        assert_eq!(
+            c.handle(t0, Input::SessionStarted),
+            vec![Action::CreateLatch]
+        );
         assert!(c.fence().is_none());
     }
 
@@ -417,10 +497,20 @@ mod tests {
         let path2 = "/s/c/leader-latch/latch-aa-0000000009";
         c.handle(t0, Input::LatchCreated { path: path2.into() });
         let out = c.handle(t0, Input::Children(vec!["latch-aa-0000000009".into()]));
-        let Some(Action::Claim { session_id, .. }) = out.last().cloned() else { panic!("no claim: {out:?}") };
+        let Some(Action::Claim { session_id, .. }) = out.last().cloned() else {
+            panic!("no claim: {out:?}")
+        };
         assert_ne!(session_id, first.session_id);
-        let out = c.handle(t0, Input::Claimed { session_id, version: 1 });
-        assert!(matches!(&out[0], Action::Notify(LeadershipEvent::Granted(f)) if f.session_id == session_id));
+        let out = c.handle(
+            t0,
+            Input::Claimed {
+                session_id,
+                version: 1,
+            },
+        );
+        assert!(
+            matches!(&out[0], Action::Notify(LeadershipEvent::Granted(f)) if f.session_id == session_id)
+        );
     }
 
     #[test]
@@ -432,7 +522,13 @@ mod tests {
         c.handle(t0, Input::Children(vec![me()]));
         // The session ends before the claim's reply arrives; the late reply must not grant.
         c.handle(t0, Input::SessionEnded);
-        let out = c.handle(t0, Input::Claimed { session_id: LeaderSessionId::from_u128(1), version: 1 });
+        let out = c.handle(
+            t0,
+            Input::Claimed {
+                session_id: LeaderSessionId::from_u128(1),
+                version: 1,
+            },
+        );
         assert!(out.is_empty());
         assert!(c.fence().is_none());
     }
@@ -444,10 +540,21 @@ mod tests {
         c.handle(t0, Input::SessionStarted);
         c.handle(t0, Input::LatchCreated { path: ME.into() });
         c.handle(t0, Input::Children(vec![me()]));
-        let out = c.handle(t0, Input::ClaimFailed { session_id: LeaderSessionId::from_u128(1) });
+        let out = c.handle(
+            t0,
+            Input::ClaimFailed {
+                session_id: LeaderSessionId::from_u128(1),
+            },
+        );
         assert_eq!(out, vec![Action::ListChildren]);
         let out = c.handle(t0, Input::Children(vec![me()]));
-        assert_eq!(out.last(), Some(&Action::Claim { path: ME.into(), session_id: LeaderSessionId::from_u128(2) }));
+        assert_eq!(
+            out.last(),
+            Some(&Action::Claim {
+                path: ME.into(),
+                session_id: LeaderSessionId::from_u128(2)
+            })
+        );
     }
 
     #[test]
@@ -468,7 +575,10 @@ mod tests {
         c.handle(t0, Input::Children(vec![other(1), me()]));
         c.handle(t0, Input::Disconnected);
         // Nothing to give up; the server tells us about expiry when we reconnect.
-        assert!(c.handle(t0 + Duration::from_secs(60), Input::Tick).is_empty());
+        assert!(
+            c.handle(t0 + Duration::from_secs(60), Input::Tick)
+                .is_empty()
+        );
     }
 
     #[test]
@@ -502,7 +612,11 @@ mod tests {
                             leading = Some(f.session_id);
                         }
                         Action::Notify(LeadershipEvent::Revoked { session_id, .. }) => {
-                            assert_eq!(leading.take(), Some(session_id), "revoked a term we did not hold");
+                            assert_eq!(
+                                leading.take(),
+                                Some(session_id),
+                                "revoked a term we did not hold"
+                            );
                         }
                         Action::Claim { session_id, .. } => pending_claim = Some(session_id),
                         _ => {}
@@ -517,7 +631,10 @@ mod tests {
                     2 => Input::Children(vec![me()]),
                     3 => Input::Children(vec![other(1), me()]),
                     4 => match pending_claim.take() {
-                        Some(session_id) => Input::Claimed { session_id, version: rng.random_range(1..5) },
+                        Some(session_id) => Input::Claimed {
+                            session_id,
+                            version: rng.random_range(1..5),
+                        },
                         None => Input::Tick,
                     },
                     5 => Input::Disconnected,

@@ -79,7 +79,10 @@ impl LeaderElection {
         let (fence_tx, fence) = watch::channel(None);
         let (close, close_rx) = watch::channel(false);
         let shared = Arc::new(Shared::default());
-        let core = ElectionCore::new(connector.session_timeout(), Box::new(LeaderSessionId::random));
+        let core = ElectionCore::new(
+            connector.session_timeout(),
+            Box::new(LeaderSessionId::random),
+        );
         let driver = Driver {
             core,
             connector,
@@ -93,7 +96,14 @@ impl LeaderElection {
             children_watch: None,
         };
         let task = tokio::spawn(driver.run());
-        LeaderElection { events, fence, shared, layout, close, task: Some(task) }
+        LeaderElection {
+            events,
+            fence,
+            shared,
+            layout,
+            close,
+            task: Some(task),
+        }
     }
 
     /// The next grant or revocation; `None` once the election has stopped.
@@ -128,20 +138,37 @@ impl LeaderElection {
     ///
     /// The node belongs to the election's session, so it disappears with the term's session.
     /// Publish again after every grant.
-    pub async fn publish(&self, fence: &LeaderFence, component: &str, info: &LeaderInfo) -> Result<(), HaError> {
+    pub async fn publish(
+        &self,
+        fence: &LeaderFence,
+        component: &str,
+        info: &LeaderInfo,
+    ) -> Result<(), HaError> {
         let path = self.layout.connection_info(component)?;
         if info.session_id != fence.session_id {
-            return Err(HaError::invalid("leader info", "its session id differs from the fence's term"));
+            return Err(HaError::invalid(
+                "leader info",
+                "its session id differs from the fence's term",
+            ));
         }
-        let not_leader = |detail: &str| HaError::NotLeader { session_id: fence.session_id.to_string(), detail: detail.into() };
+        let not_leader = |detail: &str| HaError::NotLeader {
+            session_id: fence.session_id.to_string(),
+            detail: detail.into(),
+        };
         if self.current_fence().as_ref() != Some(fence) {
             return Err(not_leader("the election no longer holds this term"));
         }
-        let client = self.shared.client().ok_or_else(|| not_leader("no session"))?;
+        let client = self
+            .shared
+            .client()
+            .ok_or_else(|| not_leader("no session"))?;
         zk::ensure_dir(&client, zk::parent_of(&path)).await?;
         let data = info.encode();
         for _ in 0..5 {
-            let existing = client.check_stat(&path).await.map_err(|e| HaError::from_zk("exists", &path, e))?;
+            let existing = client
+                .check_stat(&path)
+                .await
+                .map_err(|e| HaError::from_zk("exists", &path, e))?;
             let outcome = zk::commit_fenced(&client, fence, &path, |w| {
                 // Replace whatever an earlier term left (its session may still be closing).
                 if let Some(stat) = existing {
@@ -155,7 +182,8 @@ impl LeaderElection {
                     info!(component, session_id = %fence.session_id, "published leader information");
                     return Ok(());
                 }
-                FencedOutcome::OpFailed(zookeeper_client::Error::NodeExists
+                FencedOutcome::OpFailed(
+                    zookeeper_client::Error::NodeExists
                     | zookeeper_client::Error::NoNode
                     | zookeeper_client::Error::BadVersion,
                 ) => continue,
@@ -224,7 +252,8 @@ impl Driver {
         loop {
             while let Some(action) = pending.pop_front() {
                 // Watch firings and reconnects both ask for a listing; one suffices.
-                if action == Action::ListChildren && pending.front() == Some(&Action::ListChildren) {
+                if action == Action::ListChildren && pending.front() == Some(&Action::ListChildren)
+                {
                     continue;
                 }
                 match self.execute(action, &mut pending).await {
@@ -234,7 +263,12 @@ impl Driver {
                 }
             }
             let wake = {
-                let Driver { children_watch, state_watcher, close, .. } = &mut self;
+                let Driver {
+                    children_watch,
+                    state_watcher,
+                    close,
+                    ..
+                } = &mut self;
                 tokio::select! {
                     _ = close.wait_for(|closed| *closed) => Wake::Close,
                     event = async {
@@ -323,7 +357,9 @@ impl Driver {
             }
         }
         self.feed(Input::Tick, pending);
-        pending.contains(&Action::RestartSession).then_some(Outcome::Abandoned)
+        pending
+            .contains(&Action::RestartSession)
+            .then_some(Outcome::Abandoned)
     }
 
     fn session_client(&self) -> Option<Client> {
@@ -334,7 +370,9 @@ impl Driver {
         match action {
             Action::Notify(event) => {
                 match &event {
-                    LeadershipEvent::Granted(fence) => info!(session_id = %fence.session_id, "leadership granted"),
+                    LeadershipEvent::Granted(fence) => {
+                        info!(session_id = %fence.session_id, "leadership granted")
+                    }
                     LeadershipEvent::Revoked { session_id, reason } => {
                         warn!(%session_id, ?reason, "leadership revoked")
                     }
@@ -396,13 +434,18 @@ impl Driver {
     }
 
     async fn create_latch(&mut self, pending: &mut VecDeque<Action>) -> Outcome {
-        let Some(client) = self.session_client() else { return Outcome::Input(Input::SessionEnded) };
+        let Some(client) = self.session_client() else {
+            return Outcome::Input(Input::SessionEnded);
+        };
         // A random token in the name finds our node again if the reply to `create` is lost.
         let token = format!("{:016x}", rand::random::<u64>());
         let prefix = format!("{}/latch-{token}-", self.latch_dir);
         loop {
             let result = match client.mkdir(&self.latch_dir, &zk::PERSISTENT).await {
-                Ok(()) => client.create(&prefix, &[], &zk::EPHEMERAL_SEQUENTIAL).await.map(|(_, seq)| format!("{prefix}{seq}")),
+                Ok(()) => client
+                    .create(&prefix, &[], &zk::EPHEMERAL_SEQUENTIAL)
+                    .await
+                    .map(|(_, seq)| format!("{prefix}{seq}")),
                 Err(e) => Err(e),
             };
             match result {
@@ -420,7 +463,9 @@ impl Driver {
                     if let Ok(children) = client.list_children(&self.latch_dir).await
                         && let Some(name) = children.iter().find(|c| c.contains(&token))
                     {
-                        return Outcome::Input(Input::LatchCreated { path: format!("{}/{name}", self.latch_dir) });
+                        return Outcome::Input(Input::LatchCreated {
+                            path: format!("{}/{name}", self.latch_dir),
+                        });
                     }
                 }
             }
@@ -428,7 +473,9 @@ impl Driver {
     }
 
     async fn list_children(&mut self, pending: &mut VecDeque<Action>) -> Outcome {
-        let Some(client) = self.session_client() else { return Outcome::Abandoned };
+        let Some(client) = self.session_client() else {
+            return Outcome::Abandoned;
+        };
         loop {
             match client.list_and_watch_children(&self.latch_dir).await {
                 Ok((children, watcher)) => {
@@ -436,7 +483,9 @@ impl Driver {
                     return Outcome::Input(Input::Children(children));
                 }
                 // The directory itself was deleted: our node is gone with it.
-                Err(zookeeper_client::Error::NoNode) => return Outcome::Input(Input::Children(Vec::new())),
+                Err(zookeeper_client::Error::NoNode) => {
+                    return Outcome::Input(Input::Children(Vec::new()));
+                }
                 Err(e) if Self::terminal(&e) => return Outcome::Input(Input::SessionEnded),
                 Err(e) => {
                     debug!(error = %e, "listing the latch directory failed; retrying");
@@ -448,12 +497,25 @@ impl Driver {
         }
     }
 
-    async fn claim(&mut self, path: String, session_id: LeaderSessionId, _pending: &mut VecDeque<Action>) -> Outcome {
-        let Some(client) = self.session_client() else { return Outcome::Input(Input::ClaimFailed { session_id }) };
+    async fn claim(
+        &mut self,
+        path: String,
+        session_id: LeaderSessionId,
+        _pending: &mut VecDeque<Action>,
+    ) -> Outcome {
+        let Some(client) = self.session_client() else {
+            return Outcome::Input(Input::ClaimFailed { session_id });
+        };
         // Writing the term's id bumps the node's version: the fence of this term checks that
         // version, so writes fenced with any earlier term of ours fail from now on.
-        match client.set_data(&path, session_id.to_string().as_bytes(), None).await {
-            Ok(stat) => Outcome::Input(Input::Claimed { session_id, version: stat.version }),
+        match client
+            .set_data(&path, session_id.to_string().as_bytes(), None)
+            .await
+        {
+            Ok(stat) => Outcome::Input(Input::Claimed {
+                session_id,
+                version: stat.version,
+            }),
             Err(e) if Self::terminal(&e) => Outcome::Input(Input::SessionEnded),
             Err(e) => {
                 debug!(error = %e, "claiming leadership failed");

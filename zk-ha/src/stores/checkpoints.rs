@@ -36,7 +36,9 @@ fn key_of(id: u64) -> String {
 
 impl CheckpointStore {
     pub(crate) fn new(zk: Arc<SharedClient>, blobs: Arc<dyn BlobStore>, dir: String) -> Self {
-        CheckpointStore { inner: PointerStore::new(zk, blobs, dir, "checkpoint") }
+        CheckpointStore {
+            inner: PointerStore::new(zk, blobs, dir, "checkpoint"),
+        }
     }
 
     /// Adds checkpoint `id`, then removes the oldest ones so that at most `max_retained` (at least
@@ -50,7 +52,9 @@ impl CheckpointStore {
         metadata: &[u8],
         max_retained: usize,
     ) -> Result<Vec<u64>, HaError> {
-        self.inner.put(fence, &key_of(id), metadata.to_vec(), PutMode::CreateOnly).await?;
+        self.inner
+            .put(fence, &key_of(id), metadata.to_vec(), PutMode::CreateOnly)
+            .await?;
         let ids = self.ids().await?;
         let excess = ids.len().saturating_sub(max_retained.max(1));
         let mut removed = Vec::new();
@@ -60,7 +64,9 @@ impl CheckpointStore {
                 Ok(()) => removed.push(old),
                 // The new checkpoint is in; failing to trim is harmless and retried next time.
                 Err(e @ HaError::NotLeader { .. }) => return Err(e),
-                Err(e) => warn!(error = %e, checkpoint_id = old, "could not subsume an old checkpoint"),
+                Err(e) => {
+                    warn!(error = %e, checkpoint_id = old, "could not subsume an old checkpoint")
+                }
             }
         }
         Ok(removed)
@@ -72,7 +78,9 @@ impl CheckpointStore {
         for key in self.inner.keys().await? {
             match key.parse() {
                 Ok(id) => ids.push(id),
-                Err(_) => warn!(dir = self.inner.dir(), %key, "ignoring a foreign node in the checkpoint directory"),
+                Err(_) => {
+                    warn!(dir = self.inner.dir(), %key, "ignoring a foreign node in the checkpoint directory")
+                }
             }
         }
         ids.sort_unstable();

@@ -36,11 +36,14 @@ impl CheckpointIdCounter {
     async fn read(&self, client: &Client) -> Result<Option<(u64, i32)>, HaError> {
         match client.get_data(&self.path).await {
             Ok((data, stat)) => {
-                let text = std::str::from_utf8(&data)
-                    .map_err(|e| HaError::Corrupt { path: self.path.clone(), reason: e.to_string() })?;
-                let value = text
-                    .parse()
-                    .map_err(|e| HaError::Corrupt { path: self.path.clone(), reason: format!("{text:?}: {e}") })?;
+                let text = std::str::from_utf8(&data).map_err(|e| HaError::Corrupt {
+                    path: self.path.clone(),
+                    reason: e.to_string(),
+                })?;
+                let value = text.parse().map_err(|e| HaError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("{text:?}: {e}"),
+                })?;
                 Ok(Some((value, stat.version)))
             }
             Err(zookeeper_client::Error::NoNode) => Ok(None),
@@ -51,21 +54,32 @@ impl CheckpointIdCounter {
     /// The id the next [`CheckpointIdCounter::get_and_increment`] will return.
     pub async fn get(&self) -> Result<u64, HaError> {
         let client = self.zk.get().await?;
-        Ok(self.read(&client).await?.map_or(INITIAL_CHECKPOINT_ID, |(v, _)| v))
+        Ok(self
+            .read(&client)
+            .await?
+            .map_or(INITIAL_CHECKPOINT_ID, |(v, _)| v))
     }
 
     /// Returns the next id and advances the counter.
     pub async fn get_and_increment(&self, fence: &LeaderFence) -> Result<u64, HaError> {
-        self.update(fence, |current| current.checked_add(1).map(|next| (current, next))).await
+        self.update(fence, |current| {
+            current.checked_add(1).map(|next| (current, next))
+        })
+        .await
     }
 
     /// Sets the next id (for example after restoring from a savepoint). It may only grow.
     pub async fn set(&self, fence: &LeaderFence, next: u64) -> Result<(), HaError> {
-        self.update(fence, |current| (next >= current).then_some(((), next))).await?;
+        self.update(fence, |current| (next >= current).then_some(((), next)))
+            .await?;
         Ok(())
     }
 
-    async fn update<T>(&self, fence: &LeaderFence, step: impl Fn(u64) -> Option<(T, u64)>) -> Result<T, HaError> {
+    async fn update<T>(
+        &self,
+        fence: &LeaderFence,
+        step: impl Fn(u64) -> Option<(T, u64)>,
+    ) -> Result<T, HaError> {
         let mut last_error = None;
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
@@ -83,7 +97,10 @@ impl CheckpointIdCounter {
             let current = self.read(&client).await?;
             let value = current.map_or(INITIAL_CHECKPOINT_ID, |(v, _)| v);
             let Some((result, next)) = step(value) else {
-                return Err(HaError::invalid("checkpoint id", format!("counter at {value} cannot move as asked")));
+                return Err(HaError::invalid(
+                    "checkpoint id",
+                    format!("counter at {value} cannot move as asked"),
+                ));
             };
             let data = next.to_string();
             let outcome = zk::commit_fenced(&client, fence, &self.path, |w| match current {
@@ -93,20 +110,27 @@ impl CheckpointIdCounter {
             .await;
             match outcome {
                 Ok(FencedOutcome::Committed) => return Ok(result),
-                Ok(FencedOutcome::OpFailed(e @ (zookeeper_client::Error::BadVersion
+                Ok(FencedOutcome::OpFailed(
+                    e @ (zookeeper_client::Error::BadVersion
                     | zookeeper_client::Error::NodeExists
                     | zookeeper_client::Error::NoNode),
                 )) => {
                     debug!(path = %self.path, error = %e, "counter changed concurrently; retrying");
-                    last_error = Some(HaError::Conflict { path: self.path.clone() });
+                    last_error = Some(HaError::Conflict {
+                        path: self.path.clone(),
+                    });
                 }
-                Ok(FencedOutcome::OpFailed(e)) => return Err(HaError::from_zk("increment", &self.path, e)),
+                Ok(FencedOutcome::OpFailed(e)) => {
+                    return Err(HaError::from_zk("increment", &self.path, e));
+                }
                 // Ambiguous or unavailable: re-read and try again; an id may be skipped, never
                 // reused.
                 Err(e) if e.is_retryable() => last_error = Some(e),
                 Err(e) => return Err(e),
             }
         }
-        Err(last_error.unwrap_or(HaError::Conflict { path: self.path.clone() }))
+        Err(last_error.unwrap_or(HaError::Conflict {
+            path: self.path.clone(),
+        }))
     }
 }

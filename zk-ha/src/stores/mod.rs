@@ -25,12 +25,21 @@ pub struct JobGraphStore {
 
 impl JobGraphStore {
     pub(crate) fn new(zk: Arc<SharedClient>, blobs: Arc<dyn BlobStore>, dir: String) -> Self {
-        JobGraphStore { inner: PointerStore::new(zk, blobs, dir, "jobgraph") }
+        JobGraphStore {
+            inner: PointerStore::new(zk, blobs, dir, "jobgraph"),
+        }
     }
 
     /// Stores (or replaces) the job graph of `job_id`.
-    pub async fn put(&self, fence: &LeaderFence, job_id: &str, job_graph: &[u8]) -> Result<(), HaError> {
-        self.inner.put(fence, job_id, job_graph.to_vec(), PutMode::CreateOrReplace).await
+    pub async fn put(
+        &self,
+        fence: &LeaderFence,
+        job_id: &str,
+        job_graph: &[u8],
+    ) -> Result<(), HaError> {
+        self.inner
+            .put(fence, job_id, job_graph.to_vec(), PutMode::CreateOrReplace)
+            .await
     }
 
     /// The job graph of `job_id`, if stored.
@@ -66,13 +75,22 @@ pub struct JobResultStore {
 
 impl JobResultStore {
     pub(crate) fn new(zk: Arc<SharedClient>, blobs: Arc<dyn BlobStore>, dir: String) -> Self {
-        JobResultStore { inner: PointerStore::new(zk, blobs, dir, "jobresult") }
+        JobResultStore {
+            inner: PointerStore::new(zk, blobs, dir, "jobresult"),
+        }
     }
 
     /// Records the result of `job_id`. Recording a job twice fails with
     /// [`HaError::AlreadyExists`]: a job terminates once.
-    pub async fn put(&self, fence: &LeaderFence, job_id: &str, result: &[u8]) -> Result<(), HaError> {
-        self.inner.put(fence, job_id, result.to_vec(), PutMode::CreateOnly).await
+    pub async fn put(
+        &self,
+        fence: &LeaderFence,
+        job_id: &str,
+        result: &[u8],
+    ) -> Result<(), HaError> {
+        self.inner
+            .put(fence, job_id, result.to_vec(), PutMode::CreateOnly)
+            .await
     }
 
     /// The result of `job_id`, if recorded.

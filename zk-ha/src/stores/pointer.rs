@@ -38,10 +38,15 @@ struct Pointer {
 
 impl Pointer {
     fn decode(path: &str, bytes: &[u8]) -> Result<Self, HaError> {
-        let p: Pointer = serde_json::from_slice(bytes)
-            .map_err(|e| HaError::Corrupt { path: path.to_owned(), reason: e.to_string() })?;
+        let p: Pointer = serde_json::from_slice(bytes).map_err(|e| HaError::Corrupt {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
         if p.version != POINTER_VERSION {
-            return Err(HaError::Corrupt { path: path.to_owned(), reason: format!("pointer version {}", p.version) });
+            return Err(HaError::Corrupt {
+                path: path.to_owned(),
+                reason: format!("pointer version {}", p.version),
+            });
         }
         Ok(p)
     }
@@ -60,7 +65,10 @@ async fn blocking<T: Send + 'static>(
     let blobs = blobs.clone();
     tokio::task::spawn_blocking(move || f(blobs.as_ref()))
         .await
-        .map_err(|e| HaError::Storage { path: "<blocking task>".into(), source: std::io::Error::other(e) })?
+        .map_err(|e| HaError::Storage {
+            path: "<blocking task>".into(),
+            source: std::io::Error::other(e),
+        })?
 }
 
 /// Whether `put` may replace an existing entry.
@@ -81,8 +89,18 @@ pub(crate) struct PointerStore {
 }
 
 impl PointerStore {
-    pub(crate) fn new(zk: Arc<SharedClient>, blobs: Arc<dyn BlobStore>, dir: String, kind: &'static str) -> Self {
-        PointerStore { zk, blobs, dir, kind }
+    pub(crate) fn new(
+        zk: Arc<SharedClient>,
+        blobs: Arc<dyn BlobStore>,
+        dir: String,
+        kind: &'static str,
+    ) -> Self {
+        PointerStore {
+            zk,
+            blobs,
+            dir,
+            kind,
+        }
     }
 
     pub(crate) fn dir(&self) -> &str {
@@ -99,7 +117,11 @@ impl PointerStore {
     }
 
     /// Reads a pointer and its node version; `None` if absent.
-    async fn read_pointer(&self, client: &Client, path: &str) -> Result<Option<(Pointer, i32)>, HaError> {
+    async fn read_pointer(
+        &self,
+        client: &Client,
+        path: &str,
+    ) -> Result<Option<(Pointer, i32)>, HaError> {
         match client.get_data(path).await {
             Ok((data, stat)) => Ok(Some((Pointer::decode(path, &data)?, stat.version))),
             Err(zookeeper_client::Error::NoNode) => Ok(None),
@@ -108,7 +130,13 @@ impl PointerStore {
     }
 
     /// Stores `data` under `key`, fenced by `fence`.
-    pub(crate) async fn put(&self, fence: &LeaderFence, key: &str, data: Vec<u8>, mode: PutMode) -> Result<(), HaError> {
+    pub(crate) async fn put(
+        &self,
+        fence: &LeaderFence,
+        key: &str,
+        data: Vec<u8>,
+        mode: PutMode,
+    ) -> Result<(), HaError> {
         let path = self.path(key)?;
         let client = self.client().await?;
         // Fail early (and leave no blob) when the entry exists and must not be replaced.
@@ -119,8 +147,15 @@ impl PointerStore {
         let prefix = format!("{}-{key}", self.kind);
         // Step 1: the blob, durable, before any pointer names it.
         let file = blocking(&self.blobs, move |b| b.write_new(&prefix, &data)).await?;
-        let pointer = Pointer { version: POINTER_VERSION, file: file.clone(), len }.encode();
-        let result = self.commit_pointer(&client, fence, &path, &pointer, mode).await;
+        let pointer = Pointer {
+            version: POINTER_VERSION,
+            file: file.clone(),
+            len,
+        }
+        .encode();
+        let result = self
+            .commit_pointer(&client, fence, &path, &pointer, mode)
+            .await;
         match result {
             Ok(replaced) => {
                 debug!(%path, %file, "pointer committed");
@@ -162,7 +197,9 @@ impl PointerStore {
         for _ in 0..CONFLICT_RETRIES {
             let existing = self.read_pointer(client, path).await?;
             if mode == PutMode::CreateOnly && existing.is_some() {
-                return Err(HaError::AlreadyExists { path: path.to_owned() });
+                return Err(HaError::AlreadyExists {
+                    path: path.to_owned(),
+                });
             }
             let version = existing.as_ref().map(|(_, v)| *v);
             let outcome = zk::commit_fenced(client, fence, path, |w| match version {
@@ -173,14 +210,17 @@ impl PointerStore {
             .await?;
             match outcome {
                 FencedOutcome::Committed => return Ok(existing.map(|(p, _)| p.file)),
-                FencedOutcome::OpFailed(zookeeper_client::Error::NodeExists
+                FencedOutcome::OpFailed(
+                    zookeeper_client::Error::NodeExists
                     | zookeeper_client::Error::BadVersion
                     | zookeeper_client::Error::NoNode,
                 ) => continue,
                 FencedOutcome::OpFailed(e) => return Err(HaError::from_zk("put", path, e)),
             }
         }
-        Err(HaError::Conflict { path: path.to_owned() })
+        Err(HaError::Conflict {
+            path: path.to_owned(),
+        })
     }
 
     /// The data under `key`, or `None`.
@@ -189,7 +229,9 @@ impl PointerStore {
         let client = self.client().await?;
         // A concurrent replace may delete the blob between our two reads: re-read the pointer.
         for _ in 0..CONFLICT_RETRIES {
-            let Some((pointer, _)) = self.read_pointer(&client, &path).await? else { return Ok(None) };
+            let Some((pointer, _)) = self.read_pointer(&client, &path).await? else {
+                return Ok(None);
+            };
             let file = pointer.file.clone();
             match blocking(&self.blobs, move |b| b.read(&file)).await? {
                 Some(data) if data.len() as u64 == pointer.len => return Ok(Some(data)),
@@ -201,7 +243,10 @@ impl PointerStore {
                 }
                 None => match self.read_pointer(&client, &path).await? {
                     Some((again, _)) if again.file == pointer.file => {
-                        return Err(HaError::MissingFile { pointer: path, file: pointer.file });
+                        return Err(HaError::MissingFile {
+                            pointer: path,
+                            file: pointer.file,
+                        });
                     }
                     _ => continue,
                 },
@@ -228,8 +273,13 @@ impl PointerStore {
         let path = self.path(key)?;
         let client = self.client().await?;
         for _ in 0..CONFLICT_RETRIES {
-            let Some((pointer, version)) = self.read_pointer(&client, &path).await? else { return Ok(()) };
-            let outcome = zk::commit_fenced(&client, fence, &path, |w| w.add_delete(&path, Some(version))).await?;
+            let Some((pointer, version)) = self.read_pointer(&client, &path).await? else {
+                return Ok(());
+            };
+            let outcome = zk::commit_fenced(&client, fence, &path, |w| {
+                w.add_delete(&path, Some(version))
+            })
+            .await?;
             match outcome {
                 FencedOutcome::Committed => {
                     let file = pointer.file;
@@ -238,7 +288,9 @@ impl PointerStore {
                     }
                     return Ok(());
                 }
-                FencedOutcome::OpFailed(zookeeper_client::Error::NoNode | zookeeper_client::Error::BadVersion) => {
+                FencedOutcome::OpFailed(
+                    zookeeper_client::Error::NoNode | zookeeper_client::Error::BadVersion,
+                ) => {
                     continue;
                 }
                 FencedOutcome::OpFailed(e) => return Err(HaError::from_zk("remove", &path, e)),
@@ -251,7 +303,10 @@ impl PointerStore {
     pub(crate) async fn file_of(&self, key: &str) -> Result<Option<String>, HaError> {
         let path = self.path(key)?;
         let client = self.client().await?;
-        Ok(self.read_pointer(&client, &path).await?.map(|(p, _)| p.file))
+        Ok(self
+            .read_pointer(&client, &path)
+            .await?
+            .map(|(p, _)| p.file))
     }
 }
 
@@ -261,7 +316,11 @@ mod tests {
 
     #[test]
     fn pointer_round_trip_and_rejects_other_versions() {
-        let p = Pointer { version: 1, file: "jobgraph-a-00".into(), len: 3 };
+        let p = Pointer {
+            version: 1,
+            file: "jobgraph-a-00".into(),
+            len: 3,
+        };
         assert_eq!(Pointer::decode("x", &p.encode()).unwrap(), p);
         assert!(Pointer::decode("x", br#"{"version":2,"file":"f","len":1}"#).is_err());
         assert!(Pointer::decode("x", b"junk").is_err());

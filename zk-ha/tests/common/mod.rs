@@ -23,7 +23,10 @@ pub fn free_port() -> u16 {
 
 /// Sends a four-letter word and returns the answer ("" if the server does not answer).
 pub fn four_letter(port: u16, word: &str) -> String {
-    let Ok(mut s) = TcpStream::connect_timeout(&format!("127.0.0.1:{port}").parse().unwrap(), Duration::from_millis(500)) else {
+    let Ok(mut s) = TcpStream::connect_timeout(
+        &format!("127.0.0.1:{port}").parse().unwrap(),
+        Duration::from_millis(500),
+    ) else {
         return String::new();
     };
     let _ = s.set_read_timeout(Some(Duration::from_millis(1000)));
@@ -37,7 +40,9 @@ pub fn four_letter(port: u16, word: &str) -> String {
 
 /// The `Mode:` line of `srvr` (standalone, leader, follower), if the server serves.
 pub fn mode(port: u16) -> Option<String> {
-    four_letter(port, "srvr").lines().find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_owned()))
+    four_letter(port, "srvr")
+        .lines()
+        .find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_owned()))
 }
 
 fn check_installed() {
@@ -67,7 +72,12 @@ impl ZkProcess {
             .open(self.dir.join("server.log"))
             .expect("open server log");
         let child = Command::new("java")
-            .args(["-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Dzookeeper.jmx.log4j.disable=true"])
+            .args([
+                "-Xmx128m",
+                "-XX:TieredStopAtLevel=1",
+                "-XX:+UseSerialGC",
+                "-Dzookeeper.jmx.log4j.disable=true",
+            ])
             .arg("-cp")
             .arg(format!("{ZOOKEEPER_JAR}:{SLF4J_SIMPLE_JAR}"))
             .arg(self.main_class)
@@ -110,7 +120,12 @@ impl ZkProcess {
             if let Some(m) = mode(self.client_port) {
                 return m;
             }
-            assert!(Instant::now() < deadline, "ZooKeeper on port {} did not serve within {timeout:?}; log in {}", self.client_port, self.dir.display());
+            assert!(
+                Instant::now() < deadline,
+                "ZooKeeper on port {} did not serve within {timeout:?}; log in {}",
+                self.client_port,
+                self.dir.display()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -150,7 +165,8 @@ impl ZkServer {
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).expect("data dir");
         let port = free_port();
-        std::fs::write(dir.path().join("zoo.cfg"), base_config(&data, port)).expect("write zoo.cfg");
+        std::fs::write(dir.path().join("zoo.cfg"), base_config(&data, port))
+            .expect("write zoo.cfg");
         let mut process = ZkProcess {
             dir: dir.path().to_owned(),
             main_class: "org.apache.zookeeper.server.ZooKeeperServerMain",
@@ -183,11 +199,15 @@ pub struct ZkEnsemble {
 impl ZkEnsemble {
     pub fn start(size: usize) -> ZkEnsemble {
         let dir = tempfile::tempdir().expect("temp dir");
-        let ports: Vec<(u16, u16, u16)> = (0..size).map(|_| (free_port(), free_port(), free_port())).collect();
+        let ports: Vec<(u16, u16, u16)> = (0..size)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
         let servers: String = ports
             .iter()
             .enumerate()
-            .map(|(i, (_, quorum, election))| format!("server.{}=127.0.0.1:{quorum}:{election}\n", i + 1))
+            .map(|(i, (_, quorum, election))| {
+                format!("server.{}=127.0.0.1:{quorum}:{election}\n", i + 1)
+            })
             .collect();
         let mut members = Vec::new();
         for (i, (client, _, _)) in ports.iter().enumerate() {
@@ -195,7 +215,11 @@ impl ZkEnsemble {
             let data = member_dir.join("data");
             std::fs::create_dir_all(&data).expect("data dir");
             std::fs::write(data.join("myid"), format!("{}\n", i + 1)).expect("myid");
-            std::fs::write(member_dir.join("zoo.cfg"), format!("{}{servers}", base_config(&data, *client))).expect("zoo.cfg");
+            std::fs::write(
+                member_dir.join("zoo.cfg"),
+                format!("{}{servers}", base_config(&data, *client)),
+            )
+            .expect("zoo.cfg");
             let mut process = ZkProcess {
                 dir: member_dir,
                 main_class: "org.apache.zookeeper.server.quorum.QuorumPeerMain",
@@ -213,12 +237,18 @@ impl ZkEnsemble {
     }
 
     pub fn connect_string(&self) -> String {
-        self.members.iter().map(|m| format!("127.0.0.1:{}", m.client_port)).collect::<Vec<_>>().join(",")
+        self.members
+            .iter()
+            .map(|m| format!("127.0.0.1:{}", m.client_port))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// Index of the member whose `srvr` says `leader`.
     pub fn leader(&self) -> Option<usize> {
-        self.members.iter().position(|m| m.is_running() && mode(m.client_port).as_deref() == Some("leader"))
+        self.members
+            .iter()
+            .position(|m| m.is_running() && mode(m.client_port).as_deref() == Some("leader"))
     }
 
     /// Waits until some member leads.
@@ -228,7 +258,10 @@ impl ZkEnsemble {
             if let Some(i) = self.leader() {
                 return i;
             }
-            assert!(Instant::now() < deadline, "no ensemble leader within {timeout:?}");
+            assert!(
+                Instant::now() < deadline,
+                "no ensemble leader within {timeout:?}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -240,7 +273,10 @@ pub fn init_tracing() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "zk_ha=info".into()))
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "zk_ha=info".into()),
+            )
             .with_test_writer()
             .try_init();
     });
