@@ -40,6 +40,27 @@ impl Connector {
         self.session_timeout
     }
 
+    /// How long a leader may stay disconnected before it must assume its session expired.
+    ///
+    /// The server expires a session `negotiated` after it last heard from the client. The client
+    /// declares a silent connection lost only after its own detection delay (zookeeper-client
+    /// 0.11: the connection timeout if set to at most 3/5 of the session timeout, else 2/5 of the
+    /// session timeout). Counting from the moment we hear `Disconnected`, the session may thus be
+    /// gone after `negotiated - detection`; stepping down then keeps the deposed leader from
+    /// believing in its term much longer than the server does. If the drop was noticed at once
+    /// (a closed socket) this steps down somewhat early, which is safe.
+    pub(crate) fn loss_timeout(&self, negotiated: Duration) -> Duration {
+        let detection =
+            if self.connection_timeout.is_zero() || self.connection_timeout > negotiated * 3 / 5 {
+                negotiated * 2 / 5
+            } else {
+                self.connection_timeout
+            };
+        negotiated
+            .saturating_sub(detection)
+            .max(Duration::from_millis(100))
+    }
+
     /// Opens a new session, giving up after one connection timeout per server plus slack.
     pub(crate) async fn connect(&self) -> Result<Client, HaError> {
         let servers = self.quorum.split(',').count().max(1) as u32;
@@ -162,6 +183,29 @@ pub(crate) async fn commit_fenced(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loss_timeout_subtracts_the_clients_detection_delay() {
+        let c = |conn_ms| Connector {
+            quorum: "x:1".into(),
+            session_timeout: Duration::from_secs(5),
+            connection_timeout: Duration::from_millis(conn_ms),
+        };
+        // Connection timeout above 3/5 of the session: the client detects after 2/5 of it.
+        assert_eq!(
+            c(5000).loss_timeout(Duration::from_secs(5)),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            c(0).loss_timeout(Duration::from_secs(5)),
+            Duration::from_secs(3)
+        );
+        // A short connection timeout is the detection delay itself.
+        assert_eq!(
+            c(1000).loss_timeout(Duration::from_secs(5)),
+            Duration::from_secs(4)
+        );
+    }
 
     #[test]
     fn parents() {

@@ -214,8 +214,8 @@ async fn outage_longer_than_session_timeout_revokes_then_rejoins() {
     let mut a = ha.start_election();
     let fa = granted(&mut a, Duration::from_secs(10)).await;
 
-    // The leader cannot know whether its session outlived the outage: after one session timeout
-    // of silence it must step down on its own, while the server is still down.
+    // The leader cannot know whether its session outlived the outage: once the server would have
+    // expired it, the leader must step down on its own, while the server is still down.
     zk.process.kill();
     let start = std::time::Instant::now();
     match next(&mut a, Duration::from_secs(15)).await {

@@ -47,8 +47,9 @@ pub enum LeadershipEvent {
 /// Inputs from the driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Input {
-    /// A new session is connected.
-    SessionStarted,
+    /// A new session is connected; a leader of this session steps down after `loss_timeout` of
+    /// disconnection (derived from the negotiated session timeout).
+    SessionStarted { loss_timeout: Duration },
     /// Our latch node exists at this path.
     LatchCreated { path: String },
     /// A fresh listing of the latch directory (child names).
@@ -201,8 +202,9 @@ impl ElectionCore {
             return out;
         }
         match input {
-            Input::SessionStarted => {
+            Input::SessionStarted { loss_timeout } => {
                 self.disconnected_since = None;
+                self.loss_timeout = loss_timeout;
                 // A new session never inherits leadership: its latch node is new and must win
                 // the election on its own.
                 self.step_down(RevokeReason::SessionExpired, &mut out);
@@ -278,8 +280,9 @@ impl ElectionCore {
                     && now.saturating_duration_since(since) >= self.loss_timeout
                     && matches!(self.role, Role::Leader { .. } | Role::Claiming { .. })
                 {
-                    // The server expires a silent session after the session timeout; by now it
-                    // has, or is about to, and a successor may be leading. Step down at once and
+                    // The server expires a silent session one session timeout after it last heard
+                    // from us; `loss_timeout` ends at about that moment (see
+                    // `Connector::loss_timeout`), so a successor may be leading by now. Step down at once and
                     // rejoin with a new session rather than act on a term that may be over.
                     self.disconnected_since = None;
                     self.step_down(RevokeReason::ConnectionLost, &mut out);
@@ -367,7 +370,12 @@ mod tests {
         let mut c = core();
         assert_eq!(c.start(), vec![Action::RestartSession]);
         assert_eq!(
-            c.handle(t0, Input::SessionStarted),
+            c.handle(
+                t0,
+                Input::SessionStarted {
+                    loss_timeout: Duration::from_secs(2)
+                }
+            ),
             vec![Action::CreateLatch]
         );
         assert_eq!(
@@ -420,7 +428,12 @@ mod tests {
     fn follower_waits_until_first() {
         let t0 = Instant::now();
         let mut c = core();
-        c.handle(t0, Input::SessionStarted);
+        c.handle(
+            t0,
+            Input::SessionStarted {
+                loss_timeout: Duration::from_secs(2),
+            },
+        );
         c.handle(t0, Input::LatchCreated { path: ME.into() });
         let out = c.handle(t0, Input::Children(vec![other(1), me()]));
         assert!(out.is_empty());
@@ -465,7 +478,12 @@ mod tests {
         assert!(c.fence().is_none());
         // The reconnect of the old session is ignored; the new session starts as a follower.
         assert_eq!(
-            c.handle(t0, Input::SessionStarted),
+            c.handle(
+                t0,
+                Input::SessionStarted {
+                    loss_timeout: Duration::from_secs(2)
+                }
+            ),
             vec![Action::CreateLatch]
         );
         assert!(c.fence().is_none());
@@ -493,7 +511,12 @@ mod tests {
         let t0 = Instant::now();
         let (mut c, first) = leader(t0);
         c.handle(t0, Input::SessionEnded);
-        c.handle(t0, Input::SessionStarted);
+        c.handle(
+            t0,
+            Input::SessionStarted {
+                loss_timeout: Duration::from_secs(2),
+            },
+        );
         let path2 = "/s/c/leader-latch/latch-aa-0000000009";
         c.handle(t0, Input::LatchCreated { path: path2.into() });
         let out = c.handle(t0, Input::Children(vec!["latch-aa-0000000009".into()]));
@@ -517,7 +540,12 @@ mod tests {
     fn stale_claim_reply_is_ignored() {
         let t0 = Instant::now();
         let mut c = core();
-        c.handle(t0, Input::SessionStarted);
+        c.handle(
+            t0,
+            Input::SessionStarted {
+                loss_timeout: Duration::from_secs(2),
+            },
+        );
         c.handle(t0, Input::LatchCreated { path: ME.into() });
         c.handle(t0, Input::Children(vec![me()]));
         // The session ends before the claim's reply arrives; the late reply must not grant.
@@ -537,7 +565,12 @@ mod tests {
     fn failed_claim_rereads_and_claims_with_new_id() {
         let t0 = Instant::now();
         let mut c = core();
-        c.handle(t0, Input::SessionStarted);
+        c.handle(
+            t0,
+            Input::SessionStarted {
+                loss_timeout: Duration::from_secs(2),
+            },
+        );
         c.handle(t0, Input::LatchCreated { path: ME.into() });
         c.handle(t0, Input::Children(vec![me()]));
         let out = c.handle(
@@ -570,7 +603,12 @@ mod tests {
     fn follower_does_not_step_down_on_timeout() {
         let t0 = Instant::now();
         let mut c = core();
-        c.handle(t0, Input::SessionStarted);
+        c.handle(
+            t0,
+            Input::SessionStarted {
+                loss_timeout: Duration::from_secs(2),
+            },
+        );
         c.handle(t0, Input::LatchCreated { path: ME.into() });
         c.handle(t0, Input::Children(vec![other(1), me()]));
         c.handle(t0, Input::Disconnected);
@@ -587,7 +625,15 @@ mod tests {
         let (mut c, _) = leader(t0);
         assert_eq!(revoked(&c.close()), Some(RevokeReason::Closed));
         assert!(c.is_closed());
-        assert!(c.handle(t0, Input::SessionStarted).is_empty());
+        assert!(
+            c.handle(
+                t0,
+                Input::SessionStarted {
+                    loss_timeout: Duration::from_secs(2)
+                }
+            )
+            .is_empty()
+        );
     }
 
     /// Random interleavings: a grant is always followed by exactly one revoke before the next
@@ -626,7 +672,9 @@ mod tests {
                 assert_eq!(leading, c.fence().map(|f| f.session_id));
                 now += Duration::from_millis(rng.random_range(0..1500));
                 let input = match rng.random_range(0..9) {
-                    0 => Input::SessionStarted,
+                    0 => Input::SessionStarted {
+                        loss_timeout: Duration::from_secs(2),
+                    },
                     1 => Input::LatchCreated { path: ME.into() },
                     2 => Input::Children(vec![me()]),
                     3 => Input::Children(vec![other(1), me()]),

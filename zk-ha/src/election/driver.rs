@@ -403,12 +403,18 @@ impl Driver {
             };
             match result {
                 Ok(client) => {
-                    info!(session = %client.session_id(), "ZooKeeper session started");
+                    let loss_timeout = self.connector.loss_timeout(client.session_timeout());
+                    info!(
+                        session = %client.session_id(),
+                        negotiated_timeout = ?client.session_timeout(),
+                        ?loss_timeout,
+                        "ZooKeeper session started"
+                    );
                     let mut watcher = client.state_watcher();
                     self.last_state = watcher.state();
                     self.state_watcher = Some(watcher);
                     self.shared.set_client(Some(client));
-                    return Outcome::Input(Input::SessionStarted);
+                    return Outcome::Input(Input::SessionStarted { loss_timeout });
                 }
                 Err(e) => {
                     warn!(error = %e, "cannot open a ZooKeeper session; retrying");
