@@ -146,12 +146,14 @@ impl HaError {
         self.retry_hint() == RetryHint::Retryable
     }
 
-    /// Classifies a client error from a read, or from a write whose outcome is known.
+    /// Classifies a client error from a read, or from a write known not to have been applied.
     pub(crate) fn from_zk(op: &'static str, path: &str, source: zookeeper_client::Error) -> Self {
         use zookeeper_client::Error as E;
         let path = path.to_owned();
         match source {
-            E::ConnectionLoss | E::Timeout | E::NoHosts | E::Throttled => {
+            // `Custom` carries the client's own connection failures (e.g. "no response from
+            // connection in 1000ms"): transient like a connection loss.
+            E::ConnectionLoss | E::Timeout | E::NoHosts | E::Throttled | E::Custom(_) => {
                 HaError::Unavailable { op, path, source }
             }
             E::SessionExpired | E::ClientClosed | E::SessionMoved => {
@@ -161,25 +163,21 @@ impl HaError {
         }
     }
 
-    /// Classifies a client error from a write: a lost connection makes its outcome unknown.
+    /// Classifies a client error from a write. Only a definite refusal by the server (or a request
+    /// the client never sent) means "not applied"; anything else (lost connection, a reply that
+    /// never came, the session ending meanwhile) may hide an applied write
+    /// (FLINK-22494/24543), so it becomes [`HaError::CommitUnknown`].
     pub(crate) fn from_zk_write(
         op: &'static str,
         path: &str,
         source: zookeeper_client::Error,
     ) -> Self {
-        use zookeeper_client::Error as E;
-        match source {
-            // The request may have reached the server and been applied before the reply was
-            // lost (FLINK-22494/24543): never treat this as a clean failure.
-            E::ConnectionLoss | E::Timeout => HaError::CommitUnknown {
+        if definitely_not_applied(&source) {
+            HaError::from_zk(op, path, source)
+        } else {
+            HaError::CommitUnknown {
                 path: path.to_owned(),
-            },
-            // Session expiry while a request is in flight is equally ambiguous: the server may have
-            // applied it just before expiring the session.
-            E::SessionExpired => HaError::CommitUnknown {
-                path: path.to_owned(),
-            },
-            other => HaError::from_zk(op, path, other),
+            }
         }
     }
 
@@ -191,6 +189,31 @@ impl HaError {
     }
 }
 
+/// Errors that are either the server's answer refusing the request (ZooKeeper then applied none
+/// of it; multi-ops are atomic) or the client's refusal to send it.
+fn definitely_not_applied(e: &zookeeper_client::Error) -> bool {
+    use zookeeper_client::Error as E;
+    matches!(
+        e,
+        E::NoNode
+            | E::NoAuth
+            | E::BadVersion
+            | E::NoChildrenForEphemerals
+            | E::NodeExists
+            | E::NotEmpty
+            | E::InvalidAcl
+            | E::AuthFailed
+            | E::NotReadOnly
+            | E::QuotaExceeded
+            | E::Throttled
+            | E::MarshallingError
+            | E::Unimplemented
+            | E::ReconfigDisabled
+            | E::BadArguments(_)
+            | E::UnexpectedErrorCode(_)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +223,34 @@ mod tests {
         let e = HaError::from_zk_write("set", "/a", zookeeper_client::Error::ConnectionLoss);
         assert!(matches!(e, HaError::CommitUnknown { .. }));
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn anything_but_a_definite_refusal_on_write_is_ambiguous() {
+        use zookeeper_client::Error as E;
+        for e in [
+            E::Timeout,
+            E::SessionExpired,
+            E::ClientClosed,
+            E::UnexpectedError("bad reply".into()),
+        ] {
+            assert!(
+                matches!(
+                    HaError::from_zk_write("multi", "/a", e.clone()),
+                    HaError::CommitUnknown { .. }
+                ),
+                "{e:?}"
+            );
+        }
+        for e in [E::NodeExists, E::BadVersion, E::NoNode] {
+            assert!(
+                !matches!(
+                    HaError::from_zk_write("multi", "/a", e.clone()),
+                    HaError::CommitUnknown { .. }
+                ),
+                "{e:?}"
+            );
+        }
     }
 
     #[test]

@@ -281,3 +281,134 @@ pub fn init_tracing() {
             .try_init();
     });
 }
+
+/// A TCP proxy in front of a ZooKeeper server that can fail like a network: freeze (both
+/// directions silently dropped, sockets kept open: a partition, or a frozen process), or let one
+/// request through and then drop every reply on that connection (an ambiguous commit).
+#[derive(Debug)]
+pub struct Proxy {
+    port: u16,
+    mode: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+const FORWARD: usize = 0;
+const FROZEN: usize = 1;
+// Values above FROZEN arm the reply drop: the value is the request-size threshold + 2.
+
+impl Proxy {
+    pub async fn start(upstream_port: u16) -> Proxy {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicUsize;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind proxy");
+        let port = listener.local_addr().expect("proxy addr").port();
+        let mode = Arc::new(AtomicUsize::new(FORWARD));
+        let m = mode.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream_port)).await
+                else {
+                    continue;
+                };
+                tokio::spawn(Self::serve(client, server, m.clone()));
+            }
+        });
+        Proxy { port, mode, task }
+    }
+
+    async fn serve(
+        client: tokio::net::TcpStream,
+        server: tokio::net::TcpStream,
+        mode: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let muted = std::sync::Arc::new(AtomicBool::new(false));
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        let up = {
+            let mode = mode.clone();
+            let muted = muted.clone();
+            async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = match cr.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    match mode.load(Ordering::SeqCst) {
+                        FROZEN => continue,
+                        FORWARD => {}
+                        armed => {
+                            if n > armed - 2
+                                && mode
+                                    .compare_exchange(
+                                        armed,
+                                        FORWARD,
+                                        Ordering::SeqCst,
+                                        Ordering::SeqCst,
+                                    )
+                                    .is_ok()
+                            {
+                                muted.store(true, Ordering::SeqCst);
+                            }
+                        }
+                    }
+                    if sw.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        };
+        let down = async move {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match sr.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                if mode.load(Ordering::SeqCst) == FROZEN || muted.load(Ordering::SeqCst) {
+                    continue;
+                }
+                if cw.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        };
+        // When either side ends, drop both connections.
+        tokio::select! {
+            _ = up => {}
+            _ = down => {}
+        }
+    }
+
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Drops all traffic both ways, keeping connections open.
+    pub fn freeze(&self) {
+        self.mode.store(FROZEN, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Back to forwarding.
+    pub fn thaw(&self) {
+        self.mode
+            .store(FORWARD, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Forwards the next client request larger than `bytes`, then drops every reply on its
+    /// connection (so the client cannot learn whether it was applied).
+    pub fn drop_replies_after_request_larger_than(&self, bytes: usize) {
+        self.mode
+            .store(bytes + 2, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
