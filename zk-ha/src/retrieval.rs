@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, warn};
 use zookeeper_client::{Client, EventType, OneshotWatcher, SessionState};
 
 use crate::error::HaError;
@@ -25,7 +25,8 @@ pub struct LeaderRetrieval {
 impl LeaderRetrieval {
     pub(crate) fn start(connector: Connector, path: String) -> Self {
         let (tx, rx) = watch::channel(None);
-        let task = tokio::spawn(run(connector, path, tx));
+        let span = tracing::info_span!("leader_retrieval", %path);
+        let task = tokio::spawn(run(connector, path, tx).instrument(span));
         LeaderRetrieval { rx, task }
     }
 

@@ -157,7 +157,13 @@ async fn checkpoint_store_retains_latest_and_subsumes_older() {
     }
     assert_eq!(blobs(&f.ha), files);
 
-    // Adding an id twice is refused and leaves no file.
+    // Adding the same checkpoint again (a retry after an unknown outcome) is a no-op.
+    assert_eq!(
+        store.add(&f.fence, 5, b"meta 5", 3).await.unwrap(),
+        Vec::<u64>::new()
+    );
+    assert_eq!(blobs(&f.ha), files);
+    // Adding an id twice with other content is refused and leaves no file.
     let err = store.add(&f.fence, 5, b"again", 3).await.unwrap_err();
     assert!(matches!(err, HaError::AlreadyExists { .. }), "got {err:?}");
     assert_eq!(blobs(&f.ha), files);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 use zookeeper_client::{Client, SessionInfo, SessionState, StateWatcher, WatchedEvent};
 
 use super::core::{Action, ElectionCore, Input, LeadershipEvent};
@@ -95,7 +95,8 @@ impl LeaderElection {
             last_state: SessionState::Disconnected,
             children_watch: None,
         };
-        let task = tokio::spawn(driver.run());
+        let span = tracing::info_span!("leader_election", latch_dir = %layout.latch_dir());
+        let task = tokio::spawn(driver.run().instrument(span));
         LeaderElection {
             events,
             fence,
@@ -238,8 +239,9 @@ enum Wake {
 enum Outcome {
     /// Feed this to the core.
     Input(Input),
-    /// The action was given up because the core decided something more urgent (already queued).
-    Abandoned,
+    /// Nothing to feed back: the action is done, or was given up because the core decided
+    /// something more urgent (already queued).
+    Done,
     /// The election is closing.
     Closed,
 }
@@ -258,7 +260,7 @@ impl Driver {
                 }
                 match self.execute(action, &mut pending).await {
                     Outcome::Input(input) => self.feed(input, &mut pending),
-                    Outcome::Abandoned => {}
+                    Outcome::Done => {}
                     Outcome::Closed => return self.shutdown().await,
                 }
             }
@@ -359,7 +361,7 @@ impl Driver {
         self.feed(Input::Tick, pending);
         pending
             .contains(&Action::RestartSession)
-            .then_some(Outcome::Abandoned)
+            .then_some(Outcome::Done)
     }
 
     fn session_client(&self) -> Option<Client> {
@@ -379,7 +381,7 @@ impl Driver {
                 }
                 // A closed receiver only means nobody listens any more.
                 let _ = self.events.send(event);
-                Outcome::Abandoned
+                Outcome::Done
             }
             Action::RestartSession => self.restart_session().await,
             Action::CreateLatch => self.create_latch(pending).await,
@@ -480,7 +482,7 @@ impl Driver {
 
     async fn list_children(&mut self, pending: &mut VecDeque<Action>) -> Outcome {
         let Some(client) = self.session_client() else {
-            return Outcome::Abandoned;
+            return Outcome::Done;
         };
         loop {
             match client.list_and_watch_children(&self.latch_dir).await {

@@ -44,7 +44,8 @@ impl CheckpointStore {
     /// Adds checkpoint `id`, then removes the oldest ones so that at most `max_retained` (at least
     /// one) remain. Returns the ids it removed.
     ///
-    /// Fails with [`HaError::AlreadyExists`] if `id` is already stored.
+    /// Fails with [`HaError::AlreadyExists`] if `id` is already stored with other metadata; the
+    /// same metadata again succeeds (a retry after [`HaError::CommitUnknown`]).
     pub async fn add(
         &self,
         fence: &LeaderFence,

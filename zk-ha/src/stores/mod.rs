@@ -80,8 +80,9 @@ impl JobResultStore {
         }
     }
 
-    /// Records the result of `job_id`. Recording a job twice fails with
-    /// [`HaError::AlreadyExists`]: a job terminates once.
+    /// Records the result of `job_id`. Recording a different result for a recorded job fails with
+    /// [`HaError::AlreadyExists`] (a job terminates once); recording the same bytes again
+    /// succeeds, so a retry after [`HaError::CommitUnknown`] is safe.
     pub async fn put(
         &self,
         fence: &LeaderFence,

@@ -139,9 +139,13 @@ impl PointerStore {
     ) -> Result<(), HaError> {
         let path = self.path(key)?;
         let client = self.client().await?;
-        // Fail early (and leave no blob) when the entry exists and must not be replaced.
+        // Fail early (and leave no blob) when the entry exists and must not be replaced. The same
+        // data again is a retry (say after `CommitUnknown`) that already landed: succeed.
         if mode == PutMode::CreateOnly && self.read_pointer(&client, &path).await?.is_some() {
-            return Err(HaError::AlreadyExists { path });
+            return match self.get(key).await? {
+                Some(existing) if existing == data => Ok(()),
+                _ => Err(HaError::AlreadyExists { path }),
+            };
         }
         let len = data.len() as u64;
         let prefix = format!("{}-{key}", self.kind);
