@@ -156,3 +156,47 @@ async fn ambiguous_commit_keeps_the_file() {
         Some(&b"v2"[..])
     );
 }
+
+/// A client's retrieval loses its session during a partition and the leader changes meanwhile:
+/// once the network heals it opens a new session and reports the new leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retrieval_recovers_from_a_lost_session() {
+    init_tracing();
+    let zk = ZkServer::start();
+    let proxy = Proxy::start(zk.process.client_port()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let direct = services(zk.connect_string(), dir.path());
+    let via_proxy = services(proxy.connect_string(), dir.path());
+
+    let mut retrieval = via_proxy.leader_retrieval("dispatcher").unwrap();
+    let mut a = direct.start_election();
+    let fa = granted(&mut a, Duration::from_secs(10)).await;
+    let info_a = zk_ha::LeaderInfo::new(fa.session_id()).with_address("rpc", "a:1");
+    a.publish(&fa, "dispatcher", &info_a).await.unwrap();
+    let seen = timeout(Duration::from_secs(5), retrieval.wait_for(|v| v.is_some()))
+        .await
+        .expect("sees A")
+        .unwrap();
+    assert_eq!(seen, Some(info_a.clone()));
+
+    proxy.freeze();
+    let mut b = direct.start_election();
+    a.close().await;
+    let fb = granted(&mut b, Duration::from_secs(5)).await;
+    let info_b = zk_ha::LeaderInfo::new(fb.session_id()).with_address("rpc", "b:1");
+    b.publish(&fb, "dispatcher", &info_b).await.unwrap();
+    // Longer than the session timeout: the retrieval's session is gone on the server.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Cut off, it keeps the last value it knew (stale, but fenced by its session id).
+    assert_eq!(retrieval.current(), Some(info_a));
+
+    proxy.thaw();
+    let seen = timeout(
+        Duration::from_secs(15),
+        retrieval.wait_for(|v| v.as_ref() == Some(&info_b)),
+    )
+    .await
+    .expect("sees B after the partition heals")
+    .unwrap();
+    assert_eq!(seen, Some(info_b));
+}
