@@ -5,10 +5,11 @@ use std::sync::Arc;
 use crate::config::{HaConfig, Layout};
 use crate::election::LeaderElection;
 use crate::error::HaError;
+use crate::fence::LeaderFence;
 use crate::retrieval::LeaderRetrieval;
 use crate::storage::{BlobStore, FsBlobStore};
 use crate::stores::{CheckpointIdCounter, CheckpointStore, JobGraphStore, JobResultStore};
-use crate::zk::{Connector, SharedClient};
+use crate::zk::{self, Connector, FencedOutcome, SharedClient};
 
 /// ZooKeeper HA services of one cluster (`<root>/<cluster-id>`).
 ///
@@ -88,6 +89,36 @@ impl ZooKeeperHaServices {
             self.zk.clone(),
             self.layout.checkpoint_counter(job_id)?,
         ))
+    }
+
+    /// Removes all HA data of `job_id` under `<base>/jobs/<job-id>` (retained checkpoints and
+    /// their files, the checkpoint id counter), fenced. Call it after the job's result is in the
+    /// [`JobResultStore`] and its graph is removed; a deposed leader cannot call it successfully
+    /// (FLINK-25486). Idempotent.
+    pub async fn remove_job_data(&self, fence: &LeaderFence, job_id: &str) -> Result<(), HaError> {
+        let checkpoints = self.checkpoint_store(job_id)?;
+        for id in checkpoints.ids().await? {
+            checkpoints.remove(fence, id).await?;
+        }
+        let client = self.zk.get().await?;
+        let job_dir = self.layout.job_dir(job_id)?;
+        // Children first; each delete is fenced on its own so that a lost term stops the sweep.
+        for path in [
+            self.layout.checkpoint_counter(job_id)?,
+            self.layout.checkpoints_dir(job_id)?,
+            job_dir,
+        ] {
+            match zk::commit_fenced(&client, fence, &path, |w| w.add_delete(&path, None)).await? {
+                FencedOutcome::Committed
+                | FencedOutcome::OpFailed(zookeeper_client::Error::NoNode) => {}
+                FencedOutcome::OpFailed(zookeeper_client::Error::NotEmpty) => {
+                    // Something new appeared (a concurrent checkpoint of a job that is not over).
+                    return Err(HaError::Conflict { path });
+                }
+                FencedOutcome::OpFailed(e) => return Err(HaError::from_zk("remove", &path, e)),
+            }
+        }
+        Ok(())
     }
 
     /// The job result store.

@@ -173,6 +173,15 @@ async fn checkpoint_store_retains_latest_and_subsumes_older() {
     assert_eq!(other.ids().await.unwrap(), Vec::<u64>::new());
     store.remove(&f.fence, 3).await.unwrap();
     assert_eq!(store.ids().await.unwrap(), vec![4, 5]);
+
+    // Cleaning up the job removes its checkpoints, their files and its counter.
+    let counter = f.ha.checkpoint_id_counter("job-a").unwrap();
+    counter.set(&f.fence, 6).await.unwrap();
+    f.ha.remove_job_data(&f.fence, "job-a").await.unwrap();
+    f.ha.remove_job_data(&f.fence, "job-a").await.unwrap();
+    assert_eq!(store.ids().await.unwrap(), Vec::<u64>::new());
+    assert_eq!(counter.get().await.unwrap(), 1);
+    assert_eq!(blobs(&f.ha), BTreeSet::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,6 +253,12 @@ async fn writes_with_a_stale_or_forged_fence_are_refused() {
     let f = leader().await;
     let jobs = f.ha.job_graph_store();
     jobs.put(&f.fence, "j1", b"good").await.unwrap();
+    // Some job data for the stale leader to try to delete.
+    f.ha.checkpoint_id_counter("j1")
+        .unwrap()
+        .get_and_increment(&f.fence)
+        .await
+        .unwrap();
     let before = blobs(&f.ha);
 
     // Same latch node, other version: an earlier term of the same contender (FLINK-11665).
@@ -283,6 +298,11 @@ async fn writes_with_a_stale_or_forged_fence_are_refused() {
                 .await
                 .unwrap_err();
         assert!(matches!(e, HaError::NotLeader { .. }), "result: {e:?}");
+        let e = f.ha.remove_job_data(stale, "j1").await.unwrap_err();
+        assert!(
+            matches!(e, HaError::NotLeader { .. }),
+            "remove job data: {e:?}"
+        );
     }
     assert_eq!(jobs.get("j1").await.unwrap().as_deref(), Some(&b"good"[..]));
     assert_eq!(blobs(&f.ha), before, "refused writes leave no files behind");
@@ -292,6 +312,6 @@ async fn writes_with_a_stale_or_forged_fence_are_refused() {
             .get()
             .await
             .unwrap(),
-        1
+        2
     );
 }
