@@ -1,6 +1,8 @@
 //! The entry point: one object per process that hands out elections, retrievals and stores.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use crate::config::{HaConfig, Layout};
 use crate::election::LeaderElection;
@@ -119,6 +121,61 @@ impl ZooKeeperHaServices {
             }
         }
         Ok(())
+    }
+
+    /// Deletes blobs that no pointer references and that are older than `min_age`; returns their
+    /// names. Such blobs are left by writes whose commit outcome was unknown, by crashes between
+    /// blob and pointer, and by failed deletions. `min_age` must exceed the longest time a write
+    /// can spend between its blob and its pointer (minutes are plenty); younger blobs may belong
+    /// to a write in progress. Only the leader should collect: the fence is checked before any
+    /// deletion.
+    pub async fn collect_garbage(
+        &self,
+        fence: &LeaderFence,
+        min_age: Duration,
+    ) -> Result<Vec<String>, HaError> {
+        let client = self.zk.get().await?;
+        let mut referenced: HashSet<String> = HashSet::new();
+        referenced.extend(self.job_graph_store().referenced_files().await?);
+        referenced.extend(self.job_result_store().referenced_files().await?);
+        let jobs_dir = format!("{}/jobs", self.layout.base());
+        let jobs = match client.list_children(&jobs_dir).await {
+            Ok(jobs) => jobs,
+            Err(zookeeper_client::Error::NoNode) => Vec::new(),
+            Err(e) => return Err(HaError::from_zk("list", &jobs_dir, e)),
+        };
+        for job in jobs {
+            referenced.extend(self.checkpoint_store(&job)?.referenced_files().await?);
+        }
+        // A fenced no-op: proves we still lead before deleting anything.
+        zk::commit_fenced(&client, fence, &self.layout.latch_dir(), |_| Ok(())).await?;
+        let blobs = self.blobs.clone();
+        let removed = tokio::task::spawn_blocking(move || -> Result<Vec<String>, HaError> {
+            let now = SystemTime::now();
+            let mut removed = Vec::new();
+            for name in blobs.list()? {
+                if referenced.contains(&name) {
+                    continue;
+                }
+                let Some(modified) = blobs.modified(&name)? else {
+                    continue;
+                };
+                if now.duration_since(modified).unwrap_or_default() >= min_age {
+                    blobs.delete(&name)?;
+                    removed.push(name);
+                }
+            }
+            Ok(removed)
+        })
+        .await
+        .map_err(|e| HaError::Storage {
+            path: "<blocking task>".into(),
+            source: std::io::Error::other(e),
+        })??;
+        if !removed.is_empty() {
+            tracing::info!(count = removed.len(), "deleted unreferenced HA blobs");
+        }
+        Ok(removed)
     }
 
     /// The job result store.

@@ -23,6 +23,8 @@ pub trait BlobStore: Send + Sync + Debug + 'static {
     fn delete(&self, name: &str) -> Result<(), HaError>;
     /// Names of all blobs (for garbage collection and tests).
     fn list(&self) -> Result<Vec<String>, HaError>;
+    /// When a blob was written; `Ok(None)` if it does not exist.
+    fn modified(&self, name: &str) -> Result<Option<std::time::SystemTime>, HaError>;
 }
 
 /// Blobs as files in one directory of a local or shared (NFS) filesystem.
@@ -110,6 +112,15 @@ impl BlobStore for FsBlobStore {
         }
         names.sort();
         Ok(names)
+    }
+
+    fn modified(&self, name: &str) -> Result<Option<std::time::SystemTime>, HaError> {
+        let path = self.path_of(name)?;
+        match fs::metadata(&path).and_then(|m| m.modified()) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err(&path)(e)),
+        }
     }
 }
 

@@ -315,3 +315,62 @@ async fn writes_with_a_stale_or_forged_fence_are_refused() {
         2
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_collection_deletes_only_unreferenced_old_blobs() {
+    let f = leader().await;
+    f.ha.job_graph_store()
+        .put(&f.fence, "j1", b"graph")
+        .await
+        .unwrap();
+    f.ha.job_result_store()
+        .put(&f.fence, "j0", b"result")
+        .await
+        .unwrap();
+    f.ha.checkpoint_store("j1")
+        .unwrap()
+        .add(&f.fence, 7, b"meta", 1)
+        .await
+        .unwrap();
+    let referenced = blobs(&f.ha);
+    assert_eq!(referenced.len(), 3);
+    // An orphan, as left by an ambiguous commit that did not land.
+    let orphan =
+        f.ha.blob_store()
+            .write_new("jobgraph-j9", b"orphan")
+            .unwrap();
+
+    // Too young to be sure: kept.
+    let removed =
+        f.ha.collect_garbage(&f.fence, Duration::from_secs(3600))
+            .await
+            .unwrap();
+    assert!(removed.is_empty());
+    // Old enough: only the orphan goes.
+    let removed =
+        f.ha.collect_garbage(&f.fence, Duration::ZERO)
+            .await
+            .unwrap();
+    assert_eq!(removed, vec![orphan]);
+    assert_eq!(blobs(&f.ha), referenced);
+    assert_eq!(
+        f.ha.job_graph_store().get("j1").await.unwrap().as_deref(),
+        Some(&b"graph"[..])
+    );
+
+    // A stale leader may not collect.
+    let stale = LeaderFence::from_parts(
+        f.fence.latch_path().to_owned(),
+        0,
+        LeaderSessionId::from_u128(1),
+    );
+    f.ha.blob_store()
+        .write_new("jobgraph-j9", b"orphan")
+        .unwrap();
+    let e =
+        f.ha.collect_garbage(&stale, Duration::ZERO)
+            .await
+            .unwrap_err();
+    assert!(matches!(e, HaError::NotLeader { .. }), "got {e:?}");
+    assert_eq!(blobs(&f.ha).len(), 4);
+}

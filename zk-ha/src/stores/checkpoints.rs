@@ -116,6 +116,11 @@ impl CheckpointStore {
         self.inner.remove(fence, &key_of(id)).await
     }
 
+    /// The blob names referenced by this job's checkpoint pointers.
+    pub(crate) async fn referenced_files(&self) -> Result<Vec<String>, HaError> {
+        self.inner.referenced_files().await
+    }
+
     /// The storage file behind checkpoint `id` (diagnostics, invariant checks).
     pub async fn file_of(&self, id: u64) -> Result<Option<String>, HaError> {
         self.inner.file_of(&key_of(id)).await

@@ -57,6 +57,10 @@ impl JobGraphStore {
         self.inner.remove(fence, job_id).await
     }
 
+    pub(crate) async fn referenced_files(&self) -> Result<Vec<String>, HaError> {
+        self.inner.referenced_files().await
+    }
+
     /// The storage file behind `job_id`'s pointer (diagnostics, invariant checks).
     pub async fn file_of(&self, job_id: &str) -> Result<Option<String>, HaError> {
         self.inner.file_of(job_id).await
@@ -107,6 +111,10 @@ impl JobResultStore {
     /// All terminated job ids, sorted.
     pub async fn job_ids(&self) -> Result<Vec<String>, HaError> {
         self.inner.keys().await
+    }
+
+    pub(crate) async fn referenced_files(&self) -> Result<Vec<String>, HaError> {
+        self.inner.referenced_files().await
     }
 
     /// Forgets `job_id`'s result (once the operator no longer needs it).

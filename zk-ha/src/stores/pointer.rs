@@ -303,6 +303,24 @@ impl PointerStore {
         Err(HaError::Conflict { path })
     }
 
+    /// The blob names referenced by all pointers in this directory.
+    pub(crate) async fn referenced_files(&self) -> Result<Vec<String>, HaError> {
+        let client = self.client().await?;
+        // Catch up with the leader first, so no recently committed pointer is missed.
+        match client.sync(&self.dir).await {
+            Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+            Err(e) => return Err(HaError::from_zk("sync", &self.dir, e)),
+        }
+        let mut files = Vec::new();
+        for key in self.keys().await? {
+            let path = self.path(&key)?;
+            if let Some((pointer, _)) = self.read_pointer(&client, &path).await? {
+                files.push(pointer.file);
+            }
+        }
+        Ok(files)
+    }
+
     /// The blob name a key's pointer references (tests check the invariant with it).
     pub(crate) async fn file_of(&self, key: &str) -> Result<Option<String>, HaError> {
         let path = self.path(key)?;
