@@ -78,6 +78,8 @@ pub(crate) enum Action {
     RestartSession,
     /// Create our EPHEMERAL_SEQUENTIAL node, then report `LatchCreated`.
     CreateLatch,
+    /// Delete a latch node of ours that the core does not track (best effort).
+    DeleteLatch { path: String },
     /// List the latch directory with a watch, then report `Children`.
     ListChildren,
     /// Store `session_id` in our latch node (bumping its version), then report `Claimed`.
@@ -215,6 +217,10 @@ impl ElectionCore {
                 if self.role == Role::Joining {
                     self.role = Role::Follower { path };
                     out.push(Action::ListChildren);
+                } else {
+                    // A node we no longer track would sit in the queue ahead of later
+                    // contenders until our session ends: remove it.
+                    out.push(Action::DeleteLatch { path });
                 }
             }
             Input::Children(children) => self.on_children(children, &mut out),
@@ -597,6 +603,23 @@ mod tests {
         let out = c.handle(t0, Input::Children(vec![other(9)]));
         assert_eq!(revoked(&out), Some(RevokeReason::LatchLost));
         assert_eq!(out.last(), Some(&Action::RestartSession));
+    }
+
+    #[test]
+    fn untracked_latch_node_is_deleted() {
+        let t0 = Instant::now();
+        let (mut c, _) = leader(t0);
+        let stray = "/s/c/leader-latch/latch-cc-0000000042".to_owned();
+        assert_eq!(
+            c.handle(
+                t0,
+                Input::LatchCreated {
+                    path: stray.clone()
+                }
+            ),
+            vec![Action::DeleteLatch { path: stray }]
+        );
+        assert!(c.fence().is_some());
     }
 
     #[test]

@@ -259,6 +259,12 @@ impl Driver {
                     continue;
                 }
                 match self.execute(action, &mut pending).await {
+                    Outcome::Input(input @ Input::SessionStarted { .. }) => {
+                        // Whatever was queued belongs to the previous session (a second restart,
+                        // a listing, a claim): drop it, but still tell the owner what happened.
+                        pending.retain(|a| matches!(a, Action::Notify(_)));
+                        self.feed(input, &mut pending);
+                    }
                     Outcome::Input(input) => self.feed(input, &mut pending),
                     Outcome::Done => {}
                     Outcome::Closed => return self.shutdown().await,
@@ -387,6 +393,15 @@ impl Driver {
             Action::CreateLatch => self.create_latch(pending).await,
             Action::ListChildren => self.list_children(pending).await,
             Action::Claim { path, session_id } => self.claim(path, session_id, pending).await,
+            Action::DeleteLatch { path } => {
+                if let Some(client) = self.session_client()
+                    && let Err(e) = client.delete(&path, None).await
+                {
+                    // It goes with the session at the latest.
+                    debug!(%path, error = %e, "could not delete an untracked latch node");
+                }
+                Outcome::Done
+            }
         }
     }
 
