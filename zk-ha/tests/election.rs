@@ -299,3 +299,46 @@ async fn retrieval_follows_leader_changes() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(other.current(), None);
 }
+
+/// Three contenders started at once: at every step exactly one leads, and each hand-over brings a
+/// new term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_contenders_hand_over_one_at_a_time() {
+    init_tracing();
+    let zk = ZkServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let ha = services(&zk, dir.path(), Duration::from_secs(2));
+    let mut contenders: Vec<LeaderElection> = (0..3).map(|_| ha.start_election()).collect();
+    let mut terms = std::collections::HashSet::new();
+    while !contenders.is_empty() {
+        // Wait for a leader among the remaining contenders.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let leader = loop {
+            let leaders: Vec<usize> = (0..contenders.len())
+                .filter(|i| contenders[*i].is_leader())
+                .collect();
+            assert!(leaders.len() <= 1, "two leaders at once: {leaders:?}");
+            if let Some(&i) = leaders.first() {
+                break i;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no leader among {}",
+                contenders.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // It stays the only one for a while.
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            let n = contenders.iter().filter(|c| c.is_leader()).count();
+            assert_eq!(n, 1, "leaders: {n}");
+        }
+        let fence = contenders[leader]
+            .current_fence()
+            .expect("leader has a fence");
+        assert!(terms.insert(fence.session_id()), "term id reused");
+        contenders.remove(leader).close().await;
+    }
+    assert_eq!(terms.len(), 3);
+}
