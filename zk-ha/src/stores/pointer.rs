@@ -335,6 +335,20 @@ impl PointerStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn pointer_decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Pointer::decode("x", &bytes);
+        }
+
+        #[test]
+        fn pointer_round_trips(file in "[a-z0-9-]{1,60}", len in any::<u64>()) {
+            let p = Pointer { version: POINTER_VERSION, file, len };
+            prop_assert_eq!(Pointer::decode("x", &p.encode()).ok(), Some(p));
+        }
+    }
 
     #[test]
     fn pointer_round_trip_and_rejects_other_versions() {
