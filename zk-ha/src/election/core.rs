@@ -288,8 +288,9 @@ impl ElectionCore {
                 {
                     // The server expires a silent session one session timeout after it last heard
                     // from us; `loss_timeout` ends at about that moment (see
-                    // `Connector::loss_timeout`), so a successor may be leading by now. Step down at once and
-                    // rejoin with a new session rather than act on a term that may be over.
+                    // `Connector::loss_timeout`), so a successor may be leading by now. Step down
+                    // at once and rejoin with a new session rather than act on a term that may be
+                    // over.
                     self.disconnected_since = None;
                     self.step_down(RevokeReason::ConnectionLost, &mut out);
                     out.push(Action::RestartSession);
