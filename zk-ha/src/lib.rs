@@ -76,6 +76,9 @@ mod storage;
 mod stores;
 mod zk;
 
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
 pub use crate::config::{
     DEFAULT_CLUSTER_ID, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT,
     HaConfig, Layout,
