@@ -26,6 +26,10 @@ pub enum RevokeReason {
     /// The latch node disappeared or stopped being first while the session lived (deleted by an
     /// operator, or a lost race during recovery).
     LatchLost,
+    /// The contender's process did not run for longer than the loss timeout (stopped with
+    /// SIGSTOP, frozen VM, starved): its session may have expired meanwhile without it seeing a
+    /// disconnect, so it steps down on waking rather than act on a term that may be over.
+    Paused,
     /// The contender was closed.
     Closed,
 }
@@ -117,6 +121,8 @@ pub(crate) struct ElectionCore {
     disconnected_since: Option<Instant>,
     /// How long a leader may stay disconnected before it steps down on its own.
     loss_timeout: Duration,
+    /// When the last `Tick` arrived: a gap longer than `loss_timeout` means we did not run.
+    last_tick: Option<Instant>,
     /// Source of new term ids; injectable so tests are deterministic.
     next_id: Box<dyn FnMut() -> LeaderSessionId + Send>,
 }
@@ -154,6 +160,7 @@ impl ElectionCore {
             role: Role::Connecting,
             disconnected_since: None,
             loss_timeout,
+            last_tick: None,
             next_id,
         }
     }
@@ -207,6 +214,8 @@ impl ElectionCore {
             Input::SessionStarted { loss_timeout } => {
                 self.disconnected_since = None;
                 self.loss_timeout = loss_timeout;
+                // Time spent (re)connecting is no pause of a term.
+                self.last_tick = None;
                 // A new session never inherits leadership: its latch node is new and must win
                 // the election on its own.
                 self.step_down(RevokeReason::SessionExpired, &mut out);
@@ -242,6 +251,8 @@ impl ElectionCore {
                     self.role = Role::Leader {
                         fence: fence.clone(),
                     };
+                    // The pause check measures from the start of the term.
+                    self.last_tick = Some(now);
                     out.push(Action::Notify(LeadershipEvent::Granted(fence)));
                 }
             }
@@ -282,7 +293,18 @@ impl ElectionCore {
                 out.push(Action::RestartSession);
             }
             Input::Tick => {
-                if let Some(since) = self.disconnected_since
+                let gap = self.last_tick.map(|t| now.saturating_duration_since(t));
+                self.last_tick = Some(now);
+                if gap.is_some_and(|g| g >= self.loss_timeout)
+                    && matches!(self.role, Role::Leader { .. } | Role::Claiming { .. })
+                {
+                    // Ticks come every 100 ms; a gap this long means this process was not
+                    // running, and the server may have expired the session while no
+                    // `Disconnected` could be observed.
+                    self.disconnected_since = None;
+                    self.step_down(RevokeReason::Paused, &mut out);
+                    out.push(Action::RestartSession);
+                } else if let Some(since) = self.disconnected_since
                     && now.saturating_duration_since(since) >= self.loss_timeout
                     && matches!(self.role, Role::Leader { .. } | Role::Claiming { .. })
                 {
@@ -450,24 +472,30 @@ mod tests {
         assert!(matches!(out.last(), Some(Action::Claim { .. })));
     }
 
+    /// Feeds ticks every 100 ms in `(from, to]`, as the driver does, and collects the actions.
+    fn tick_until(c: &mut ElectionCore, from: Instant, to: Instant) -> Vec<Action> {
+        let mut out = Vec::new();
+        let mut t = from;
+        while t < to {
+            t = (t + Duration::from_millis(100)).min(to);
+            out.extend(c.handle(t, Input::Tick));
+        }
+        out
+    }
+
     #[test]
     fn transient_disconnect_keeps_leadership() {
         let t0 = Instant::now();
         let (mut c, fence) = leader(t0);
         assert!(c.handle(t0, Input::Disconnected).is_empty());
-        assert!(
-            c.handle(t0 + Duration::from_millis(1500), Input::Tick)
-                .is_empty()
-        );
+        assert!(tick_until(&mut c, t0, t0 + Duration::from_millis(1500)).is_empty());
         assert_eq!(
             c.handle(t0 + Duration::from_millis(1600), Input::Reconnected),
             vec![Action::ListChildren]
         );
         // Well past the timeout, but we are connected again: still the same term.
-        assert!(
-            c.handle(t0 + Duration::from_secs(10), Input::Tick)
-                .is_empty()
-        );
+        let t1 = t0 + Duration::from_millis(1500);
+        assert!(tick_until(&mut c, t1, t0 + Duration::from_secs(10)).is_empty());
         assert!(c.handle(t0, Input::Children(vec![me()])).is_empty());
         assert_eq!(c.fence(), Some(&fence));
     }
@@ -479,7 +507,12 @@ mod tests {
         c.handle(t0, Input::Disconnected);
         // A second Disconnected must not restart the clock.
         c.handle(t0 + Duration::from_secs(1), Input::Disconnected);
-        let out = c.handle(t0 + Duration::from_secs(2), Input::Tick);
+        assert!(tick_until(&mut c, t0, t0 + Duration::from_millis(1900)).is_empty());
+        let out = tick_until(
+            &mut c,
+            t0 + Duration::from_millis(1900),
+            t0 + Duration::from_secs(2),
+        );
         assert_eq!(revoked(&out), Some(RevokeReason::ConnectionLost));
         assert_eq!(out.last(), Some(&Action::RestartSession));
         assert!(c.fence().is_none());
@@ -494,6 +527,53 @@ mod tests {
             vec![Action::CreateLatch]
         );
         assert!(c.fence().is_none());
+    }
+
+    #[test]
+    fn a_long_pause_steps_down_on_waking() {
+        let t0 = Instant::now();
+        let (mut c, _) = leader(t0);
+        // Regular ticks: nothing happens.
+        for i in 1..=30 {
+            assert!(
+                c.handle(t0 + Duration::from_millis(100 * i), Input::Tick)
+                    .is_empty()
+            );
+        }
+        // The next tick comes 2.5 s late (loss timeout 2 s): the process was stopped.
+        let out = c.handle(t0 + Duration::from_millis(5500), Input::Tick);
+        assert_eq!(revoked(&out), Some(RevokeReason::Paused));
+        assert_eq!(out.last(), Some(&Action::RestartSession));
+    }
+
+    #[test]
+    fn reconnecting_is_not_a_pause() {
+        let t0 = Instant::now();
+        let mut c = core();
+        c.handle(t0, Input::Tick);
+        // A long session restart without ticks, then a quick grant.
+        let t1 = t0 + Duration::from_secs(30);
+        c.handle(
+            t1,
+            Input::SessionStarted {
+                loss_timeout: Duration::from_secs(2),
+            },
+        );
+        c.handle(t1, Input::LatchCreated { path: ME.into() });
+        c.handle(t1, Input::Children(vec![me()]));
+        c.handle(
+            t1,
+            Input::Claimed {
+                session_id: LeaderSessionId::from_u128(1),
+                version: 1,
+            },
+        );
+        assert!(c.fence().is_some());
+        assert!(
+            c.handle(t1 + Duration::from_millis(100), Input::Tick)
+                .is_empty()
+        );
+        assert!(c.fence().is_some());
     }
 
     #[test]

@@ -349,13 +349,9 @@ impl Driver {
         }
     }
 
-    /// Between retries: wait a little, then let the core see time and connection changes. If it
-    /// decides to restart the session (the term may be over), the current action is abandoned.
-    async fn pause(&mut self, pending: &mut VecDeque<Action>) -> Option<Outcome> {
-        tokio::select! {
-            _ = self.close.wait_for(|closed| *closed) => return Some(Outcome::Closed),
-            _ = tokio::time::sleep(RETRY_PAUSE) => {}
-        }
+    /// Lets the core see connection changes and time; true if it decided to restart the session
+    /// (the term may be over), which makes the action in progress moot.
+    fn poll_background(&mut self, pending: &mut VecDeque<Action>) -> bool {
         if let Some(watcher) = self.state_watcher.as_mut() {
             let state = watcher.state();
             if state != self.last_state
@@ -365,9 +361,55 @@ impl Driver {
             }
         }
         self.feed(Input::Tick, pending);
-        pending
-            .contains(&Action::RestartSession)
-            .then_some(Outcome::Done)
+        pending.contains(&Action::RestartSession)
+    }
+
+    /// Runs one ZooKeeper call while keeping the core's clock running. The client queues requests
+    /// made while it is disconnected until it reconnects, so a call can block for as long as the
+    /// outage lasts; meanwhile a leader must still step down on time. `Err` carries what to do
+    /// instead: `Done` if the core restarted the session, `Closed` if the election is closing.
+    async fn guarded<F: Future>(
+        &mut self,
+        fut: F,
+        pending: &mut VecDeque<Action>,
+    ) -> Result<F::Output, Outcome> {
+        enum Step<T> {
+            Ready(T),
+            Tick,
+            Close,
+        }
+        let mut fut = std::pin::pin!(fut);
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The interval's first tick is immediate; the caller has just been checked.
+        tick.tick().await;
+        loop {
+            let step = {
+                let close = &mut self.close;
+                tokio::select! {
+                    out = &mut fut => Step::Ready(out),
+                    _ = tick.tick() => Step::Tick,
+                    _ = close.wait_for(|closed| *closed) => Step::Close,
+                }
+            };
+            match step {
+                Step::Ready(out) => return Ok(out),
+                Step::Close => return Err(Outcome::Closed),
+                Step::Tick => {
+                    if self.poll_background(pending) {
+                        return Err(Outcome::Done);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits before a retry (keeping the core's clock running).
+    async fn pause(&mut self, pending: &mut VecDeque<Action>) -> Option<Outcome> {
+        if let Err(outcome) = self.guarded(tokio::time::sleep(RETRY_PAUSE), pending).await {
+            return Some(outcome);
+        }
+        self.poll_background(pending).then_some(Outcome::Done)
     }
 
     fn session_client(&self) -> Option<Client> {
@@ -463,13 +505,19 @@ impl Driver {
         // A random token in the name finds our node again if the reply to `create` is lost.
         let token = format!("{:016x}", rand::random::<u64>());
         let prefix = format!("{}/latch-{token}-", self.latch_dir);
+        let latch_dir = self.latch_dir.clone();
         loop {
-            let result = match client.mkdir(&self.latch_dir, &zk::PERSISTENT).await {
-                Ok(()) => client
+            let latch_dir = &latch_dir;
+            let attempt = async {
+                client.mkdir(latch_dir, &zk::PERSISTENT).await?;
+                let (_, seq) = client
                     .create(&prefix, &[], &zk::EPHEMERAL_SEQUENTIAL)
-                    .await
-                    .map(|(_, seq)| format!("{prefix}{seq}")),
-                Err(e) => Err(e),
+                    .await?;
+                Ok::<_, zookeeper_client::Error>(format!("{prefix}{seq}"))
+            };
+            let result = match self.guarded(attempt, pending).await {
+                Ok(result) => result,
+                Err(outcome) => return outcome,
             };
             match result {
                 Ok(path) => {
@@ -483,7 +531,14 @@ impl Driver {
                         return outcome;
                     }
                     // The create may have been applied: adopt the node instead of making a second.
-                    if let Ok(children) = client.list_children(&self.latch_dir).await
+                    let listing = match self
+                        .guarded(client.list_children(&self.latch_dir), pending)
+                        .await
+                    {
+                        Ok(listing) => listing,
+                        Err(outcome) => return outcome,
+                    };
+                    if let Ok(children) = listing
                         && let Some(name) = children.iter().find(|c| c.contains(&token))
                     {
                         return Outcome::Input(Input::LatchCreated {
@@ -500,7 +555,14 @@ impl Driver {
             return Outcome::Done;
         };
         loop {
-            match client.list_and_watch_children(&self.latch_dir).await {
+            let listing = match self
+                .guarded(client.list_and_watch_children(&self.latch_dir), pending)
+                .await
+            {
+                Ok(listing) => listing,
+                Err(outcome) => return outcome,
+            };
+            match listing {
                 Ok((children, watcher)) => {
                     self.children_watch = Some(Box::pin(watcher.changed()));
                     return Outcome::Input(Input::Children(children));
@@ -524,17 +586,22 @@ impl Driver {
         &mut self,
         path: String,
         session_id: LeaderSessionId,
-        _pending: &mut VecDeque<Action>,
+        pending: &mut VecDeque<Action>,
     ) -> Outcome {
         let Some(client) = self.session_client() else {
             return Outcome::Input(Input::ClaimFailed { session_id });
         };
         // Writing the term's id bumps the node's version: the fence of this term checks that
         // version, so writes fenced with any earlier term of ours fail from now on.
-        match client
-            .set_data(&path, session_id.to_string().as_bytes(), None)
+        let data = session_id.to_string();
+        let result = match self
+            .guarded(client.set_data(&path, data.as_bytes(), None), pending)
             .await
         {
+            Ok(result) => result,
+            Err(outcome) => return outcome,
+        };
+        match result {
             Ok(stat) => Outcome::Input(Input::Claimed {
                 session_id,
                 version: stat.version,
