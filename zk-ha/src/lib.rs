@@ -53,9 +53,10 @@
 //! - **Transient disconnects keep the term.** Losing the connection does not revoke leadership
 //!   while the session may live (unlike FLINK-10052); reconnecting within the session timeout
 //!   changes nothing.
-//! - **Expiry revokes at once.** When the server reports the session expired, or the connection
-//!   has been down for a full session timeout, the term is revoked and the contender rejoins with a
-//!   new session, as a follower.
+//! - **Expiry revokes at once.** When the server reports the session expired, when the connection
+//!   has been down for as long as the server takes to expire it, or when the process itself was
+//!   paused that long (SIGSTOP), the term is revoked and the contender rejoins with a new session,
+//!   as a follower.
 //! - **A pointer implies its file.** Blobs are written and fsynced under a unique name before
 //!   their pointer; deleted only after their pointer is confirmed gone; kept when a commit's
 //!   outcome is unknown ([`HaError::CommitUnknown`], unlike FLINK-22494/24543).
