@@ -56,8 +56,9 @@ impl Shared {
 /// carry.
 ///
 /// Connection handling: a dropped connection does not end the term while the session may live;
-/// an expired session ends it at once, and so does a disconnection longer than the session
-/// timeout. Either way the contender rejoins with a new session, as a follower.
+/// an expired session ends it at once, and so do a disconnection or a pause of this process as
+/// long as the server takes to expire the session. Either way the contender rejoins with a new
+/// session, as a follower.
 ///
 /// Dropping the handle stops the task and closes the session, which deletes the latch node.
 #[derive(Debug)]
