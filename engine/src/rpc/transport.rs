@@ -105,6 +105,11 @@ async fn prove<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let their_proof = read_frame(stream).await?;
     if !secret.verify(&ekm, theirs, &their_proof) {
+        // An empty frame tells the peer its proof failed, so it can stop retrying; it reveals
+        // nothing about the secret.
+        if !i_speak_first {
+            let _ = write_frame(stream, &[]).await;
+        }
         return Err(RpcError::AuthenticationFailed);
     }
     if !i_speak_first {
