@@ -66,7 +66,7 @@ fn make_text(bytes: usize) -> String {
             seed ^= seed << 17;
             text.push_str(WORDS[(seed % WORDS.len() as u64) as usize]);
             text.push_str(if i % 5 == 4 { ", " } else { " " });
-            if seed % 97 == 0 {
+            if seed.is_multiple_of(97) {
                 text.push_str(&format!("w{} ", seed % 5000));
             }
         }
