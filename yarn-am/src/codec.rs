@@ -171,7 +171,7 @@ pub(crate) fn request_header(
     proto::RpcRequestHeaderProto {
         rpc_kind: Some(proto::RPC_PROTOCOL_BUFFER),
         rpc_op: Some(proto::RPC_FINAL_PACKET),
-        call_id: call_id as u32,
+        call_id,
         client_id: client_id.to_vec(),
         retry_count: Some(retry),
     }
@@ -258,7 +258,7 @@ mod tests {
             let (msg, rest) = split_delimited(&frame[4..]).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert!(rest.is_empty());
             let back: proto::RpcRequestHeaderProto = prost::Message::decode(msg).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert_eq!(back.call_id as i32, call_id);
+            prop_assert_eq!(back.call_id, call_id);
             prop_assert_eq!(back.client_id, client);
         }
 

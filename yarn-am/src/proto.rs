@@ -21,10 +21,10 @@ pub(crate) struct RpcRequestHeaderProto {
     pub(crate) rpc_kind: Option<i32>,
     #[prost(int32, optional, tag = "2")]
     pub(crate) rpc_op: Option<i32>,
-    /// Declared `uint32` by Hadoop but read as a Java int: negative ids (-33 SASL, -3 context)
-    /// travel as their two's-complement `u32`.
-    #[prost(uint32, required, tag = "3")]
-    pub(crate) call_id: u32,
+    /// `sint32` (zigzag) in requests, while the response header's call id is `uint32`:
+    /// Hadoop's own .proto says so, and a server reading -33 as uint32 sees a different id.
+    #[prost(sint32, required, tag = "3")]
+    pub(crate) call_id: i32,
     #[prost(bytes = "vec", required, tag = "4")]
     pub(crate) client_id: Vec<u8>,
     #[prost(sint32, optional, tag = "5")]
@@ -38,6 +38,7 @@ pub(crate) const RPC_STATUS_FATAL: i32 = 2;
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct RpcResponseHeaderProto {
+    /// Negative ids (-33 SASL) arrive as the two's-complement `u32`.
     #[prost(uint32, required, tag = "1")]
     pub(crate) call_id: u32,
     #[prost(int32, required, tag = "2")]

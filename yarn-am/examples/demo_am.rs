@@ -1,0 +1,211 @@
+//! A minimal YARN ApplicationMaster built on `yarn-am`, used by the end-to-end test.
+//!
+//! Started by a NodeManager as the AM container of an application submitted over REST, it
+//! reads its AMRM token from `$HADOOP_TOKEN_FILE_LOCATION`, registers with the scheduler at
+//! `$YARN_AM_SCHEDULER` (`host:port`), asks for one 128 MiB container, starts
+//! `$DEMO_CONTAINER_COMMAND` (default `sleep 30`) in it through the NodeManager, and then:
+//!
+//! - `demo_am run`: waits until it runs, stops it, waits until YARN reports it complete, and
+//!   unregisters with SUCCEEDED;
+//! - `demo_am hold`: keeps heartbeating until YARN orders a shutdown or the process is killed.
+//!
+//! Any failure unregisters with FAILED and the error as diagnostics, and exits with 1.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use yarn_am::{
+    AllocationMatcher, AmCommand, AmRmClient, Container, ContainerState, Credentials, Decision,
+    FinalStatus, LaunchContext, NmClient, Resource,
+};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const PRIORITY: i32 = 1;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let hold = std::env::args().nth(1).as_deref() == Some("hold");
+
+    let scheduler =
+        std::env::var("YARN_AM_SCHEDULER").unwrap_or_else(|_| "localhost:8030".to_string());
+    let creds = match Credentials::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("demo_am: cannot read credentials: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    capture_token_file();
+    let token = match creds.amrm_token() {
+        Ok(t) => t.clone(),
+        Err(e) => {
+            eprintln!("demo_am: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut rm = AmRmClient::new(scheduler, token).with_timeout(Duration::from_secs(30));
+    let host = std::env::var("NM_HOST").unwrap_or_else(|_| "localhost".to_string());
+    if let Err(e) = rm.register(&host, 0, "").await {
+        // Without registration there is nothing to unregister from.
+        eprintln!("demo_am: register failed: {e}");
+        return ExitCode::FAILURE;
+    }
+    match run(&mut rm, hold).await {
+        Ok(()) => {
+            println!("demo_am: done");
+            match rm
+                .finish(
+                    FinalStatus::Succeeded,
+                    "demo container ran and was stopped",
+                    None,
+                    Duration::from_secs(30),
+                )
+                .await
+            {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("demo_am: unregister failed: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("demo_am: failed: {e}");
+            let _ = rm
+                .finish(
+                    FinalStatus::Failed,
+                    &e.to_string(),
+                    None,
+                    Duration::from_secs(30),
+                )
+                .await;
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(rm: &mut AmRmClient, hold: bool) -> Result<(), BoxError> {
+    let capability = Resource::new(128, 1);
+    let mut matcher = AllocationMatcher::new();
+    matcher.request(PRIORITY, capability, "worker");
+    rm.set_request(PRIORITY, capability, 1);
+
+    let container = allocate_one(rm, &mut matcher).await?;
+    println!("demo_am: allocated {} on {}", container.id, container.node);
+    let nm_token = rm
+        .nm_token(&container.node)
+        .ok_or_else(|| format!("no NM token for {}", container.node))?
+        .clone();
+    let mut nm = NmClient::new(&container.node, nm_token).with_timeout(Duration::from_secs(30));
+    let command =
+        std::env::var("DEMO_CONTAINER_COMMAND").unwrap_or_else(|_| "sleep 30".to_string());
+    let launch = LaunchContext {
+        commands: vec![
+            command,
+            "1><LOG_DIR>/stdout".into(),
+            "2><LOG_DIR>/stderr".into(),
+        ],
+        ..Default::default()
+    };
+    nm.start_container(&container, &launch).await?;
+    println!("demo_am: started {}", container.id);
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = nm.container_status(container.id).await?;
+        match status.state {
+            ContainerState::Running => break,
+            ContainerState::Complete => {
+                return Err(format!(
+                    "container ended early: {} {}",
+                    status.exit_status, status.diagnostics
+                )
+                .into());
+            }
+            _ if Instant::now() > deadline => {
+                return Err("container did not reach RUNNING within 60 s".into());
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+        // Keep the RM's liveness monitor fed while we wait.
+        rm.allocate(0.5).await?;
+    }
+    println!("demo_am: {} is running", container.id);
+
+    if hold {
+        loop {
+            let a = rm.allocate(0.5).await?;
+            if a.command == Some(AmCommand::Shutdown) {
+                return Err("ResourceManager ordered shutdown".into());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    nm.stop_container(container.id).await?;
+    println!("demo_am: stop requested for {}", container.id);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let a = rm.allocate(1.0).await?;
+        if let Some(s) = a.completed.iter().find(|s| s.id == container.id) {
+            println!("demo_am: {} completed, exit status {}", s.id, s.exit_status);
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("YARN did not report the stopped container complete within 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+async fn allocate_one(
+    rm: &mut AmRmClient,
+    matcher: &mut AllocationMatcher<&'static str>,
+) -> Result<Container, BoxError> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut launched = None;
+    while launched.is_none() {
+        if Instant::now() > deadline {
+            return Err("no container allocated within 60 s".into());
+        }
+        let a = rm.allocate(0.1).await?;
+        for d in matcher.on_allocated(a.allocated) {
+            match d {
+                Decision::Launch { container, .. } if launched.is_none() => {
+                    launched = Some(container)
+                }
+                Decision::Launch { container, .. } | Decision::Release { container } => {
+                    rm.release(container.id)
+                }
+            }
+        }
+        for (p, cap, n) in matcher.outstanding() {
+            rm.set_request(p, cap, n);
+        }
+        if launched.is_none() {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    launched.ok_or_else(|| "unreachable: loop exits only with a container".into())
+}
+
+/// With `YARN_AM_CAPTURE_DIR` set, keep a copy of the token file next to the captured frames
+/// (how the crate's test fixtures were made).
+fn capture_token_file() {
+    if let (Some(dir), Some(src)) = (
+        std::env::var_os(yarn_am::CAPTURE_DIR_ENV),
+        std::env::var_os(yarn_am::TOKEN_FILE_ENV),
+    ) {
+        let dir = std::path::PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::copy(src, dir.join("container_tokens")));
+    }
+}
