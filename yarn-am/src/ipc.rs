@@ -23,8 +23,9 @@ use crate::types::Token;
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Environment variable naming a directory into which every frame received is written
-/// (`NNN-in.bin`) and every frame sent (`NNN-out.bin`): a debugging aid, and how this
-/// crate's test fixtures were captured from a real cluster.
+/// (`NNN-<protocol>-in.bin`, without its length prefix) and every frame sent
+/// (`NNN-<protocol>-out.bin`, as sent): a debugging aid, and how this crate's test fixtures
+/// were captured from a real cluster.
 pub const CAPTURE_DIR_ENV: &str = "YARN_AM_CAPTURE_DIR";
 
 /// A client for one Hadoop RPC protocol on one server.
@@ -49,8 +50,12 @@ struct Connection {
 
 struct Capture {
     dir: PathBuf,
-    seq: u32,
+    /// Short protocol name, so frames of several clients in one process stay apart.
+    tag: String,
 }
+
+/// One sequence over all clients of the process, so captured files sort in wire order.
+static CAPTURE_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl std::fmt::Debug for RpcClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -66,13 +71,14 @@ impl RpcClient {
     /// A client for `protocol` (e.g. `org.apache.hadoop.yarn.api.ApplicationMasterProtocolPB`)
     /// at `addr` (`host:port`), authenticating with `token`. Does not connect yet.
     pub fn new(addr: impl Into<String>, protocol: impl Into<String>, token: Token) -> Self {
+        let protocol = protocol.into();
         let capture = std::env::var_os(CAPTURE_DIR_ENV).map(|d| Capture {
             dir: PathBuf::from(d),
-            seq: 0,
+            tag: protocol.rsplit('.').next().unwrap_or("rpc").to_string(),
         });
         RpcClient {
             addr: addr.into(),
-            protocol: protocol.into(),
+            protocol,
             token,
             timeout: DEFAULT_CALL_TIMEOUT,
             client_id: rand::random(),
@@ -391,9 +397,9 @@ impl RpcClient {
     }
 
     fn capture_frame(&mut self, dir: &str, bytes: &[u8]) {
-        if let Some(c) = &mut self.capture {
-            c.seq += 1;
-            let path = c.dir.join(format!("{:03}-{dir}.bin", c.seq));
+        if let Some(c) = &self.capture {
+            let seq = CAPTURE_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            let path = c.dir.join(format!("{seq:03}-{}-{dir}.bin", c.tag));
             // Best effort: capturing is a debugging aid and must never fail a call.
             let _ = std::fs::create_dir_all(&c.dir).and_then(|_| std::fs::write(path, bytes));
         }

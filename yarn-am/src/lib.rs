@@ -52,6 +52,8 @@ mod amrm;
 mod codec;
 mod credentials;
 mod error;
+#[cfg(test)]
+mod fixture_tests;
 mod ipc;
 mod matcher;
 mod nm;

@@ -72,7 +72,7 @@ impl DigestChallenge {
 }
 
 /// Splits `key=value,key="quoted, value",...` into pairs, undoing backslash escapes.
-fn parse_directives(text: &str) -> Result<Vec<(String, String)>, DecodeError> {
+pub(crate) fn parse_directives(text: &str) -> Result<Vec<(String, String)>, DecodeError> {
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
     loop {
