@@ -238,3 +238,34 @@ impl CredentialsError {
         false
     }
 }
+
+/// A failure to read a Hadoop configuration file (`yarn-site.xml`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a Hadoop configuration.
+    #[error("{path} is not a Hadoop configuration file: {source}")]
+    Malformed {
+        /// The file.
+        path: String,
+        /// What was wrong.
+        #[source]
+        source: DecodeError,
+    },
+}
+
+impl ConfigError {
+    /// Configuration files do not heal by retrying.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+}

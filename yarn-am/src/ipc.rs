@@ -234,7 +234,27 @@ impl RpcClient {
             sasl::token_credentials(&self.token.identifier, &self.token.password);
         let mut expected_rspauth: Option<String> = None;
         loop {
-            let frame = self.recv().await?;
+            let frame = match self.recv().await {
+                Ok(f) => f,
+                // Hadoop's server logs "Auth failed" and drops the connection without an
+                // answer when it rejects a digest (unknown key, forged or expired token).
+                Err(RpcError::Io { source, .. })
+                    if expected_rspauth.is_some()
+                        && matches!(
+                            source.kind(),
+                            std::io::ErrorKind::UnexpectedEof
+                                | std::io::ErrorKind::ConnectionReset
+                                | std::io::ErrorKind::BrokenPipe
+                        ) =>
+                {
+                    return Err(self.auth_err(format!(
+                        "server closed the connection after our DIGEST-MD5 response ({source}): \
+                         the {} token was rejected (wrong, forged or expired)",
+                        self.token.kind
+                    )));
+                }
+                Err(e) => return Err(e),
+            };
             if frame.call_id != codec::SASL_CALL_ID {
                 return Err(self.decode_err(format!(
                     "expected a SASL answer, got call id {}",

@@ -15,6 +15,7 @@
 //!   node, unregister); [`NmClient`] starts, stops and queries containers on a NodeManager.
 //! - [`Credentials`] reads the token file a NodeManager gives every container
 //!   (`HADOOP_TOKEN_FILE_LOCATION`), in both of Hadoop's formats.
+//! - [`YarnSite`] reads `yarn-site.xml` to find the scheduler and web addresses.
 //! - [`AllocationMatcher`] decides which granted container serves which request, with no I/O.
 //!
 //! Every error type says whether a retry can help (`is_retryable`).
@@ -50,6 +51,7 @@
 
 mod amrm;
 mod codec;
+mod config;
 mod credentials;
 mod error;
 #[cfg(test)]
@@ -67,8 +69,9 @@ pub use codec::{
     MAX_FRAME_LEN, MessageBytes, ResponseFrame, ResponseStatus, decode_frame_len, decode_varint,
     encode_frame, encode_varint, split_delimited,
 };
+pub use config::{HADOOP_CONF_DIR_ENV, YarnSite};
 pub use credentials::{Credentials, TOKEN_FILE_ENV, read_vlong, write_vint};
-pub use error::{CredentialsError, DecodeError, RestError, RpcError};
+pub use error::{ConfigError, CredentialsError, DecodeError, RestError, RpcError};
 pub use ipc::{CAPTURE_DIR_ENV, DEFAULT_CALL_TIMEOUT, RpcClient};
 pub use matcher::{AllocationMatcher, Decision};
 pub use nm::{NM_PROTOCOL, NmClient};

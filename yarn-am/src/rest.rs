@@ -257,6 +257,37 @@ impl RestClient {
         }
     }
 
+    /// Submits and waits until YARN has accepted the application (state ACCEPTED or later).
+    /// Turns a submission that YARN takes and then rejects (unknown or stopped queue, ACLs)
+    /// into [`RestError::Refused`] with YARN's diagnostics, as an outright refusal is.
+    pub async fn submit_checked(
+        &self,
+        app: &AppSubmission,
+        timeout: Duration,
+    ) -> Result<AppReport, RestError> {
+        self.submit(app).await?;
+        let id = app.id.to_string();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let report = self.application(&id).await?;
+            match report.state {
+                AppState::Accepted | AppState::Running | AppState::Finished => return Ok(report),
+                AppState::Failed | AppState::Killed => {
+                    return Err(RestError::Refused {
+                        message: report.diagnostics,
+                    });
+                }
+                _ if tokio::time::Instant::now() >= deadline => {
+                    return Err(RestError::Timeout {
+                        what: format!("acceptance of {id}"),
+                        timeout,
+                    });
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+
     /// The report of one application.
     pub async fn application(&self, id: &str) -> Result<AppReport, RestError> {
         let (url, v) = self

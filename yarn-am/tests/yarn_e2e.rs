@@ -11,7 +11,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use yarn_am::{
-    AppState, AppSubmission, FinalStatus, LaunchContext, LocalResource, Resource, RestClient,
+    AM_PROTOCOL, AppState, AppSubmission, FinalStatus, LaunchContext, LocalResource, Resource,
+    RestClient, RestError, RpcClient, RpcError, Token, YarnSite,
 };
 
 /// Everything the test does must end within this bound.
@@ -146,6 +147,57 @@ fn submission(
     }
 }
 
+/// Refused submissions, wrong tokens and unreachable servers give typed, clear errors.
+async fn errors_are_clear(rest: &RestClient, cluster: &Cluster) {
+    // Memory over the maximum: refused outright with YARN's message.
+    let app = rest.new_application().await.expect("new application");
+    let mut too_big = submission(app.id, "run", cluster, "true");
+    too_big.am_resource = Resource::new(app.maximum_capability.memory_mb * 4, 1);
+    match rest.submit(&too_big).await {
+        Err(e @ RestError::Refused { .. }) => {
+            assert!(!e.is_retryable());
+            assert!(e.to_string().contains("memory"), "{e}");
+            println!("over-max submission: {e}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Unknown queue: accepted by REST, then failed by the scheduler; submit_checked reports it.
+    let app = rest.new_application().await.expect("new application");
+    let mut bad_queue = submission(app.id, "run", cluster, "true");
+    bad_queue.queue = "no-such-queue".into();
+    match rest
+        .submit_checked(&bad_queue, Duration::from_secs(30))
+        .await
+    {
+        Err(e @ RestError::Refused { .. }) => {
+            assert!(e.to_string().contains("no-such-queue"), "{e}");
+            println!("unknown queue: {e}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // A forged AMRM token: the scheduler rejects the SASL exchange.
+    let forged = Token {
+        identifier: vec![1, 2, 3],
+        password: vec![4; 20],
+        kind: yarn_am::AMRM_TOKEN_KIND.into(),
+        service: cluster.scheduler.clone(),
+    };
+    let mut rpc = RpcClient::new(cluster.scheduler.clone(), AM_PROTOCOL, forged)
+        .with_timeout(Duration::from_secs(20));
+    // Any request will do: authentication fails before it is read.
+    let err = rpc
+        .call::<(), ()>("allocate", &())
+        .await
+        .expect_err("a forged token must not authenticate");
+    assert!(matches!(err, RpcError::Auth { .. }), "{err:?}");
+    assert!(!err.is_retryable());
+    println!("forged token: {err}");
+    // Nothing listens on port 1.
+    let dead = RestClient::new("127.0.0.1:1").expect("client");
+    let err = dead.cluster_metrics().await.expect_err("port 1 is closed");
+    assert!(err.is_retryable(), "{err:?}");
+}
+
 /// The AM container's logs of `app`, for failure messages.
 fn am_logs(cluster: &Cluster, app: &str) -> String {
     let mut out = String::new();
@@ -241,6 +293,12 @@ async fn scenario() {
     let metrics = rest.cluster_metrics().await.expect("metrics");
     assert_eq!(metrics.active_nodes, 2, "{metrics:?}");
     assert_eq!(rest.nodes().await.expect("nodes").len(), 2);
+
+    // 0. The written yarn-site.xml names the same addresses as the ready line.
+    let site = YarnSite::load(&cluster.dir.join("yarn-site.xml")).expect("yarn-site.xml");
+    assert_eq!(site.scheduler_address(), cluster.scheduler);
+    assert_eq!(site.webapp_address(), cluster.web);
+    errors_are_clear(&rest, &cluster).await;
 
     // 1. An AM that runs a container, stops it and succeeds.
     let t1 = Instant::now();
