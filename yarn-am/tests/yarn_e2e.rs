@@ -245,6 +245,26 @@ fn sleepers(secs: &str) -> Vec<String> {
     found
 }
 
+/// VmRSS of the first process whose command line starts with `cmd`.
+fn process_rss_kib(cmd: &str) -> Option<u64> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(line) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&line)
+            .replace('\0', " ")
+            .starts_with(cmd)
+        {
+            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
+            return status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
+        }
+    }
+    None
+}
+
 async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
 where
     F: FnMut() -> Fut,
@@ -346,6 +366,22 @@ async fn scenario() {
     ))
     .await
     .expect("submit");
+    let submitted = Instant::now();
+    wait_for(
+        "the hold application to run",
+        Duration::from_secs(60),
+        || async {
+            let r = rest.application(&id).await.expect("status");
+            assert!(
+                !r.state.is_terminal(),
+                "hold application ended early: {r:?}\n{}",
+                am_logs(&cluster, &id)
+            );
+            (r.state == AppState::Running).then_some(())
+        },
+    )
+    .await;
+    println!("submission to RUNNING: {:?}", submitted.elapsed());
     wait_for(
         "the held container's process",
         Duration::from_secs(90),
@@ -360,6 +396,9 @@ async fn scenario() {
         },
     )
     .await;
+    if let Some(rss) = process_rss_kib("./demo_am hold") {
+        println!("demo AM resident memory: {rss} KiB");
+    }
     let listed = rest
         .applications(Some("yarn-am-test"), &["RUNNING"])
         .await
