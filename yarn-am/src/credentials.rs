@@ -262,6 +262,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn protobuf_format() {
+        let storage = proto::CredentialsProto {
+            tokens: vec![proto::CredentialsKvProto {
+                alias: "am".into(),
+                token: Some(proto::TokenProto {
+                    identifier: vec![1, 2],
+                    password: vec![3],
+                    kind: AMRM_TOKEN_KIND.into(),
+                    service: "rm:8030".into(),
+                }),
+                secret: None,
+            }],
+            secrets: vec![proto::CredentialsKvProto {
+                alias: "s".into(),
+                token: None,
+                secret: Some(vec![9, 9]),
+            }],
+        };
+        let mut bytes = b"HDTS\x01".to_vec();
+        bytes.extend_from_slice(&prost::Message::encode_length_delimited_to_vec(&storage));
+        let c = Credentials::parse(&bytes).expect("protobuf credentials");
+        let t = c.amrm_token().expect("AMRM token");
+        assert_eq!(
+            (t.identifier.as_slice(), t.service.as_str()),
+            (&[1u8, 2][..], "rm:8030")
+        );
+        assert_eq!(c.secrets, vec![("s".to_string(), vec![9, 9])]);
+        assert!(Credentials::parse(&bytes[..bytes.len() - 1]).is_err());
+    }
+
     fn token() -> impl Strategy<Value = (String, Token)> {
         (
             "[a-z0-9:._]{0,30}",
