@@ -52,7 +52,16 @@ async fn main() -> ExitCode {
         }
     };
     let mut rm = AmRmClient::new(scheduler, token).with_timeout(Duration::from_secs(30));
-    let host = std::env::var("NM_HOST").unwrap_or_else(|_| "localhost".to_string());
+    let host = match yarn_am::ContainerEnv::from_env() {
+        Ok(env) => {
+            println!("demo_am: attempt {} on {}", env.attempt(), env.nm_host);
+            env.nm_host
+        }
+        Err(e) => {
+            eprintln!("demo_am: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     if let Err(e) = rm.register(&host, 0, "").await {
         // Without registration there is nothing to unregister from.
         eprintln!("demo_am: register failed: {e}");

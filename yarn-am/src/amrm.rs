@@ -137,6 +137,16 @@ impl AmRmClient {
         self.releases.push(id);
     }
 
+    /// How long to wait before the next heartbeat, following Flink: 500 ms while
+    /// containers are outstanding (grants arrive only with heartbeats), else 5 s.
+    pub fn suggested_interval(&self) -> Duration {
+        if self.asks.values().any(|&n| n > 0) {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_secs(5)
+        }
+    }
+
     /// The NodeManager token for `node`, received in an earlier heartbeat.
     pub fn nm_token(&self, node: &NodeId) -> Option<&Token> {
         self.nm_tokens.get(&node.to_string())

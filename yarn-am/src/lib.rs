@@ -53,6 +53,7 @@ mod amrm;
 mod codec;
 mod config;
 mod credentials;
+mod env;
 mod error;
 #[cfg(test)]
 mod fixture_tests;
@@ -71,6 +72,7 @@ pub use codec::{
 };
 pub use config::{HADOOP_CONF_DIR_ENV, YarnSite};
 pub use credentials::{Credentials, TOKEN_FILE_ENV, read_vlong, write_vint};
+pub use env::ContainerEnv;
 pub use error::{ConfigError, CredentialsError, DecodeError, RestError, RpcError};
 pub use ipc::{CAPTURE_DIR_ENV, DEFAULT_CALL_TIMEOUT, RpcClient};
 pub use matcher::{AllocationMatcher, Decision};

@@ -358,7 +358,11 @@ async fn scenario() {
     );
     let logs = am_logs(&cluster, &id);
     assert!(
-        logs.contains("is running") && logs.contains("completed"),
+        logs.contains(&format!(
+            "attempt appattempt_{}_{:04}_000001",
+            app.id.cluster_timestamp, app.id.id
+        )) && logs.contains("is running")
+            && logs.contains("completed"),
         "AM log lacks its steps:\n{logs}"
     );
     let attempts = rest.attempts(&id).await.expect("attempts");
