@@ -7,7 +7,11 @@
 //!
 //! - `demo_am run`: waits until it runs, stops it, waits until YARN reports it complete, and
 //!   unregisters with SUCCEEDED;
-//! - `demo_am hold`: keeps heartbeating until YARN orders a shutdown or the process is killed.
+//! - `demo_am hold`: keeps heartbeating until YARN orders a shutdown or the process is killed;
+//! - `demo_am failover` (submit with 2 attempts and keep-containers): attempt 1 starts the
+//!   container and then dies without unregistering; attempt 2 finds the container in its
+//!   registration (containers from previous attempts), stops it through the NodeManager with
+//!   the NM token handed over at registration, and unregisters with SUCCEEDED.
 //!
 //! Any failure unregisters with FAILED and the error as diagnostics, and exits with 1.
 
@@ -32,7 +36,7 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let hold = std::env::args().nth(1).as_deref() == Some("hold");
+    let mode = std::env::args().nth(1).unwrap_or_else(|| "run".to_string());
 
     let scheduler =
         std::env::var("YARN_AM_SCHEDULER").unwrap_or_else(|_| "localhost:8030".to_string());
@@ -52,22 +56,30 @@ async fn main() -> ExitCode {
         }
     };
     let mut rm = AmRmClient::new(scheduler, token).with_timeout(Duration::from_secs(30));
-    let host = match yarn_am::ContainerEnv::from_env() {
+    let (host, attempt) = match yarn_am::ContainerEnv::from_env() {
         Ok(env) => {
             println!("demo_am: attempt {} on {}", env.attempt(), env.nm_host);
-            env.nm_host
+            (env.nm_host.clone(), env.attempt().attempt)
         }
         Err(e) => {
             eprintln!("demo_am: {e}");
             return ExitCode::FAILURE;
         }
     };
-    if let Err(e) = rm.register(&host, 0, "").await {
-        // Without registration there is nothing to unregister from.
-        eprintln!("demo_am: register failed: {e}");
-        return ExitCode::FAILURE;
-    }
-    match run(&mut rm, hold).await {
+    let registration = match rm.register(&host, 0, "").await {
+        Ok(r) => r,
+        Err(e) => {
+            // Without registration there is nothing to unregister from.
+            eprintln!("demo_am: register failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match (mode.as_str(), attempt) {
+        ("failover", 1) => crash_after_start(&mut rm).await,
+        ("failover", _) => recover(&mut rm, registration.containers_from_previous_attempts).await,
+        (m, _) => run(&mut rm, m == "hold").await,
+    };
+    match result {
         Ok(()) => {
             println!("demo_am: done");
             match rm
@@ -102,6 +114,51 @@ async fn main() -> ExitCode {
 }
 
 async fn run(rm: &mut AmRmClient, hold: bool) -> Result<(), BoxError> {
+    let (container, mut nm) = start_one(rm).await?;
+    if hold {
+        loop {
+            let a = rm.allocate(0.5).await?;
+            if a.command == Some(AmCommand::Shutdown) {
+                return Err("ResourceManager ordered shutdown".into());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    stop_and_await_completion(rm, &mut nm, &container).await
+}
+
+/// Attempt 1 of `failover`: start the container, then die as a crashing AM would.
+async fn crash_after_start(rm: &mut AmRmClient) -> Result<(), BoxError> {
+    let (container, _nm) = start_one(rm).await?;
+    println!("demo_am: crashing on purpose with {} running", container.id);
+    std::process::exit(3);
+}
+
+/// Attempt 2 of `failover`: take over the container the first attempt left running.
+async fn recover(rm: &mut AmRmClient, previous: Vec<Container>) -> Result<(), BoxError> {
+    println!(
+        "demo_am: recovered {} container(s) from earlier attempts",
+        previous.len()
+    );
+    let container = previous
+        .into_iter()
+        .next()
+        .ok_or("no container survived the previous attempt")?;
+    let nm_token = rm
+        .nm_token(&container.node)
+        .ok_or_else(|| format!("no NM token for {} after failover", container.node))?
+        .clone();
+    let mut nm = NmClient::new(&container.node, nm_token).with_timeout(Duration::from_secs(30));
+    let status = nm.container_status(container.id).await?;
+    if status.state != ContainerState::Running {
+        return Err(format!("recovered container is {:?}", status.state).into());
+    }
+    println!("demo_am: {} is still running after failover", container.id);
+    stop_and_await_completion(rm, &mut nm, &container).await
+}
+
+/// Gets one container, starts `$DEMO_CONTAINER_COMMAND` in it and waits until it runs.
+async fn start_one(rm: &mut AmRmClient) -> Result<(Container, NmClient), BoxError> {
     let capability = Resource::new(128, 1);
     let mut matcher = AllocationMatcher::new();
     matcher.request(PRIORITY, capability, "worker");
@@ -148,17 +205,15 @@ async fn run(rm: &mut AmRmClient, hold: bool) -> Result<(), BoxError> {
         rm.allocate(0.5).await?;
     }
     println!("demo_am: {} is running", container.id);
+    Ok((container, nm))
+}
 
-    if hold {
-        loop {
-            let a = rm.allocate(0.5).await?;
-            if a.command == Some(AmCommand::Shutdown) {
-                return Err("ResourceManager ordered shutdown".into());
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-
+/// Stops the container and waits until a heartbeat reports it complete.
+async fn stop_and_await_completion(
+    rm: &mut AmRmClient,
+    nm: &mut NmClient,
+    container: &Container,
+) -> Result<(), BoxError> {
     nm.stop_container(container.id).await?;
     println!("demo_am: stop requested for {}", container.id);
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -436,8 +436,52 @@ async fn scenario() {
         },
     )
     .await;
-    println!(
-        "kill left nothing running; whole test took {:?}",
-        t0.elapsed()
+    println!("kill left nothing running");
+
+    // 3. AM failover: attempt 1 starts a container and crashes; attempt 2 gets the container
+    //    back in its registration and finishes the job with it.
+    let t3 = Instant::now();
+    let marker = "317";
+    let app = rest.new_application().await.expect("new application");
+    let id = app.id.to_string();
+    let mut failover = submission(app.id, "failover", &cluster, &format!("sleep {marker}"));
+    failover.max_attempts = 2;
+    failover.keep_containers_across_attempts = true;
+    rest.submit(&failover).await.expect("submit");
+    let report = wait_for(
+        "the failover application to end",
+        Duration::from_secs(120),
+        || async {
+            let r = rest.application(&id).await.expect("status");
+            r.state.is_terminal().then_some(r)
+        },
+    )
+    .await;
+    let logs = am_logs(&cluster, &id);
+    assert!(
+        report.state == AppState::Finished && report.final_status == FinalStatus::Succeeded,
+        "failover application ended {:?}/{:?}: {}\n{logs}",
+        report.state,
+        report.final_status,
+        report.diagnostics,
     );
+    assert!(
+        logs.contains("crashing on purpose")
+            && logs.contains("recovered 1 container(s)")
+            && logs.contains("still running after failover"),
+        "AM logs lack the failover steps:\n{logs}"
+    );
+    let attempts = rest.attempts(&id).await.expect("attempts");
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    wait_for(
+        "the recovered container's process to end",
+        Duration::from_secs(30),
+        || async { sleepers(marker).is_empty().then_some(()) },
+    )
+    .await;
+    println!(
+        "AM failover with a kept container SUCCEEDED in {:?}",
+        t3.elapsed()
+    );
+    println!("whole test took {:?}", t0.elapsed());
 }
