@@ -164,6 +164,39 @@ mod tests {
         assert_eq!(m.pending_len(), 0);
     }
 
+    proptest::proptest! {
+        /// Whatever YARN grants: one decision per container, a launch only for a pending
+        /// request of the same priority that the container fits, never more launches than
+        /// requests, and pending + launched == requested per profile.
+        #[test]
+        fn decisions_are_consistent(
+            requests in proptest::collection::vec((1i32..4, 1i64..4), 0..12),
+            grants in proptest::collection::vec((1i32..5, 0i64..5), 0..16),
+        ) {
+            let mut m = AllocationMatcher::new();
+            for (i, &(p, mem)) in requests.iter().enumerate() {
+                m.request(p, Resource::new(mem * 100, 1), i);
+            }
+            let containers: Vec<Container> = grants
+                .iter()
+                .enumerate()
+                .map(|(i, &(p, mem))| container(i as i64, p, mem * 100))
+                .collect();
+            let decisions = m.on_allocated(containers.clone());
+            proptest::prop_assert_eq!(decisions.len(), containers.len());
+            let mut launched = std::collections::HashSet::new();
+            for d in &decisions {
+                if let Decision::Launch { container, request } = d {
+                    let (p, mem) = requests[*request];
+                    proptest::prop_assert_eq!(container.priority, p);
+                    proptest::prop_assert!(container.resource.fits(&Resource::new(mem * 100, 1)));
+                    proptest::prop_assert!(launched.insert(*request), "request served twice");
+                }
+            }
+            proptest::prop_assert_eq!(launched.len() + m.pending_len(), requests.len());
+        }
+    }
+
     #[test]
     fn cancelled_request_releases_late_grant() {
         let mut m = AllocationMatcher::new();
