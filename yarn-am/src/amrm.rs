@@ -54,10 +54,7 @@ pub struct Allocation {
 pub struct AmRmClient {
     rpc: RpcClient,
     response_id: i32,
-    /// (priority, capability) -> outstanding count.
-    asks: BTreeMap<(i32, Resource), i32>,
-    /// Asks changed since the last heartbeat.
-    dirty: BTreeMap<(i32, Resource), i32>,
+    asks: AskTable,
     releases: Vec<ContainerId>,
     nm_tokens: HashMap<String, Token>,
 }
@@ -69,8 +66,7 @@ impl AmRmClient {
         AmRmClient {
             rpc: RpcClient::new(scheduler_addr, AM_PROTOCOL, amrm_token),
             response_id: 0,
-            asks: BTreeMap::new(),
-            dirty: BTreeMap::new(),
+            asks: AskTable::default(),
             releases: Vec::new(),
             nm_tokens: HashMap::new(),
         }
@@ -119,17 +115,12 @@ impl AmRmClient {
     /// States that `count` containers of `capability` at `priority` are still wanted
     /// (absolute, not a delta). Sent with the next heartbeat if it changed.
     pub fn set_request(&mut self, priority: i32, capability: Resource, count: i32) {
-        let key = (priority, capability);
-        let count = count.max(0);
-        if self.asks.get(&key).copied().unwrap_or(0) != count {
-            self.asks.insert(key, count);
-            self.dirty.insert(key, count);
-        }
+        self.asks.set(priority, capability, count);
     }
 
     /// The outstanding count for (priority, capability).
     pub fn outstanding(&self, priority: i32, capability: Resource) -> i32 {
-        self.asks.get(&(priority, capability)).copied().unwrap_or(0)
+        self.asks.outstanding(priority, capability)
     }
 
     /// Gives a container back to YARN (sent with the next heartbeat).
@@ -140,7 +131,7 @@ impl AmRmClient {
     /// How long to wait before the next heartbeat, following Flink: 500 ms while
     /// containers are outstanding (grants arrive only with heartbeats), else 5 s.
     pub fn suggested_interval(&self) -> Duration {
-        if self.asks.values().any(|&n| n > 0) {
+        if self.asks.any_outstanding() {
             Duration::from_millis(500)
         } else {
             Duration::from_secs(5)
@@ -157,10 +148,10 @@ impl AmRmClient {
     /// uses 500 ms while requests are pending and 5 s otherwise.
     pub async fn allocate(&mut self, progress: f32) -> Result<Allocation, RpcError> {
         let ask: Vec<proto::ResourceRequestProto> = self
-            .dirty
-            .iter()
+            .asks
+            .changed()
             .map(
-                |(&(priority, capability), &count)| proto::ResourceRequestProto {
+                |(priority, capability, count)| proto::ResourceRequestProto {
                     priority: Some(proto::PriorityProto {
                         priority: Some(priority),
                     }),
@@ -180,7 +171,7 @@ impl AmRmClient {
         let resp: proto::AllocateResponseProto = self.rpc.call("allocate", &req).await?;
         // Only once the RM has the asks and releases may we forget them; a failed call above
         // leaves them queued for the next heartbeat.
-        self.dirty.clear();
+        self.asks.sent();
         self.releases.clear();
         self.response_id = resp.response_id.unwrap_or(self.response_id);
 
@@ -203,15 +194,8 @@ impl AmRmClient {
             .map(Container::from_proto)
             .collect();
         for c in &allocated {
-            // YARN decremented its count for this request when it allocated; do the same so
-            // the next changed ask carries the right absolute number.
-            if let Some((key, count)) = self
-                .asks
-                .iter_mut()
-                .find(|((p, cap), n)| *p == c.priority && **n > 0 && c.resource.fits(cap))
-            {
-                *count -= 1;
-                debug!(container = %c.id, priority = key.0, left = *count, "container allocated");
+            if let Some(left) = self.asks.on_allocated(c.priority, c.resource) {
+                debug!(container = %c.id, priority = c.priority, left, "container allocated");
             }
         }
         let command = match resp.a_m_command {
@@ -219,7 +203,7 @@ impl AmRmClient {
                 // After a resync the RM has forgotten this attempt's state: start the
                 // response ids over and resend every outstanding ask.
                 self.response_id = 0;
-                self.dirty = self.asks.clone();
+                self.asks.resync();
                 Some(AmCommand::Resync)
             }
             Some(proto::AM_SHUTDOWN) => Some(AmCommand::Shutdown),
@@ -276,5 +260,104 @@ impl AmRmClient {
             self.nm_tokens
                 .insert(node.to_string(), Token::from_proto(token));
         }
+    }
+}
+
+/// Outstanding container requests per (priority, capability), and which changed since the
+/// last successful heartbeat. No I/O: the bookkeeping `AmRmClient` relies on.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct AskTable {
+    /// (priority, capability) -> outstanding count.
+    asks: BTreeMap<(i32, Resource), i32>,
+    /// Counts changed since the last heartbeat that reached the RM.
+    dirty: BTreeMap<(i32, Resource), i32>,
+}
+
+impl AskTable {
+    fn set(&mut self, priority: i32, capability: Resource, count: i32) {
+        let key = (priority, capability);
+        let count = count.max(0);
+        if self.outstanding(priority, capability) != count {
+            self.asks.insert(key, count);
+            self.dirty.insert(key, count);
+        }
+    }
+
+    fn outstanding(&self, priority: i32, capability: Resource) -> i32 {
+        self.asks.get(&(priority, capability)).copied().unwrap_or(0)
+    }
+
+    fn any_outstanding(&self) -> bool {
+        self.asks.values().any(|&n| n > 0)
+    }
+
+    /// The asks to send with the next heartbeat.
+    fn changed(&self) -> impl Iterator<Item = (i32, Resource, i32)> + '_ {
+        self.dirty.iter().map(|(&(p, cap), &n)| (p, cap, n))
+    }
+
+    /// The heartbeat carrying [`changed`](Self::changed) reached the RM.
+    fn sent(&mut self) {
+        self.dirty.clear();
+    }
+
+    /// YARN decremented its count for the request a container satisfies when it allocated
+    /// it; do the same (without marking it changed) so the next changed ask carries the right
+    /// absolute number. Returns the count left, if a request matched.
+    fn on_allocated(&mut self, priority: i32, resource: Resource) -> Option<i32> {
+        let (_, count) = self
+            .asks
+            .iter_mut()
+            .find(|((p, cap), n)| *p == priority && **n > 0 && resource.fits(cap))?;
+        *count -= 1;
+        Some(*count)
+    }
+
+    /// After a resync the RM has forgotten every ask: all must be sent again.
+    fn resync(&mut self) {
+        self.dirty = self.asks.clone();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_changed_asks_are_sent_and_kept_until_delivered() {
+        let r = Resource::new(128, 1);
+        let mut t = AskTable::default();
+        t.set(1, r, 2);
+        t.set(1, r, 2);
+        assert_eq!(t.changed().collect::<Vec<_>>(), [(1, r, 2)]);
+        // A failed heartbeat leaves the change queued; a delivered one clears it.
+        assert_eq!(t.changed().count(), 1);
+        t.sent();
+        assert_eq!(t.changed().count(), 0);
+        // A grant lowers the count silently, as YARN does on its side.
+        assert_eq!(t.on_allocated(1, Resource::new(256, 1)), Some(1));
+        assert_eq!(t.changed().count(), 0);
+        assert_eq!(t.outstanding(1, r), 1);
+        // Grants of another priority or too small match nothing.
+        assert_eq!(t.on_allocated(2, r), None);
+        assert_eq!(t.on_allocated(1, Resource::new(64, 1)), None);
+        // Lowering to what is outstanding after the grant is not a change.
+        t.set(1, r, 1);
+        assert_eq!(t.changed().count(), 0);
+        t.set(1, r, 0);
+        assert_eq!(t.changed().collect::<Vec<_>>(), [(1, r, 0)]);
+        assert!(!t.any_outstanding());
+    }
+
+    #[test]
+    fn resync_resends_everything() {
+        let mut t = AskTable::default();
+        t.set(1, Resource::new(128, 1), 3);
+        t.set(2, Resource::new(512, 2), 1);
+        t.sent();
+        t.resync();
+        assert_eq!(t.changed().count(), 2);
+        t.set(-1, Resource::new(1, 1), -5);
+        assert_eq!(t.outstanding(-1, Resource::new(1, 1)), 0);
     }
 }
