@@ -130,6 +130,14 @@ async fn run(rm: &mut AmRmClient, hold: bool) -> Result<(), BoxError> {
 /// Attempt 1 of `failover`: start the container, then die as a crashing AM would.
 async fn crash_after_start(rm: &mut AmRmClient) -> Result<(), BoxError> {
     let (container, _nm) = start_one(rm).await?;
+    // YARN keeps across attempts only containers the RM itself has seen RUNNING, which it
+    // learns from the NodeManager's next heartbeat (200 ms on the test cluster), not from our
+    // own status query. Give it a few heartbeats before dying.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        rm.allocate(0.5).await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     println!("demo_am: crashing on purpose with {} running", container.id);
     std::process::exit(3);
 }

@@ -85,25 +85,55 @@ fn start_cluster() -> Cluster {
     }
 }
 
-/// The demo AM binary: built next to this test by `cargo test`, else built now.
+/// The demo AM binary. `cargo test -p yarn-am` builds examples, but `cargo test --test
+/// yarn_e2e` alone does not, and a stale binary would test old code: when the binary is
+/// missing or older than the crate's sources it is (re)built here.
 fn demo_am() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let path = profile_dir.join("examples/demo_am");
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "yarn-am", "--example", "demo_am"])
-            .current_dir(repo_root())
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building demo_am failed");
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable path");
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("target/<profile>");
+            let path = profile_dir.join("examples/demo_am");
+            let built_at = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let newest_source = newest_mtime(&[manifest.join("src"), manifest.join("examples")]);
+            if built_at.is_none_or(|b| newest_source.is_some_and(|s| s > b)) {
+                // Note: the nested build may recompile a few dependencies, because cargo
+                // test's environment differs from a plain build's.
+                let status = Command::new(env!("CARGO"))
+                    .args(["build", "-p", "yarn-am", "--example", "demo_am"])
+                    .current_dir(repo_root())
+                    .status()
+                    .expect("run cargo build");
+                assert!(status.success(), "building demo_am failed");
+            }
+            assert!(path.exists(), "demo_am not found at {}", path.display());
+            path
+        })
+        .clone()
+}
+
+fn newest_mtime(dirs: &[PathBuf]) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    let mut stack = dirs.to_vec();
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(t) = e.metadata().and_then(|m| m.modified()) {
+                newest = newest.max(Some(t));
+            }
+        }
     }
-    assert!(path.exists(), "demo_am not found at {}", path.display());
-    path
+    newest
 }
 
 fn submission(
@@ -300,6 +330,9 @@ async fn demo_am_runs_a_container_and_kill_leaves_nothing() {
         built.success(),
         "building the MiniYARNCluster launcher failed"
     );
+    tokio::task::spawn_blocking(demo_am)
+        .await
+        .expect("build demo_am");
     tokio::time::timeout(TEST_BUDGET, scenario())
         .await
         .expect("the YARN end-to-end test exceeded its time budget");
