@@ -669,6 +669,7 @@ mod views_of_a_running_cluster {
             heartbeat_timeout_ms: 10_000,
             jobstore_max_capacity: 10,
             jobstore_expiration_ms: 100_000,
+            restart: crate::jobmanager::restart::RestartPolicy::None,
         });
         d.register_taskmanager(
             TaskManagerInfo {
