@@ -15,8 +15,9 @@ pid_file="$SLUICE_LOG_DIR/sluice-${USER:-$(id -un)}-$kind.pid"
 live_pids() {
   [ -f "$pid_file" ] || return 0
   while read -r pid; do
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "$pid"; fi
   done < "$pid_file"
+  return 0
 }
 
 stop_pid() {

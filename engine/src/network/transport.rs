@@ -338,7 +338,7 @@ async fn read_frame(
 }
 
 /// Checks a frame header: a known kind and a length within [`MAX_FRAME`].
-pub(crate) fn decode_header(header: [u8; 5]) -> Result<(usize, u8), String> {
+pub fn decode_header(header: [u8; 5]) -> Result<(usize, u8), String> {
     let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
     let kind = header[4];
     if !(KIND_DATA..=KIND_ERROR).contains(&kind) {

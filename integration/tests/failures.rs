@@ -1,0 +1,129 @@
+//! Losing a TaskManager process: detection, the failure cause, and failover to a replacement.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice_integration::{StandaloneCluster, wait_for};
+
+fn submit_detached(cluster: &StandaloneCluster, args: &[&str]) -> String {
+    let rest = cluster.rest();
+    let mut full = vec!["run", "-m", rest.as_str(), "-d"];
+    full.extend_from_slice(args);
+    let out = cluster.cli(&full);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Job has been submitted with JobID "))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| panic!("no job id in {stdout}"))
+}
+
+fn job(cluster: &StandaloneCluster, id: &str) -> Value {
+    cluster.get(&format!("/jobs/{id}")).unwrap_or(Value::Null)
+}
+
+fn all_tasks_running(cluster: &StandaloneCluster, id: &str) -> bool {
+    let j = job(cluster, id);
+    j["state"] == "RUNNING"
+        && j["vertices"]
+            .as_array()
+            .is_some_and(|vs| vs.iter().all(|v| v["status"] == "RUNNING"))
+}
+
+fn kill9(pid: u32) {
+    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+}
+
+/// The TaskManager with the given pid, by the resource id the REST API lists (its data port).
+fn taskmanager_ids(cluster: &StandaloneCluster) -> Vec<String> {
+    let tms = cluster.get("/taskmanagers").unwrap_or(Value::Null);
+    tms["taskmanagers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t["id"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn killing_a_taskmanager_fails_the_job_promptly_naming_the_lost_taskmanager() {
+    let cluster = StandaloneCluster::start(2, 1, "");
+    let id = submit_detached(&cluster, &["-p", "2", "stream-sum", "--rate", "5000"]);
+    wait_for(Duration::from_secs(30), "the job to run", || {
+        all_tasks_running(&cluster, &id).then_some(())
+    });
+    let before = taskmanager_ids(&cluster);
+    let victim = cluster.pids("taskmanager")[0];
+    kill9(victim);
+    // The broken control connection is noticed at once, not after heartbeat.timeout (50 s).
+    wait_for(Duration::from_secs(15), "the job to fail", || {
+        (job(&cluster, &id)["state"] == "FAILED").then_some(())
+    });
+    let after = taskmanager_ids(&cluster);
+    assert_eq!(after.len(), 1);
+    let lost: Vec<&String> = before.iter().filter(|t| !after.contains(t)).collect();
+    assert_eq!(lost.len(), 1);
+    let exceptions = cluster
+        .get(&format!("/jobs/{id}/exceptions"))
+        .expect("exceptions");
+    let root = exceptions["root-exception"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        root.contains(lost[0].as_str()) && root.contains("was lost"),
+        "{root}"
+    );
+}
+
+#[test]
+fn with_a_restart_strategy_the_job_comes_back_on_a_replacement_taskmanager() {
+    let cluster = StandaloneCluster::start(
+        2,
+        1,
+        "restart-strategy.type: fixed-delay\nrestart-strategy.fixed-delay.attempts: 3\nrestart-strategy.fixed-delay.delay: 200 ms\nslot.request.timeout: 1 min",
+    );
+    let id = submit_detached(&cluster, &["-p", "2", "stream-sum", "--rate", "5000"]);
+    wait_for(Duration::from_secs(30), "the job to run", || {
+        all_tasks_running(&cluster, &id).then_some(())
+    });
+    kill9(cluster.pids("taskmanager")[0]);
+    wait_for(Duration::from_secs(15), "the job to restart", || {
+        let state = job(&cluster, &id)["state"].as_str().map(String::from)?;
+        matches!(state.as_str(), "RESTARTING" | "RUNNING").then_some(())
+    });
+    // One TaskManager cannot hold parallelism 2: the job waits for slots, it never runs smaller.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!all_tasks_running(&cluster, &id), "ran with half its slots");
+    let out = cluster.script("taskmanager.sh", &["start"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "the job to run again on the replacement",
+        || all_tasks_running(&cluster, &id).then_some(()),
+    );
+    let exceptions = cluster
+        .get(&format!("/jobs/{id}/exceptions"))
+        .expect("exceptions");
+    let entries = exceptions["exceptionHistory"]["entries"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0);
+    assert!(entries >= 1, "{exceptions}");
+    assert_eq!(
+        cluster.get("/overview").expect("overview")["taskmanagers"],
+        2
+    );
+}
