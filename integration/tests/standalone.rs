@@ -374,3 +374,47 @@ fn run_without_a_cluster_uses_an_embedded_one() {
     }
     assert_eq!(printed, reference_counts(&hamlet));
 }
+
+#[test]
+fn bad_configuration_stops_start_up_naming_the_key() {
+    for (args, expected) in [
+        (
+            vec!["-D", "taskmanager.numberOfTaskSlotz=2", "jobmanager"],
+            "taskmanager.numberOfTaskSlotz",
+        ),
+        (vec!["-D", "rest.port=eighty", "jobmanager"], "rest.port"),
+        (
+            vec!["-D", "heartbeat.interval=1 parsec", "taskmanager"],
+            "heartbeat.interval",
+        ),
+    ] {
+        let out = Command::new(sluice_bin())
+            .args(&args)
+            .output()
+            .expect("run sluice");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} started");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        "jobmanager.rpc.port: 6123\nstate.backend.typo: rocksdb\n",
+    )
+    .expect("config");
+    let out = Command::new(sluice_bin())
+        .args([
+            "--config-dir",
+            &dir.path().display().to_string(),
+            "jobmanager",
+        ])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("state.backend.typo")
+            && stderr.contains("config.yaml"),
+        "{stderr}"
+    );
+}

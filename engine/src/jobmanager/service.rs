@@ -385,3 +385,48 @@ async fn serve_taskmanager(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_taskmanager_of_another_protocol_version_is_refused_with_the_reason() {
+        let mut config = Config::default();
+        for (k, v) in [
+            ("rest.port", "0"),
+            ("jobmanager.rpc.port", "0"),
+            ("jobmanager.bind-host", "127.0.0.1"),
+            ("rest.bind-address", "127.0.0.1"),
+        ] {
+            config.set(k, v).unwrap();
+        }
+        let secret = ClusterSecret::new("protocol-version-test-secret");
+        let jm = JobManager::start(config, secret.clone()).await.unwrap();
+        let mut stream = transport::connect(jm.shared.rpc_address, &secret)
+            .await
+            .unwrap();
+        let register = TmToJm::Register {
+            protocol_version: PROTOCOL_VERSION + 1,
+            resource_id: "from-the-future".into(),
+            host: "127.0.0.1".into(),
+            data_port: 1,
+            slots: 1,
+            hardware: Default::default(),
+            network_memory: 0,
+            running: vec![],
+        };
+        transport::send(&mut stream, &register).await.unwrap();
+        match transport::recv::<_, JmToTm>(&mut stream).await.unwrap() {
+            JmToTm::Refused { reason } => {
+                assert!(
+                    reason.contains(&format!("version {}", PROTOCOL_VERSION + 1)),
+                    "{reason}"
+                );
+                assert!(reason.contains("same sluice version"), "{reason}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(jm.shared.dispatcher().rm.total_slots(), 0);
+    }
+}

@@ -206,3 +206,83 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
         self.writer.borrow_mut().finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::partitioner::stable_hash;
+    use crate::record::Frames;
+
+    fn writer(channels: usize) -> (RecordWriterHandle, Vec<flume::Receiver<NetBuffer>>) {
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..channels).map(|_| flume::unbounded()).unzip();
+        let w = RecordWriter::new(
+            txs,
+            1024,
+            128,
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(IoCounters::default()),
+        );
+        (Rc::new(RefCell::new(w)), rxs)
+    }
+
+    fn drain(rx: &flume::Receiver<NetBuffer>) -> (Vec<u64>, bool) {
+        let (mut records, mut ended) = (Vec::new(), false);
+        while let Ok(item) = rx.try_recv() {
+            match item {
+                NetBuffer::Data(buf) => {
+                    for frame in Frames::new(&buf) {
+                        let (offset, bytes) = frame.unwrap();
+                        records.push(crate::record::decode::<u64>(offset, bytes).unwrap());
+                    }
+                }
+                NetBuffer::EndOfPartition => ended = true,
+            }
+        }
+        (records, ended)
+    }
+
+    fn run(selector: ChannelSelector<u64>, channels: usize, records: u64) -> Vec<Vec<u64>> {
+        let (handle, rxs) = writer(channels);
+        let mut out = NetworkOutput::new(handle, selector, &RuntimeContext::standalone(0, 1));
+        for r in 0..records {
+            out.push(r).unwrap();
+        }
+        out.finish().unwrap();
+        rxs.iter()
+            .map(|rx| {
+                let (records, ended) = drain(rx);
+                assert!(ended, "every channel ends");
+                records
+            })
+            .collect()
+    }
+
+    #[test]
+    fn broadcast_sends_every_record_to_every_channel() {
+        for got in run(ChannelSelector::Broadcast, 3, 500) {
+            assert_eq!(got, (0..500).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn rebalance_spreads_round_robin() {
+        let got = run(ChannelSelector::RoundRobin, 4, 400);
+        for (c, records) in got.iter().enumerate() {
+            assert_eq!(records.len(), 100);
+            assert!(records.iter().all(|r| r % 4 == c as u64));
+        }
+    }
+
+    #[test]
+    fn hash_sends_each_key_to_its_key_groups_subtask() {
+        let key: Arc<dyn Fn(&u64) -> u64 + Send + Sync> = Arc::new(|r: &u64| r % 10);
+        let got = run(ChannelSelector::by_key(key), 3, 1000);
+        for (c, records) in got.iter().enumerate() {
+            for r in records {
+                let group = key_group(stable_hash(&(r % 10)), 128);
+                assert_eq!(operator_index_for_key_group(128, 3, group) as usize, c);
+            }
+        }
+        assert_eq!(got.iter().map(Vec::len).sum::<usize>(), 1000);
+    }
+}
