@@ -25,6 +25,8 @@ if [ "$what" = test ]; then
   # Java and Maven build the YARN test launcher (this kind of machine ships them).
   command -v mvn >/dev/null 2>&1 || apt_install maven
   command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
+  # A real browser for the web UI tests.
+  apt_install chromium
   # A real ZooKeeper for the HA tests.
   [ -x scripts/zookeeper.sh ] && scripts/zookeeper.sh install
   # A real YARN (MiniYARNCluster) for the YARN tests, built with Maven.
