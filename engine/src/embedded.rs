@@ -174,6 +174,10 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn panicking_user_code_restarts_per_strategy_then_fails_while_other_jobs_run() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("info")
+            .with_test_writer()
+            .try_init();
         let mut config = Config::default();
         config.set("restart-strategy.type", "fixed-delay").unwrap();
         config

@@ -36,6 +36,12 @@ pub enum TaskError {
 }
 
 impl TaskError {
+    /// Whether the failure is likely a consequence of a failure elsewhere (a broken exchange),
+    /// rather than a cause of its own.
+    pub fn is_secondary(&self) -> bool {
+        matches!(self, TaskError::Network(_))
+    }
+
     /// An I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         TaskError::Io {

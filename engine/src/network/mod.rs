@@ -4,6 +4,7 @@
 //! TaskManagers over QUIC streams with credit-based flow control. Nothing here passes through
 //! the JobManager.
 
+pub(crate) mod budget;
 pub(crate) mod buffer;
 pub(crate) mod gate;
 pub(crate) mod partitioner;

@@ -111,6 +111,10 @@ impl TaskManager {
             buffers_per_channel: settings.buffers_per_channel,
             floating_buffers_per_gate: net.floating_buffers_per_gate as usize,
             buffer_timeout: net.buffer_timeout,
+            budget: crate::network::budget::BufferBudget::new(
+                config.network.network_memory(),
+                settings.segment_size,
+            ),
             partition_wait: settings.partition_wait,
         });
         info!(%resource_id, data_port, slots = config.taskmanager.number_of_task_slots, "TaskManager started");

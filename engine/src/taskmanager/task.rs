@@ -36,6 +36,9 @@ pub(crate) trait RemoteChannels: Send + Sync {
     ) -> Result<flume::Receiver<NetBuffer>, TaskError>;
 }
 
+/// How long a task whose channel broke waits for a cancellation before it reports the failure.
+const SECONDARY_FAILURE_GRACE: Duration = Duration::from_millis(500);
+
 /// What every task of a TaskManager shares.
 pub(crate) struct TaskServices {
     pub(crate) resource_id: String,
@@ -45,6 +48,8 @@ pub(crate) struct TaskServices {
     pub(crate) buffers_per_channel: usize,
     pub(crate) floating_buffers_per_gate: usize,
     pub(crate) buffer_timeout: Duration,
+    /// The TaskManager's network memory, in buffers.
+    pub(crate) budget: Arc<crate::network::budget::BufferBudget>,
     /// How long a consumer waits for a producer on this TaskManager to be deployed.
     pub(crate) partition_wait: Duration,
 }
@@ -91,6 +96,17 @@ pub(crate) fn spawn(
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             run(&deployment, &services, &cancelled, &counters, &report)
         }));
+        if let Ok(Err(e)) = &outcome
+            && e.is_secondary()
+        {
+            // A broken channel is usually the echo of a failure elsewhere (a peer task failed,
+            // a TaskManager died). Give the JobMaster a moment to hear the cause first and
+            // cancel this task, so the job's exception shows the root cause, not the echo.
+            let until = Instant::now() + SECONDARY_FAILURE_GRACE;
+            while Instant::now() < until && !cancelled.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let (state, error) = match outcome {
             Ok(Ok(())) => (ExecutionState::Finished, None),
             Ok(Err(TaskError::Cancelled)) => (ExecutionState::Canceled, None),
@@ -204,6 +220,29 @@ fn run(
         cancelled: cancelled.clone(),
     };
 
+    // Reserve every buffer this task can hold before anything is created (see network::budget).
+    let per_channel = services.buffers_per_channel.max(1);
+    let total_channels = d.inputs.iter().map(Vec::len).sum::<usize>().max(1);
+    // A remote channel's queue: its exclusive buffers plus a fair share of the gate's floating ones.
+    let remote_capacity = per_channel + services.floating_buffers_per_gate.div_ceil(total_channels);
+    // Per subpartition: its queue, the buffer being filled, and one a sender holds while it
+    // waits for credit.
+    let output_buffers: usize = d
+        .outputs
+        .iter()
+        .map(|o| o.subpartitions as usize * (per_channel + 2))
+        .sum();
+    let remote_channels = d
+        .inputs
+        .iter()
+        .flatten()
+        .filter(|c| c.location.resource_id != services.resource_id)
+        .count();
+    let _reservation = services
+        .budget
+        .reserve(output_buffers + remote_channels * remote_capacity)
+        .map_err(TaskError::Setup)?;
+
     // Result partitions: one bounded queue per subpartition, registered for consumers.
     let mut writers_by_stream_edge = HashMap::new();
     let mut writers = Vec::new();
@@ -265,11 +304,6 @@ fn run(
             let mut processor = decoder(op);
             let mut channels = Vec::new();
             let mut names = Vec::new();
-            // A remote channel's queue: its exclusive buffers plus a fair share of the gate's
-            // floating ones.
-            let total_channels = d.inputs.iter().map(Vec::len).sum::<usize>().max(1);
-            let remote_capacity = services.buffers_per_channel.max(1)
-                + services.floating_buffers_per_gate.div_ceil(total_channels);
             for channel in d.inputs.iter().flatten() {
                 names.push(format!(
                     "{} on {} ({})",
