@@ -49,6 +49,7 @@ impl BufferBudget {
     }
 
     /// Buffers not reserved by any task.
+    #[cfg(test)]
     pub(crate) fn available(&self) -> usize {
         self.total.saturating_sub(self.used.load(Ordering::Acquire))
     }

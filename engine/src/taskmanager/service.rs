@@ -117,7 +117,14 @@ impl TaskManager {
             ),
             partition_wait: settings.partition_wait,
         });
-        info!(%resource_id, data_port, slots = config.taskmanager.number_of_task_slots, "TaskManager started");
+        info!(
+            %resource_id,
+            data_port,
+            slots = config.taskmanager.number_of_task_slots,
+            network_buffers = services.budget.total(),
+            segment_size = settings.segment_size,
+            "TaskManager started"
+        );
         Ok(Arc::new(TaskManager {
             resource_id,
             data,
