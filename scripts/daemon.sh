@@ -14,8 +14,9 @@ pid_file="$SLUICE_LOG_DIR/sluice-${USER:-$(id -un)}-$kind.pid"
 
 live_pids() {
   [ -f "$pid_file" ] || return 0
-  while read -r pid; do
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "$pid"; fi
+  local p
+  while read -r p; do
+    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then echo "$p"; fi
   done < "$pid_file"
   return 0
 }

@@ -9,7 +9,14 @@ scripts/install-deps.sh test
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --bins
+
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
 # Libraries and unit tests first; then the end-to-end suites, two at a time (each starts a
 # cluster of several processes on this 2-core machine).
-cargo test --workspace --exclude sluice-integration
-cargo test -p sluice-integration -- --test-threads=2
+cargo test --workspace --exclude sluice-integration 2>&1 | tee -a "$results"
+cargo test -p sluice-integration --tests -- --test-threads=2 2>&1 | tee -a "$results"
+
+# One closing line over every test binary.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "sluice: %d passed, %d failed\n", p, f }' "$results"
