@@ -101,3 +101,59 @@ fn a_slow_sink_throttles_the_sources_and_memory_stays_bounded() {
         );
     }
 }
+
+/// Bytes sent and received so far on the established TCP connections of a local port.
+fn bytes_on_port(port: u16) -> u64 {
+    let out = std::process::Command::new("ss")
+        .args([
+            "-tin",
+            "state",
+            "established",
+            &format!("( sport = :{port} )"),
+        ])
+        .output()
+        .expect("ss (iproute2) is needed to count bytes on a port");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .filter_map(|field| {
+            field
+                .strip_prefix("bytes_sent:")
+                .or_else(|| field.strip_prefix("bytes_received:"))
+        })
+        .filter_map(|n| n.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn the_jobmanager_carries_control_traffic_only_not_records() {
+    let cluster = StandaloneCluster::start(2, 1, "");
+    let rest = cluster.rest();
+    let mut deltas = Vec::new();
+    for records in ["1000000", "10000000"] {
+        let before = bytes_on_port(cluster.rpc_port);
+        let out = cluster.cli(&[
+            "run",
+            "-m",
+            &rest,
+            "-p",
+            "2",
+            "shuffle",
+            "--records",
+            records,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        deltas.push(bytes_on_port(cluster.rpc_port) - before);
+    }
+    eprintln!(
+        "bytes on the JobManager's RPC port: 1 M records: {}, 10 M records: {}",
+        deltas[0], deltas[1]
+    );
+    // 10 M records of 100 bytes are 1 GB; the JobManager saw deployments, state changes and
+    // heartbeats, which depend on tasks and time, not on records.
+    assert!(deltas[1] < 1024 * 1024, "{deltas:?}");
+    assert!(deltas[1] < 3 * deltas[0] + 64 * 1024, "{deltas:?}");
+}
