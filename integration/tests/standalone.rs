@@ -418,3 +418,65 @@ fn bad_configuration_stops_start_up_naming_the_key() {
         "{stderr}"
     );
 }
+
+#[test]
+fn counting_output_checks_out_exactly_once_without_failures() {
+    let cluster = StandaloneCluster::start(2, 2, "");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out_dir = dir.path().join("counting");
+    let out = cluster.cli(&[
+        "run",
+        "-m",
+        &cluster.rest(),
+        "-p",
+        "4",
+        "counting",
+        "--records",
+        "300000",
+        "--keys",
+        "7",
+        "--output",
+        &out_dir.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let check = cluster.cli(&[
+        "check-counting",
+        "--records",
+        "300000",
+        "--keys",
+        "7",
+        &out_dir.display().to_string(),
+    ]);
+    let (stdout, stderr) = text(&check);
+    assert!(check.status.success(), "{stdout}{stderr}");
+    assert!(stdout.starts_with("OK: 300000 lines"), "{stdout}");
+    // The checker is not a rubber stamp: one line fewer is reported as missing.
+    let victim = std::fs::read_dir(&out_dir)
+        .expect("dir")
+        .next()
+        .expect("a part file")
+        .expect("entry")
+        .path();
+    let content = std::fs::read_to_string(&victim).expect("part");
+    let first = content.lines().next().expect("a line").to_string();
+    std::fs::write(
+        &victim,
+        content.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n",
+    )
+    .expect("rewrite");
+    let check = cluster.cli(&[
+        "check-counting",
+        "--records",
+        "300000",
+        "--keys",
+        "7",
+        &out_dir.display().to_string(),
+    ]);
+    let (stdout, _) = text(&check);
+    assert!(!check.status.success());
+    let seq = first.split(' ').next().expect("seq");
+    assert!(
+        stdout.contains(&format!("missing 1 records: {seq}")),
+        "{stdout}"
+    );
+}

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::context::{RuntimeContext, TaskError};
 use super::operators::{BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedReduce, Map, Sink};
-use super::sinks::{DiscardSink, PrintSink, SinkFunction, TextFileSink};
+use super::sinks::{DiscardSink, PartFileSink, PrintSink, SinkFunction, TextFileSink};
 use super::sources::{
     CollectionSource, GeneratorSource, SequenceSource, SourceContext, SourceFunction, SourceHooks,
     TextFileSource,
@@ -425,6 +425,13 @@ impl<T: Data + Display> DataStream<T> {
     /// Prints every record to standard output.
     pub fn print(&self) -> DataStream<()> {
         self.add_sink("Print to Std. Out", |ctx| Ok(PrintSink::new(ctx)))
+    }
+
+    /// Writes one line per record into the directory `dir`, one file per subtask and attempt
+    /// (`part-<subtask>-<attempt>`).
+    pub fn sink_to_directory(&self, dir: impl Into<PathBuf>) -> DataStream<()> {
+        let dir = dir.into();
+        self.add_sink("Directory Sink", move |ctx| PartFileSink::open(&dir, ctx))
     }
 
     /// Writes one line per record: to `path` with parallelism 1, else to files `1`, `2`, ... in

@@ -89,6 +89,43 @@ impl<T: Display> SinkFunction<T> for TextFileSink {
     }
 }
 
+/// Writes one line per record into `DIR/part-<subtask>-<attempt>`: every subtask and every
+/// attempt has its own file, so restarted attempts never overwrite earlier output. Not
+/// transactional: what an attempt wrote before a failure stays visible.
+pub(crate) struct PartFileSink {
+    inner: TextFileSink,
+}
+
+impl PartFileSink {
+    pub(crate) fn open(dir: &std::path::Path, ctx: &RuntimeContext) -> Result<Self, TaskError> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            TaskError::io(
+                format!("cannot create output directory {}", dir.display()),
+                e,
+            )
+        })?;
+        let path = dir.join(format!("part-{}-{}", ctx.subtask_index(), ctx.attempt()));
+        let file = File::create(&path).map_err(|e| {
+            TaskError::io(format!("cannot create output file {}", path.display()), e)
+        })?;
+        Ok(PartFileSink {
+            inner: TextFileSink {
+                writer: BufWriter::with_capacity(256 * 1024, file),
+                path,
+            },
+        })
+    }
+}
+
+impl<T: Display> SinkFunction<T> for PartFileSink {
+    fn invoke(&mut self, record: T) -> Result<(), TaskError> {
+        self.inner.invoke(record)
+    }
+    fn finish(&mut self) -> Result<(), TaskError> {
+        SinkFunction::<T>::finish(&mut self.inner)
+    }
+}
+
 /// Drops every record (for throughput tests).
 pub(crate) struct DiscardSink;
 

@@ -59,6 +59,17 @@ pub enum Command {
     },
     /// Lists the bundled example jobs and their arguments.
     Examples,
+    /// Checks the output of the `counting` example: every record exactly once.
+    CheckCounting {
+        /// The number of records the job emitted.
+        #[arg(long)]
+        records: u64,
+        /// The number of keys.
+        #[arg(long)]
+        keys: u64,
+        /// The job's output directory.
+        dir: PathBuf,
+    },
 }
 
 /// Where the JobManager's REST API is.
@@ -176,6 +187,16 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
                     Ok(std::process::ExitCode::SUCCESS)
                 }
             }
+        }
+        Command::CheckCounting { records, keys, dir } => {
+            let report = crate::examples::check_counting_dir(records, keys, &dir)
+                .with_context(|| format!("cannot read the output directory {}", dir.display()))?;
+            print!("{report}");
+            Ok(if report.is_exactly_once() {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::FAILURE
+            })
         }
         Command::Examples => {
             for p in crate::examples::programs() {

@@ -1,6 +1,7 @@
 //! Bundled example jobs, runnable by name (`sluice run wordcount`), and the program registry
 //! that maps a job's name to the code that builds it.
 
+mod counting;
 mod shuffle;
 mod stream_sum;
 mod wordcount;
@@ -29,11 +30,14 @@ pub fn wordcount_tokens(line: &str) -> Vec<String> {
     wordcount::tokenize(line).collect()
 }
 
+pub use counting::{CountingReport, check_counting, check_counting_dir};
+
 /// Every program this binary can run.
 pub fn programs() -> Vec<&'static dyn JobProgram> {
     vec![
         &wordcount::WordCount,
         &stream_sum::StreamSum,
+        &counting::Counting,
         &shuffle::Shuffle,
     ]
 }
@@ -126,7 +130,13 @@ mod tests {
     fn every_program_builds_with_defaults() {
         for p in programs() {
             let env = StreamExecutionEnvironment::new();
-            let name = p.build(&env, &[]).unwrap();
+            let args: Vec<String> = match p.name() {
+                "counting" => ["--records", "10", "--keys", "2", "--output", "/tmp/out"]
+                    .map(String::from)
+                    .to_vec(),
+                _ => Vec::new(),
+            };
+            let name = p.build(&env, &args).unwrap();
             assert!(!name.is_empty());
             env.into_graph().job_graph(&name, 2).unwrap();
         }

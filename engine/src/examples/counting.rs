@@ -1,0 +1,259 @@
+//! `counting`: the workload that proves (or disproves) exactly-once results.
+//!
+//! The sources together emit every integer `0..N-1` once; `key_by(seq % K)` sends each to an
+//! operator that counts, per key, how many records it has seen (this one included) and emits
+//! `seq key count`; the sink writes one such line per record. Exactly-once output means: every
+//! seq appears in exactly one line, and for each key the counts are exactly `1, 2, ..., n_key`.
+//! `sluice check-counting` verifies that and says what is missing or duplicated.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{JobProgram, Params};
+use crate::api::StreamExecutionEnvironment;
+
+pub(crate) struct Counting;
+
+impl JobProgram for Counting {
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+    fn description(&self) -> &'static str {
+        "emits 0..N-1 once, counts per key (seq % K) and writes 'seq key count' lines; check the output with `sluice check-counting`"
+    }
+    fn usage(&self) -> &'static str {
+        "--records N --keys K --output DIR [--rate R (records/s over all sources; default unlimited)]"
+    }
+    fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
+        let params = Params::parse(args, &["records", "keys", "output", "rate"])?;
+        let records = params
+            .get("records")
+            .ok_or("--records is required")?
+            .parse::<u64>()
+            .map_err(|_| "--records needs a number")?;
+        let keys = params.number("keys", 0)?;
+        if keys == 0 {
+            return Err("--keys K (at least 1) is required".into());
+        }
+        let output = match params.get("output") {
+            Some(dir) if !dir.is_empty() => dir.to_string(),
+            _ => return Err("--output DIR is required".into()),
+        };
+        let rate = params.number("rate", 0)?;
+        env.generate_bounded(records, rate, move |seq| (seq, seq % keys, 1u64))
+            .name("Sequence Source")
+            .key_by(|r: &(u64, u64, u64)| r.1)
+            .reduce(
+                |(_, _, count): (u64, u64, u64), (seq, key, _): (u64, u64, u64)| {
+                    (seq, key, count + 1)
+                },
+            )
+            .name("Count per Key")
+            .map(|(seq, key, count): (u64, u64, u64)| format!("{seq} {key} {count}"))
+            .sink_to_directory(output);
+        Ok(format!("Counting ({records} records, {keys} keys)"))
+    }
+}
+
+/// What `check-counting` found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CountingReport {
+    /// Lines read.
+    pub lines: u64,
+    /// Seqs in `0..N` that no line has.
+    pub missing: Vec<u64>,
+    /// Seqs that appear in more than one line, with how often.
+    pub duplicated: Vec<(u64, u64)>,
+    /// Lines that do not parse, or whose key is not `seq % K`, or whose seq is not below N.
+    pub malformed: Vec<String>,
+    /// Keys whose counts are not exactly `1..=n_key`: (key, what is wrong).
+    pub bad_counts: Vec<(u64, String)>,
+}
+
+impl CountingReport {
+    /// Whether the output is exactly once.
+    pub fn is_exactly_once(&self) -> bool {
+        self.missing.is_empty()
+            && self.duplicated.is_empty()
+            && self.malformed.is_empty()
+            && self.bad_counts.is_empty()
+    }
+}
+
+impl std::fmt::Display for CountingReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        fn some<T: std::fmt::Debug>(items: &[T]) -> String {
+            let shown: Vec<String> = items.iter().take(10).map(|i| format!("{i:?}")).collect();
+            let more = if items.len() > 10 {
+                format!(" and {} more", items.len() - 10)
+            } else {
+                String::new()
+            };
+            format!("{}{more}", shown.join(", "))
+        }
+        if self.is_exactly_once() {
+            return writeln!(
+                f,
+                "OK: {} lines, every record exactly once, every key counted 1..n",
+                self.lines
+            );
+        }
+        writeln!(f, "NOT exactly once ({} lines read)", self.lines)?;
+        if !self.missing.is_empty() {
+            writeln!(
+                f,
+                "missing {} records: {}",
+                self.missing.len(),
+                some(&self.missing)
+            )?;
+        }
+        if !self.duplicated.is_empty() {
+            writeln!(
+                f,
+                "duplicated {} records (seq, times): {}",
+                self.duplicated.len(),
+                some(&self.duplicated)
+            )?;
+        }
+        if !self.malformed.is_empty() {
+            writeln!(
+                f,
+                "malformed {} lines: {}",
+                self.malformed.len(),
+                some(&self.malformed)
+            )?;
+        }
+        if !self.bad_counts.is_empty() {
+            writeln!(
+                f,
+                "wrong counts for {} keys: {}",
+                self.bad_counts.len(),
+                some(&self.bad_counts)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks `counting`'s output lines against `records` and `keys`.
+pub fn check_counting<'a>(
+    records: u64,
+    keys: u64,
+    lines: impl IntoIterator<Item = &'a str>,
+) -> CountingReport {
+    let mut report = CountingReport::default();
+    let mut seen = vec![0u32; records as usize];
+    let mut counts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for line in lines {
+        report.lines += 1;
+        let parts: Vec<Option<u64>> = line.split_whitespace().map(|p| p.parse().ok()).collect();
+        let [Some(seq), Some(key), Some(count)] = parts[..] else {
+            report.malformed.push(line.to_string());
+            continue;
+        };
+        if seq >= records || keys == 0 || key != seq % keys {
+            report.malformed.push(line.to_string());
+            continue;
+        }
+        seen[seq as usize] += 1;
+        counts.entry(key).or_default().push(count);
+    }
+    for (seq, times) in seen.iter().enumerate() {
+        match times {
+            0 => report.missing.push(seq as u64),
+            1 => {}
+            n => report.duplicated.push((seq as u64, *n as u64)),
+        }
+    }
+    for key in 0..keys.min(records) {
+        let expected = records / keys + u64::from(key < records % keys);
+        let mut got = counts.remove(&key).unwrap_or_default();
+        got.sort_unstable();
+        if got.len() as u64 != expected || got.iter().enumerate().any(|(i, c)| *c != i as u64 + 1) {
+            let first_bad = got
+                .iter()
+                .enumerate()
+                .find(|(i, c)| **c != *i as u64 + 1)
+                .map(|(i, c)| format!(", at position {} found {c}", i + 1));
+            report.bad_counts.push((
+                key,
+                format!(
+                    "{} counts for {expected} records{}",
+                    got.len(),
+                    first_bad.unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    report
+}
+
+/// Reads the visible files of an output directory (hidden `.`-files are in progress) and checks them.
+pub fn check_counting_dir(records: u64, keys: u64, dir: &Path) -> std::io::Result<CountingReport> {
+    let mut text = String::new();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        if entry.file_name().to_string_lossy().starts_with('.') || !entry.file_type()?.is_file() {
+            continue;
+        }
+        text.push_str(&std::fs::read_to_string(entry.path())?);
+        if !text.ends_with('\n') && !text.is_empty() {
+            text.push('\n');
+        }
+    }
+    Ok(check_counting(records, keys, text.lines()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn perfect(records: u64, keys: u64) -> Vec<String> {
+        let mut per_key = vec![0u64; keys as usize];
+        (0..records)
+            .map(|seq| {
+                let key = seq % keys;
+                per_key[key as usize] += 1;
+                format!("{seq} {key} {}", per_key[key as usize])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn exact_output_passes_and_every_defect_is_named() {
+        let lines = perfect(100, 7);
+        let report = check_counting(100, 7, lines.iter().map(String::as_str));
+        assert!(report.is_exactly_once(), "{report}");
+
+        let mut dup = lines.clone();
+        dup.push(lines[10].clone());
+        let r = check_counting(100, 7, dup.iter().map(String::as_str));
+        assert_eq!(r.duplicated, vec![(10, 2)]);
+        assert!(
+            !r.bad_counts.is_empty(),
+            "a duplicate also breaks its key's counts"
+        );
+
+        let missing: Vec<&str> = lines
+            .iter()
+            .map(String::as_str)
+            .filter(|l| !l.starts_with("42 "))
+            .collect();
+        let r = check_counting(100, 7, missing);
+        assert_eq!(r.missing, vec![42]);
+        assert!(r.to_string().contains("missing 1 records: 42"), "{r}");
+
+        let r = check_counting(100, 7, ["1 2 1", "garbage", "5 5"]);
+        assert_eq!(r.malformed.len(), 3);
+    }
+
+    #[test]
+    fn a_replayed_count_is_caught_even_if_seqs_are_unique() {
+        // Records reprocessed after a restart without restored state: seqs once, counts restart at 1.
+        let lines = ["0 0 1", "2 0 1", "1 1 1"];
+        let r = check_counting(3, 2, lines);
+        assert!(r.missing.is_empty() && r.duplicated.is_empty());
+        assert_eq!(r.bad_counts.len(), 1, "{r}");
+    }
+}
