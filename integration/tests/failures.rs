@@ -127,3 +127,57 @@ fn with_a_restart_strategy_the_job_comes_back_on_a_replacement_taskmanager() {
         2
     );
 }
+
+#[test]
+fn without_ha_a_lost_jobmanager_takes_its_jobs_down_and_taskmanagers_register_with_its_successor() {
+    let cluster = StandaloneCluster::start(2, 1, "");
+    let id = submit_detached(&cluster, &["-p", "2", "stream-sum", "--rate", "2000"]);
+    wait_for(Duration::from_secs(30), "the job to run", || {
+        all_tasks_running(&cluster, &id).then_some(())
+    });
+    kill9(cluster.pids("jobmanager")[0]);
+    // The TaskManagers notice the broken connection and cancel the orphaned subtasks.
+    wait_for(
+        Duration::from_secs(15),
+        "the TaskManagers to cancel their subtasks",
+        || {
+            let logs = cluster.logs("taskmanager");
+            let cancelled = logs
+                .iter()
+                .filter(|l| {
+                    l.contains(&format!("execution={id}")) && l.contains("state=\"CANCELED\"")
+                })
+                .count();
+            (cancelled == 2).then_some(())
+        },
+    );
+    for pid in cluster.pids("taskmanager") {
+        assert!(
+            sluice_integration::alive(pid),
+            "TaskManager {pid} must survive the JobManager"
+        );
+    }
+    // A new JobManager (no HA: it knows nothing of the old jobs) gets both TaskManagers back
+    // with all their slots free.
+    let out = cluster.script("jobmanager.sh", &["start"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "the TaskManagers to register again",
+        || {
+            let o = cluster.get("/overview").ok()?;
+            (o["taskmanagers"] == 2 && o["slots-available"] == 2).then_some(())
+        },
+    );
+    assert!(
+        cluster
+            .get(&format!("/jobs/{id}"))
+            .map(|j| j["state"].is_null())
+            .unwrap_or(true),
+        "the old job is gone without HA"
+    );
+}
