@@ -156,6 +156,21 @@ impl StandaloneCluster {
             .expect("run sluice")
     }
 
+    /// `sluice run -m <this cluster> -d ARGS`; returns the job id.
+    pub fn submit_detached(&self, args: &[&str]) -> String {
+        let rest = self.rest();
+        let mut full = vec!["run", "-m", rest.as_str(), "-d"];
+        full.extend_from_slice(args);
+        let out = self.cli(&full);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        job_id_of(&stdout)
+    }
+
     /// GETs a REST path and parses the JSON.
     pub fn get(&self, path: &str) -> Result<Value, String> {
         let resp = self
@@ -214,6 +229,15 @@ impl StandaloneCluster {
         }
         logs
     }
+}
+
+/// The job id in `sluice run`'s output.
+pub fn job_id_of(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Job has been submitted with JobID "))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| panic!("no job id in: {stdout}"))
 }
 
 /// Whether a process is alive.

@@ -41,11 +41,7 @@ fn a_slow_sink_throttles_the_sources_and_memory_stays_bounded() {
     );
     let rest = cluster.rest();
     // Unthrottled, the sources would make 20 M records (2 GB) in seconds.
-    let out = cluster.cli(&[
-        "run",
-        "-m",
-        &rest,
-        "-d",
+    let job = cluster.submit_detached(&[
         "-p",
         "2",
         "shuffle",
@@ -54,13 +50,6 @@ fn a_slow_sink_throttles_the_sources_and_memory_stays_bounded() {
         "--sink-delay-us",
         "20",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let job = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("Job has been submitted with JobID "))
-        .expect("job id")
-        .trim()
-        .to_string();
     wait_for(Duration::from_secs(30), "the job to run", || {
         (cluster.get(&format!("/jobs/{job}")).ok()?["state"] == "RUNNING").then_some(())
     });

@@ -6,24 +6,6 @@ use std::time::Duration;
 use serde_json::Value;
 use sluice_integration::{StandaloneCluster, wait_for};
 
-fn submit_detached(cluster: &StandaloneCluster, args: &[&str]) -> String {
-    let rest = cluster.rest();
-    let mut full = vec!["run", "-m", rest.as_str(), "-d"];
-    full.extend_from_slice(args);
-    let out = cluster.cli(&full);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("Job has been submitted with JobID "))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| panic!("no job id in {stdout}"))
-}
-
 fn job(cluster: &StandaloneCluster, id: &str) -> Value {
     cluster.get(&format!("/jobs/{id}")).unwrap_or(Value::Null)
 }
@@ -56,7 +38,7 @@ fn taskmanager_ids(cluster: &StandaloneCluster) -> Vec<String> {
 #[test]
 fn killing_a_taskmanager_fails_the_job_promptly_naming_the_lost_taskmanager() {
     let cluster = StandaloneCluster::start(2, 1, "");
-    let id = submit_detached(&cluster, &["-p", "2", "stream-sum", "--rate", "5000"]);
+    let id = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "5000"]);
     wait_for(Duration::from_secs(30), "the job to run", || {
         all_tasks_running(&cluster, &id).then_some(())
     });
@@ -91,7 +73,7 @@ fn with_a_restart_strategy_the_job_comes_back_on_a_replacement_taskmanager() {
         1,
         "restart-strategy.type: fixed-delay\nrestart-strategy.fixed-delay.attempts: 3\nrestart-strategy.fixed-delay.delay: 200 ms\nslot.request.timeout: 1 min",
     );
-    let id = submit_detached(&cluster, &["-p", "2", "stream-sum", "--rate", "5000"]);
+    let id = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "5000"]);
     wait_for(Duration::from_secs(30), "the job to run", || {
         all_tasks_running(&cluster, &id).then_some(())
     });
@@ -131,7 +113,7 @@ fn with_a_restart_strategy_the_job_comes_back_on_a_replacement_taskmanager() {
 #[test]
 fn without_ha_a_lost_jobmanager_takes_its_jobs_down_and_taskmanagers_register_with_its_successor() {
     let cluster = StandaloneCluster::start(2, 1, "");
-    let id = submit_detached(&cluster, &["-p", "2", "stream-sum", "--rate", "2000"]);
+    let id = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "2000"]);
     wait_for(Duration::from_secs(30), "the job to run", || {
         all_tasks_running(&cluster, &id).then_some(())
     });

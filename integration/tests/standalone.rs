@@ -8,7 +8,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sluice_integration::{StandaloneCluster, alive, free_port, repo_root, sluice_bin, wait_for};
+use sluice_integration::{
+    StandaloneCluster, alive, free_port, job_id_of, repo_root, sluice_bin, wait_for,
+};
 
 /// Counts words the plain way: runs of letters, digits and '_' , lower-cased. Deliberately not
 /// the engine's tokenizer code.
@@ -73,14 +75,6 @@ fn make_text(bytes: usize) -> String {
         text.push_str("--end.\n");
     }
     text
-}
-
-fn job_id_of(stdout: &str) -> String {
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("Job has been submitted with JobID "))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| panic!("no job id in: {stdout}"))
 }
 
 fn text(o: &std::process::Output) -> (String, String) {

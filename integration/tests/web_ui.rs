@@ -34,24 +34,7 @@ fn rendered_dom(url: &str, profile: &std::path::Path) -> String {
 #[test]
 fn the_web_ui_shows_taskmanagers_and_running_jobs_in_a_real_browser() {
     let cluster = StandaloneCluster::start(2, 1, "");
-    let out = cluster.cli(&[
-        "run",
-        "-m",
-        &cluster.rest(),
-        "-d",
-        "-p",
-        "2",
-        "stream-sum",
-        "--rate",
-        "1000",
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let job = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("Job has been submitted with JobID "))
-        .expect("job id")
-        .trim()
-        .to_string();
+    let job = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "1000"]);
     wait_for(Duration::from_secs(30), "the job to run", || {
         (cluster.get(&format!("/jobs/{job}")).ok()?["state"] == "RUNNING").then_some(())
     });

@@ -413,20 +413,7 @@ impl JobMaster {
                     .map(|slot| slot.resource_id.clone());
                 let message = error.unwrap_or_else(|| "unknown failure".into());
                 self.executions[v][s].failure = Some(message.clone());
-                let task_name = self.task_name(v, s);
-                match self.exceptions.last_mut() {
-                    // A failover (or the job's failure) is under way: this failure is part of it.
-                    Some(root) if self.status != JobStatus::Running => {
-                        root.concurrent.push(format!("{task_name}: {message}"));
-                    }
-                    _ => self.exceptions.push(ExceptionEntry {
-                        timestamp: now,
-                        exception: message,
-                        task_name: Some(task_name),
-                        location,
-                        concurrent: Vec::new(),
-                    }),
-                }
+                self.record_failure(message, (v, s), location, now);
                 self.fail(now)
             }
             _ => self.terminate_if_done(now),
@@ -456,7 +443,19 @@ impl JobMaster {
             self.set_execution(v, s, ExecutionState::Failed, now);
             self.executions[v][s].failure = Some(message.clone());
         }
-        let (v, s) = lost[0];
+        self.record_failure(message, lost[0], Some(resource_id.to_string()), now);
+        self.fail(now)
+    }
+
+    /// Records a task's failure: a new entry of the exception history, or, while a failover
+    /// (or the job's failure) is already under way, one of that entry's concurrent failures.
+    fn record_failure(
+        &mut self,
+        message: String,
+        (v, s): (usize, usize),
+        location: Option<String>,
+        now: u64,
+    ) {
         let task_name = self.task_name(v, s);
         match self.exceptions.last_mut() {
             Some(root) if self.status != JobStatus::Running => {
@@ -466,11 +465,10 @@ impl JobMaster {
                 timestamp: now,
                 exception: message,
                 task_name: Some(task_name),
-                location: Some(resource_id.to_string()),
+                location,
                 concurrent: Vec::new(),
             }),
         }
-        self.fail(now)
     }
 
     /// The job's slots could not be had in time.

@@ -118,6 +118,14 @@ async fn prove<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// The session's exported keying material the secret proofs are bound to.
+fn keying_material<D>(conn: &rustls::ConnectionCommon<D>) -> Result<[u8; 32], RpcError> {
+    let mut out = [0u8; 32];
+    conn.export_keying_material(&mut out, security::EXPORTER_LABEL, None)
+        .map_err(|e| RpcError::Tls(e.to_string()))?;
+    Ok(out)
+}
+
 /// Connects to a control endpoint and proves the cluster secret (the server proves it back).
 pub async fn connect(
     addr: SocketAddr,
@@ -134,13 +142,7 @@ pub async fn connect(
             .connect(name, tcp)
             .await
             .map_err(|e| RpcError::Tls(e.to_string()))?;
-        let ekm = {
-            let (_, conn) = tls.get_ref();
-            let mut out = [0u8; 32];
-            conn.export_keying_material(&mut out, security::EXPORTER_LABEL, None)
-                .map_err(|e| RpcError::Tls(e.to_string()))?;
-            out
-        };
+        let ekm = keying_material(tls.get_ref().1)?;
         prove(&mut tls, secret, ekm, b"client", b"server", true).await?;
         Ok(tokio_rustls::TlsStream::Client(tls))
     };
@@ -161,13 +163,7 @@ pub async fn accept(
             .accept(tcp)
             .await
             .map_err(|e| RpcError::Tls(e.to_string()))?;
-        let ekm = {
-            let (_, conn) = tls.get_ref();
-            let mut out = [0u8; 32];
-            conn.export_keying_material(&mut out, security::EXPORTER_LABEL, None)
-                .map_err(|e| RpcError::Tls(e.to_string()))?;
-            out
-        };
+        let ekm = keying_material(tls.get_ref().1)?;
         prove(&mut tls, secret, ekm, b"server", b"client", false).await?;
         Ok(tokio_rustls::TlsStream::Server(tls))
     };
