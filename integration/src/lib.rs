@@ -210,6 +210,21 @@ impl StandaloneCluster {
             .collect()
     }
 
+    /// Whether the log file written by the daemon with this pid mentions `text` (the scripts
+    /// name logs by start order; the pid file lists pids in the same order).
+    pub fn logs_of_pid_mention(&self, pid: u32, text: &str) -> bool {
+        let kind = if self.pids("taskmanager").contains(&pid) {
+            "taskmanager"
+        } else {
+            "jobmanager"
+        };
+        let index = self.pids(kind).iter().position(|p| *p == pid);
+        let logs = self.logs(kind);
+        index
+            .and_then(|i| logs.get(i))
+            .is_some_and(|log| log.contains(text))
+    }
+
     /// Concatenated logs of one process kind.
     pub fn logs(&self, kind: &str) -> Vec<String> {
         let mut logs = Vec::new();

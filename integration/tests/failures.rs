@@ -163,3 +163,43 @@ fn without_ha_a_lost_jobmanager_takes_its_jobs_down_and_taskmanagers_register_wi
         "the old job is gone without HA"
     );
 }
+
+#[test]
+fn failover_to_a_spare_taskmanager_reports_the_time_from_kill_to_running() {
+    // Three TaskManagers of one slot for a job of parallelism 2: one is a spare.
+    let cluster = StandaloneCluster::start(
+        3,
+        1,
+        "restart-strategy.type: fixed-delay\nrestart-strategy.fixed-delay.attempts: 3\nrestart-strategy.fixed-delay.delay: 0 ms",
+    );
+    let id = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "5000"]);
+    wait_for(Duration::from_secs(30), "the job to run", || {
+        all_tasks_running(&cluster, &id).then_some(())
+    });
+    // Kill a TaskManager that runs part of the job (the spare has all its slots free).
+    let busy: Vec<String> = cluster.get("/taskmanagers").expect("taskmanagers")["taskmanagers"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|t| t["freeSlots"] == 0)
+        .filter_map(|t| t["id"].as_str().map(String::from))
+        .collect();
+    assert_eq!(busy.len(), 2);
+    let victim = cluster
+        .pids("taskmanager")
+        .into_iter()
+        .find(|pid| cluster.logs_of_pid_mention(*pid, &busy[0]))
+        .expect("the busy TaskManager's pid");
+    let killed = std::time::Instant::now();
+    kill9(victim);
+    wait_for(Duration::from_secs(30), "the job to run again", || {
+        let restarted = job(&cluster, &id)["vertices"]
+            .as_array()
+            .is_some_and(|vs| vs.iter().all(|v| v["status"] == "RUNNING"));
+        (restarted && !taskmanager_ids(&cluster).contains(&busy[0])).then_some(())
+    });
+    eprintln!(
+        "failover: kill -9 of a TaskManager to all tasks RUNNING on the spare: {} ms",
+        killed.elapsed().as_millis()
+    );
+}
