@@ -145,6 +145,14 @@ pub fn access<T: Data>(offset: usize, bytes: &[u8]) -> Result<&T::Archived, Reco
     })
 }
 
+/// Deserializes an archived record that was already validated.
+pub fn deserialize_archived<T: Data>(archived: &T::Archived) -> Result<T, RecordError> {
+    rkyv::deserialize::<T, rancor::Error>(archived).map_err(|e| RecordError::Invalid {
+        offset: 0,
+        reason: e.to_string(),
+    })
+}
+
 /// Validates an archive and deserializes it into an owned record.
 pub fn decode<T: Data>(offset: usize, bytes: &[u8]) -> Result<T, RecordError> {
     let archived = access::<T>(offset, bytes)?;

@@ -111,6 +111,35 @@ impl<T: Data> InputProcessor for Decoder<T> {
     }
 }
 
+/// Handles one archived record in place.
+type OnArchived<T> = Box<dyn FnMut(&<T as rkyv::Archive>::Archived) -> Result<(), TaskError>>;
+
+/// An operator that takes archived records in place.
+pub(crate) struct InPlace<T: Data> {
+    on_record: OnArchived<T>,
+    on_finish: Box<dyn FnMut() -> Result<(), TaskError>>,
+}
+
+/// Validates each frame of a buffer and hands the archived record to an in-place operator.
+struct InPlaceDecoder<T: Data> {
+    op: InPlace<T>,
+}
+
+impl<T: Data> InputProcessor for InPlaceDecoder<T> {
+    fn process(&mut self, buffer: &[u8]) -> Result<u64, TaskError> {
+        let mut n = 0;
+        for frame in record::Frames::new(buffer) {
+            let (offset, bytes) = frame?;
+            (self.op.on_record)(record::access::<T>(offset, bytes)?)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+    fn finish(&mut self) -> Result<(), TaskError> {
+        (self.op.on_finish)()
+    }
+}
+
 fn fanout<T: Data>(outputs: Vec<AnyBox>) -> AnyBox {
     let mut outs: Vec<BoxOutput<T>> = Vec::with_capacity(outputs.len());
     for o in outputs {
@@ -174,6 +203,7 @@ impl StreamExecutionEnvironment {
             decoder,
             inputs: Vec::new(),
             outputs: Vec::new(),
+            in_place: false,
         });
         g.nodes.len() - 1
     }
@@ -310,6 +340,106 @@ impl<T: Data> DataStream<T> {
             strategy: None,
             _t: PhantomData,
         }
+    }
+
+    /// Adds an operator that reads its input records in place from the received buffers
+    /// (`InPlace`), without deserializing them first; it always heads its chain.
+    fn then_in_place<O: Data>(
+        &self,
+        name: &str,
+        strategy: Option<ShipStrategy>,
+        selector: ChannelSelector<T>,
+        make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<InPlace<T>, TaskError> + 'static,
+    ) -> DataStream<O> {
+        let kind = NodeKind::Operator(Box::new(move |ctx: &RuntimeContext, next: AnyBox| {
+            let op = make(ctx, downcast::<O>(next)?)?;
+            Ok(Box::new(op) as AnyBox)
+        }));
+        let decoder: crate::graph::DecoderFactory =
+            Box::new(|any: AnyBox| -> Box<dyn InputProcessor> {
+                match any.downcast::<InPlace<T>>() {
+                    Ok(op) => Box::new(InPlaceDecoder { op: *op }),
+                    Err(_) => Box::new(Decoder::<T> {
+                        next: Box::new(Discard),
+                    }),
+                }
+            });
+        let node = self.env.add_node::<O>(name, kind, Some(decoder));
+        self.env.graph.borrow_mut().nodes[node].in_place = true;
+        self.env
+            .connect::<T>(self.node, node, strategy.or(self.strategy), selector);
+        DataStream {
+            env: self.env.clone(),
+            node,
+            strategy: None,
+            _t: PhantomData,
+        }
+    }
+
+    /// Keeps the records for which `f` is true, deciding on the archived record as it lies in
+    /// the received network buffer: records that are dropped are never deserialized. The
+    /// operator reads from the network, so it starts a new chain.
+    pub fn filter_in_place(
+        &self,
+        f: impl Fn(&T::Archived) -> bool + Send + Sync + 'static,
+    ) -> DataStream<T> {
+        self.in_place_filter(None, self.selector(), f)
+    }
+
+    fn in_place_filter(
+        &self,
+        strategy: Option<ShipStrategy>,
+        selector: ChannelSelector<T>,
+        f: impl Fn(&T::Archived) -> bool + Send + Sync + 'static,
+    ) -> DataStream<T> {
+        let f = Arc::new(f);
+        self.then_in_place(
+            "Filter (in place)",
+            strategy,
+            selector,
+            move |_, next: BoxOutput<T>| {
+                let f = f.clone();
+                let next = Rc::new(RefCell::new(next));
+                let finisher = next.clone();
+                Ok(InPlace {
+                    on_record: Box::new(move |archived: &T::Archived| {
+                        if f(archived) {
+                            next.borrow_mut()
+                                .push(record::deserialize_archived::<T>(archived)?)?;
+                        }
+                        Ok(())
+                    }),
+                    on_finish: Box::new(move || finisher.borrow_mut().finish()),
+                })
+            },
+        )
+    }
+
+    /// Maps each archived record, as it lies in the received network buffer, to a new record
+    /// (or drops it with `None`); the input is never deserialized. Starts a new chain.
+    pub fn filter_map_in_place<O: Data>(
+        &self,
+        f: impl Fn(&T::Archived) -> Option<O> + Send + Sync + 'static,
+    ) -> DataStream<O> {
+        let f = Arc::new(f);
+        let selector = self.selector();
+        self.then_in_place(
+            "Filter Map (in place)",
+            None,
+            selector,
+            move |_, next: BoxOutput<O>| {
+                let f = f.clone();
+                let next = Rc::new(RefCell::new(next));
+                let finisher = next.clone();
+                Ok(InPlace {
+                    on_record: Box::new(move |archived: &T::Archived| match f(archived) {
+                        Some(out) => next.borrow_mut().push(out),
+                        None => Ok(()),
+                    }),
+                    on_finish: Box::new(move || finisher.borrow_mut().finish()),
+                })
+            },
+        )
     }
 
     fn plain<O: Data>(
@@ -461,6 +591,19 @@ impl<T: Data, K: Hash + Eq + Clone + Send + 'static> KeyedStream<T, K> {
         })
     }
 
+    /// Keeps the records for which `f` is true, after partitioning by key, deciding on the
+    /// archived record in the received buffer (see [`DataStream::filter_in_place`]).
+    pub fn filter_in_place(
+        &self,
+        f: impl Fn(&T::Archived) -> bool + Send + Sync + 'static,
+    ) -> DataStream<T> {
+        self.stream.in_place_filter(
+            Some(ShipStrategy::Hash),
+            ChannelSelector::by_key(self.key.clone()),
+            f,
+        )
+    }
+
     /// Keeps the records for which `f` is true, after partitioning by key.
     pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
         let f = Arc::new(f);
@@ -492,5 +635,82 @@ impl<A: Data, N: Data + Add<Output = N>, K: Hash + Eq + Clone + Send + 'static>
     /// Sums the second field of each key's pairs (Flink's `sum(1)`), keeping the first field.
     pub fn sum(&self) -> DataStream<(A, N)> {
         self.reduce(|(a, x), (_, y)| (a, x + y)).name("Keyed Sum")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::NodeKind;
+    use std::sync::Mutex;
+
+    struct Collect(Arc<Mutex<Vec<(u64, String)>>>);
+
+    impl SinkFunction<(u64, String)> for Collect {
+        fn invoke(&mut self, record: (u64, String)) -> Result<(), TaskError> {
+            self.0.lock().unwrap().push(record);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn in_place_filter_reads_archived_records_and_heads_its_own_chain() {
+        let env = StreamExecutionEnvironment::new();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let sink_store = got.clone();
+        env.from_collection(vec![(0u64, String::new())])
+            .filter_in_place(|r: &<(u64, String) as rkyv::Archive>::Archived| {
+                r.0.to_native() % 3 == 0 && !r.1.is_empty()
+            })
+            .add_sink("Collect", move |_| Ok(Collect(sink_store.clone())));
+        let graph = env.into_graph();
+        let job = graph.job_graph("t", 1).unwrap();
+        // The in-place filter does not chain behind the source even with equal parallelism.
+        assert_eq!(job.vertices.len(), 2);
+        let vertex = &job.vertices[1];
+        assert_eq!(
+            vertex.nodes.len(),
+            2,
+            "the sink chains behind the in-place filter"
+        );
+        let ctx = RuntimeContext::standalone(0, 1);
+        let (filter, sink) = (vertex.nodes[0], vertex.nodes[1]);
+        let NodeKind::Operator(make_sink) = &graph.nodes[sink].kind else {
+            panic!()
+        };
+        let sink_op = make_sink(&ctx, (graph.nodes[sink].fanout)(vec![])).unwrap();
+        let NodeKind::Operator(make_filter) = &graph.nodes[filter].kind else {
+            panic!()
+        };
+        let filter_op = make_filter(&ctx, (graph.nodes[filter].fanout)(vec![sink_op])).unwrap();
+        let mut input = (graph.nodes[filter].decoder.as_ref().unwrap())(filter_op);
+        let mut buffer = rkyv::util::AlignedVec::new();
+        let records: Vec<(u64, String)> = (0..10)
+            .map(|i| {
+                (
+                    i,
+                    if i == 6 {
+                        String::new()
+                    } else {
+                        format!("r{i}")
+                    },
+                )
+            })
+            .collect();
+        for r in &records {
+            record::append(&mut buffer, r).unwrap();
+        }
+        assert_eq!(input.process(&buffer).unwrap(), 10);
+        input.finish().unwrap();
+        assert_eq!(
+            *got.lock().unwrap(),
+            vec![(0, "r0".into()), (3, "r3".into()), (9, "r9".into())]
+        );
+        // Garbage is rejected by validation, not read.
+        let mut garbage = rkyv::util::AlignedVec::<16>::new();
+        garbage.extend_from_slice(&[
+            8, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+        ]);
+        assert!(input.process(&garbage).is_err());
     }
 }

@@ -88,6 +88,8 @@ pub(crate) struct StreamNode {
     pub(crate) decoder: Option<DecoderFactory>,
     pub(crate) inputs: Vec<usize>,
     pub(crate) outputs: Vec<usize>,
+    /// Reads its input in place from network buffers, so it always heads a chain.
+    pub(crate) in_place: bool,
 }
 
 /// A connection between two operators.
@@ -271,7 +273,9 @@ impl StreamGraph {
             .collect::<Result<Vec<_>, _>>()?;
         let chained = |edge: usize| {
             let e = &self.edges[edge];
-            strategies[edge] == ShipStrategy::Forward && self.nodes[e.target].inputs.len() == 1
+            strategies[edge] == ShipStrategy::Forward
+                && self.nodes[e.target].inputs.len() == 1
+                && !self.nodes[e.target].in_place
         };
         // Node ids grow along every edge, so visiting nodes in id order visits heads in
         // topological order and each chain member after its head.
