@@ -109,11 +109,13 @@ fn send_tcp(addr: SocketAddr, duration: Duration) -> Result<Transfer> {
 pub fn receive(transport: Transport) -> Result<()> {
     match transport {
         Transport::Tcp => receive_tcp(),
-        Transport::QuicDefault | Transport::QuicTuned => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .context("tokio runtime")?
-            .block_on(receive_quic(transport)),
+        Transport::QuicDefault | Transport::QuicTuned => {
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("tokio runtime")?
+                .block_on(receive_quic(transport))
+        }
     }
 }
 
@@ -234,7 +236,9 @@ async fn send_quic(addr: SocketAddr, transport: Transport, duration: Duration) -
     let chunk = Bytes::from(vec![0xa5u8; CHUNK]);
     let start = Instant::now();
     while start.elapsed() < duration {
-        send.write_chunk(chunk.clone()).await.context("QUIC write")?;
+        send.write_chunk(chunk.clone())
+            .await
+            .context("QUIC write")?;
     }
     send.finish().context("finish")?;
     let mut answer = [0u8; 8];

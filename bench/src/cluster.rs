@@ -22,7 +22,11 @@ pub struct Cluster {
     /// The JobManager's RPC port (the control plane).
     pub rpc_port: u16,
     rest_port: u16,
-    http: reqwest::blocking::Client,
+    http: reqwest::Client,
+    // The async client's runtime. The blocking client would enable a reqwest feature the
+    // engine does not use, and building the engine with different features would make
+    // `cargo build --bin sluice` and `cargo run -p sluice-bench` rebuild it in turn.
+    runtime: tokio::runtime::Runtime,
 }
 
 /// A job's state and details as `GET /jobs/:id` reports them.
@@ -96,7 +100,11 @@ impl Cluster {
             command("jobmanager"),
             &dir.path().join("jobmanager.log"),
         )?;
-        let http = reqwest::blocking::Client::builder()
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("tokio runtime")?;
+        let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .build()
             .context("HTTP client")?;
@@ -107,6 +115,7 @@ impl Cluster {
             rpc_port,
             rest_port,
             http,
+            runtime,
         };
         cluster.wait_for("the JobManager's REST API", |c| c.get("/overview").is_ok())?;
         for i in 0..taskmanagers {
@@ -146,7 +155,10 @@ impl Cluster {
         if let Ok(entries) = std::fs::read_dir(self.dir.path()) {
             let mut paths: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
             paths.sort();
-            for p in paths.iter().filter(|p| p.extension().is_some_and(|x| x == "log")) {
+            for p in paths
+                .iter()
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            {
                 let text = std::fs::read_to_string(p).unwrap_or_default();
                 let tail: Vec<&str> = text.lines().rev().take(15).collect();
                 logs.push_str(&format!("\n--- {} (last lines)\n", p.display()));
@@ -172,9 +184,20 @@ impl Cluster {
     /// GETs a REST path.
     pub fn get(&self, path: &str) -> Result<Value> {
         let url = format!("http://127.0.0.1:{}{path}", self.rest_port);
-        let resp = self.http.get(&url).send().with_context(|| url.clone())?;
-        let status = resp.status();
-        let body: Value = resp.json().with_context(|| format!("JSON from {url}"))?;
+        let (status, body) = self.runtime.block_on(async {
+            let resp = self
+                .http
+                .get(&url)
+                .send()
+                .await
+                .with_context(|| url.clone())?;
+            let status = resp.status();
+            let body: Value = resp
+                .json()
+                .await
+                .with_context(|| format!("JSON from {url}"))?;
+            anyhow::Ok((status, body))
+        })?;
         if !status.is_success() {
             bail!("{url}: {status} {body}");
         }
@@ -192,14 +215,18 @@ impl Cluster {
     /// Submits a bundled job; its id.
     pub fn submit(&self, job: &str, args: &[String], parallelism: u32) -> Result<String> {
         let url = format!("http://127.0.0.1:{}/sluice/jobs", self.rest_port);
-        let resp = self
-            .http
-            .post(&url)
-            .json(&json!({"job": job, "args": args, "parallelism": parallelism}))
-            .send()
-            .context("submit")?;
-        let status = resp.status();
-        let body: Value = resp.json().context("submission answer")?;
+        let (status, body) = self.runtime.block_on(async {
+            let resp = self
+                .http
+                .post(&url)
+                .json(&json!({"job": job, "args": args, "parallelism": parallelism}))
+                .send()
+                .await
+                .context("submit")?;
+            let status = resp.status();
+            let body: Value = resp.json().await.context("submission answer")?;
+            anyhow::Ok((status, body))
+        })?;
         if !status.is_success() {
             bail!("submitting {job} {args:?}: {status} {body}");
         }
@@ -222,7 +249,9 @@ impl Cluster {
             match job.state() {
                 "FINISHED" => return Ok(job),
                 "FAILED" | "CANCELED" => {
-                    let ex = self.get(&format!("/jobs/{id}/exceptions")).unwrap_or_default();
+                    let ex = self
+                        .get(&format!("/jobs/{id}/exceptions"))
+                        .unwrap_or_default();
                     let e = anyhow::anyhow!("job {id} {}: {}", job.state(), ex["root-exception"]);
                     return Err(self.explain(e));
                 }
@@ -239,9 +268,14 @@ impl Cluster {
     /// Cancels a job and waits until it is no longer running.
     pub fn cancel(&self, id: &str) -> Result<()> {
         let url = format!("http://127.0.0.1:{}/jobs/{id}?mode=cancel", self.rest_port);
-        let resp = self.http.patch(&url).send().context("cancel")?;
-        if !resp.status().is_success() && resp.status().as_u16() != 409 {
-            bail!("cancel {id}: {}", resp.status());
+        let status = self
+            .runtime
+            .block_on(async { self.http.patch(&url).send().await })
+            .context("cancel")?
+            .status();
+        // 409: the job ended before the cancellation arrived.
+        if !status.is_success() && status.as_u16() != 409 {
+            bail!("cancel {id}: {status}");
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {

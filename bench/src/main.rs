@@ -122,11 +122,12 @@ fn sluice_bin(cli: &Cli) -> Result<PathBuf> {
         .parent()
         .context("workspace root")?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    // Building both packages together unifies dependency features as `cargo run -p
-    // sluice-bench` did, so neither build invalidates the other's artifacts.
-    eprintln!("building the sluice binary (cargo build -p sluice -p sluice-bench --bins)...");
+    // Only the engine: rebuilding this running binary would replace it under the receivers
+    // it re-executes. The bench enables no dependency feature the engine lacks, so this build
+    // reuses the library `cargo run -p sluice-bench` just built.
+    eprintln!("building the sluice binary (cargo build --bin sluice)...");
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "-p", "sluice", "-p", "sluice-bench", "--bins"])
+        .args(["build", "--quiet", "-p", "sluice", "--bin", "sluice"])
         .current_dir(root)
         .status()
         .context("run cargo build")?;
@@ -260,7 +261,10 @@ fn run(cli: &Cli) -> Result<()> {
         let args = vec!["--records".to_string(), n.to_string()];
         let r = run_job(&mut cluster, "shuffle", &args, n, Duration::from_secs(300))?;
         if r.sink_read_records != n {
-            bail!("shuffle: the sinks read {} of {n} records", r.sink_read_records);
+            bail!(
+                "shuffle: the sinks read {} of {n} records",
+                r.sink_read_records
+            );
         }
         eprintln!(
             "  shuffle {n} records: {:.2} s, {:.2} M records/s",
@@ -276,7 +280,13 @@ fn run(cli: &Cli) -> Result<()> {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let r = run_job(&mut cluster, "stream-sum", &args, n, Duration::from_secs(300))?;
+        let r = run_job(
+            &mut cluster,
+            "stream-sum",
+            &args,
+            n,
+            Duration::from_secs(300),
+        )?;
         eprintln!(
             "  stream-sum {n} records: {:.2} s, {:.2} CPU s",
             r.wall.as_secs_f64(),
@@ -459,7 +469,9 @@ fn run(cli: &Cli) -> Result<()> {
         mib(network_memory)
     );
     println!();
-    println!("| TaskManager | RSS idle | peak RSS (sampled) | VmHWM | growth | growth / network memory |");
+    println!(
+        "| TaskManager | RSS idle | peak RSS (sampled) | VmHWM | growth | growth / network memory |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     for (i, &pid) in tms.iter().enumerate() {
         let p = peak.get(&pid).copied().unwrap_or(0).max(hwm[i]);
@@ -488,10 +500,7 @@ fn run(cli: &Cli) -> Result<()> {
     );
     println!("|---:|---:|---:|---:|");
     for (n, wall, rpc, io) in &jm {
-        println!(
-            "| {n} | {:.2} s | {rpc} | {io} |",
-            wall.as_secs_f64()
-        );
+        println!("| {n} | {:.2} s | {rpc} | {io} |", wall.as_secs_f64());
     }
     if let [(n0, _, rpc0, _), (n1, _, rpc1, _)] = jm[..] {
         println!();

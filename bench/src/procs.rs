@@ -158,7 +158,12 @@ pub fn io_chars(pid: u32) -> Result<u64> {
 /// differences between two calls are the traffic in between.
 pub fn tcp_port_bytes(port: u16) -> Result<u64> {
     let out = Command::new("ss")
-        .args(["-tinH", "state", "established", &format!("( sport = :{port} )")])
+        .args([
+            "-tinH",
+            "state",
+            "established",
+            &format!("( sport = :{port} )"),
+        ])
         .output()
         .context("run ss (iproute2)")?;
     if !out.status.success() {
