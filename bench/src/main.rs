@@ -326,11 +326,11 @@ fn run(cli: &Cli) -> Result<()> {
         .collect();
     let id = cluster.submit("shuffle", &args, 2)?;
     std::thread::sleep(sizes.slow_sink_time);
+    let peak = sampler.finish();
     let hwm: Vec<u64> = tms
         .iter()
         .map(|&p| procs::status_bytes(p, "VmHWM"))
         .collect::<Result<_>>()?;
-    let peak = sampler.finish();
     // Metrics travel with heartbeats (1 s here): wait for one more before reading them.
     std::thread::sleep(Duration::from_millis(1500));
     let job = cluster.job(&id)?;
@@ -346,7 +346,8 @@ fn run(cli: &Cli) -> Result<()> {
     let mode = if cli.quick { "quick" } else { "full" };
     println!();
     println!(
-        "sluice-bench, {mode} mode: {cores} cores, 1-minute load {load:.2} at start, {} repetition(s), {:.0} s in all",
+        "sluice-bench, {mode} mode: {cores} cores, 1-minute load {load:.2} at start and {:.2} at the end, {} repetition(s), {:.0} s in all",
+        procs::load_average().unwrap_or(f64::NAN),
         sizes.repetitions,
         started.elapsed().as_secs_f64()
     );
