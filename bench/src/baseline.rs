@@ -32,6 +32,10 @@ pub enum Transport {
     QuicDefault,
     /// quinn tuned as in BUILD-NOTES.md: 64 KiB datagrams without GSO, big windows.
     QuicTuned,
+    /// As tuned, but the sender reaches the large MTU by MTU discovery (upper bound 65000)
+    /// instead of a fixed initial MTU: what a QUIC *server* can use, whose initial MTU must
+    /// stay small for the handshake. sluice's producers are the servers of their connections.
+    QuicDiscovery,
 }
 
 /// One baseline transfer: bytes moved and the time it took.
@@ -59,6 +63,7 @@ pub fn measure(transport: Transport, duration: Duration) -> Result<Transfer> {
             Transport::Tcp => "tcp",
             Transport::QuicDefault => "quic-default",
             Transport::QuicTuned => "quic-tuned",
+            Transport::QuicDiscovery => "quic-discovery",
         })
         .env("RUST_LOG", "warn");
     let (mut child, stdout) = Child::spawn_piped("receiver", cmd)?;
@@ -73,7 +78,7 @@ pub fn measure(transport: Transport, duration: Duration) -> Result<Transfer> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let transfer = match transport {
         Transport::Tcp => send_tcp(addr, duration)?,
-        Transport::QuicDefault | Transport::QuicTuned => {
+        Transport::QuicDefault | Transport::QuicTuned | Transport::QuicDiscovery => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -109,7 +114,7 @@ fn send_tcp(addr: SocketAddr, duration: Duration) -> Result<Transfer> {
 pub fn receive(transport: Transport) -> Result<()> {
     match transport {
         Transport::Tcp => receive_tcp(),
-        Transport::QuicDefault | Transport::QuicTuned => {
+        Transport::QuicDefault | Transport::QuicTuned | Transport::QuicDiscovery => {
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -147,7 +152,7 @@ fn receive_tcp() -> Result<()> {
 /// Settings on both ends of the tuned configuration (BUILD-NOTES.md).
 fn endpoint_config(transport: Transport) -> Result<quinn::EndpointConfig> {
     let mut config = quinn::EndpointConfig::default();
-    if transport == Transport::QuicTuned {
+    if transport != Transport::QuicDefault {
         config
             .max_udp_payload_size(65527)
             .context("max_udp_payload_size")?;
@@ -162,12 +167,18 @@ fn endpoint_config(transport: Transport) -> Result<quinn::EndpointConfig> {
 /// stalls the handshake on the anti-amplification limit.
 fn transport_config(transport: Transport, sender: bool) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
-    if transport == Transport::QuicTuned {
+    if transport != Transport::QuicDefault {
         t.stream_receive_window(quinn::VarInt::from_u32(16 << 20));
         t.send_window(64 << 20);
         if sender {
-            t.initial_mtu(65000);
-            t.mtu_discovery_config(None);
+            if transport == Transport::QuicTuned {
+                t.initial_mtu(65000);
+                t.mtu_discovery_config(None);
+            } else {
+                let mut discovery = quinn::MtuDiscoveryConfig::default();
+                discovery.upper_bound(65000);
+                t.mtu_discovery_config(Some(discovery));
+            }
             t.enable_segmentation_offload(false);
             let mut cubic = quinn::congestion::CubicConfig::default();
             cubic.initial_window(16 << 20);

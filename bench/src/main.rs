@@ -234,6 +234,10 @@ fn run(cli: &Cli) -> Result<()> {
         (Transport::Tcp, "TCP loopback, 1 MiB writes"),
         (Transport::QuicDefault, "quinn bulk, default settings"),
         (Transport::QuicTuned, "quinn bulk, tuned (BUILD-NOTES.md)"),
+        (
+            Transport::QuicDiscovery,
+            "quinn bulk, tuned, MTU by discovery up to 65000",
+        ),
     ] {
         let mut gbs = Vec::new();
         for _ in 0..sizes.repetitions {
