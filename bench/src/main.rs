@@ -1,0 +1,519 @@
+//! sluice's benchmark harness (issue 3, "Benchmarks"): in one invocation it measures the
+//! loopback ceilings (TCP, plain quinn with default and tuned settings), then the data plane
+//! between real TaskManager processes (a key_by shuffle, `stream-sum`), the TaskManagers'
+//! memory under a slow sink, and the JobManager's control-plane bytes for 1x and 10x the
+//! records, and prints markdown tables with ratios against the baselines of the same run.
+//!
+//! `cargo run -p sluice-bench -- [--quick]`. Nothing here asserts on time: it prints numbers.
+
+mod baseline;
+mod cluster;
+mod procs;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+use baseline::Transport;
+use cluster::Cluster;
+use procs::RssSampler;
+
+/// Bytes of one `shuffle` record: a u64 key and a 92-byte payload.
+const RECORD_BYTES: u64 = 100;
+/// Extra configuration of the bench's clusters: heartbeats carry the vertex metrics, so a
+/// shorter interval makes the metrics read during the slow-sink run current.
+const CLUSTER_CONFIG: &str = "heartbeat.interval: 1 s\n";
+
+#[derive(Parser, Debug)]
+#[command(name = "sluice-bench", about = "sluice's data-plane benchmarks")]
+struct Cli {
+    /// Small sizes and one repetition: a smoke run of well under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// The sluice binary (default: `$SLUICE_BIN`, else build it with cargo next to this one).
+    #[arg(long, value_name = "PATH")]
+    sluice_bin: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Sub>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Sub {
+    /// The receiving end of a baseline transfer (the harness starts it).
+    #[command(hide = true)]
+    Receive {
+        #[arg(value_enum)]
+        transport: Transport,
+    },
+}
+
+/// How big each measurement is.
+struct Sizes {
+    repetitions: usize,
+    transfer: Duration,
+    shuffle_records: u64,
+    stream_sum_records: u64,
+    slow_sink_time: Duration,
+    jm_records: [u64; 2],
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                repetitions: 1,
+                transfer: Duration::from_secs(1),
+                shuffle_records: 2_000_000,
+                stream_sum_records: 4_000_000,
+                slow_sink_time: Duration::from_secs(3),
+                jm_records: [100_000, 1_000_000],
+            }
+        } else {
+            Sizes {
+                repetitions: 3,
+                transfer: Duration::from_secs(4),
+                shuffle_records: 40_000_000,
+                stream_sum_records: 40_000_000,
+                slow_sink_time: Duration::from_secs(10),
+                jm_records: [1_000_000, 10_000_000],
+            }
+        }
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Sub::Receive { transport }) => baseline::receive(transport),
+        None => run(&cli),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sluice-bench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The directory holding this binary's sibling binaries (the cargo profile directory).
+fn profile_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("this binary's path")?;
+    let mut dir = exe.parent().context("binary directory")?.to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    Ok(dir)
+}
+
+/// The sluice binary: given, or freshly built so that the numbers are the current engine's.
+fn sluice_bin(cli: &Cli) -> Result<PathBuf> {
+    if let Some(bin) = cli
+        .sluice_bin
+        .clone()
+        .or_else(|| std::env::var_os("SLUICE_BIN").map(PathBuf::from))
+    {
+        return Ok(bin);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("workspace root")?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    // Only the engine: rebuilding this running binary would replace it under the receivers
+    // it re-executes. The bench enables no dependency feature the engine lacks, so this build
+    // reuses the library `cargo run -p sluice-bench` just built.
+    eprintln!("building the sluice binary (cargo build --bin sluice)...");
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "-p", "sluice", "--bin", "sluice"])
+        .current_dir(root)
+        .status()
+        .context("run cargo build")?;
+    if !status.success() {
+        bail!("cargo build of the sluice binary failed");
+    }
+    let bin = profile_dir()?.join("sluice");
+    if !bin.is_file() {
+        bail!("no sluice binary at {}", bin.display());
+    }
+    Ok(bin)
+}
+
+/// Median, minimum and maximum of some samples.
+#[derive(Clone, Copy, Debug, Default)]
+struct Stat {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Stat {
+    fn of(samples: &[f64]) -> Stat {
+        let mut s: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
+        if s.is_empty() {
+            return Stat::default();
+        }
+        s.sort_by(f64::total_cmp);
+        Stat {
+            median: s[s.len() / 2],
+            min: s[0],
+            max: s[s.len() - 1],
+        }
+    }
+
+    fn range(&self, digits: usize) -> String {
+        if self.min == self.max {
+            String::new()
+        } else {
+            format!("{:.digits$}–{:.digits$}", self.min, self.max)
+        }
+    }
+}
+
+/// One measured job run on the cluster.
+struct JobRun {
+    wall: Duration,
+    records: u64,
+    source_write_bytes: u64,
+    sink_read_records: u64,
+    tm_cpu_seconds: f64,
+    tm_peak_rss: u64,
+}
+
+fn run_job(
+    cluster: &mut Cluster,
+    job: &str,
+    args: &[String],
+    records: u64,
+    timeout: Duration,
+) -> Result<JobRun> {
+    let tms = cluster.taskmanager_pids();
+    let cpu_before: f64 = tms
+        .iter()
+        .map(|&p| procs::cpu_seconds(p))
+        .sum::<Result<f64>>()?;
+    let sampler = RssSampler::start(tms.clone());
+    let id = cluster.submit(job, args, 2)?;
+    let done = cluster.wait_finished(&id, timeout)?;
+    let peak = sampler.finish();
+    let cpu_after: f64 = tms
+        .iter()
+        .map(|&p| procs::cpu_seconds(p))
+        .sum::<Result<f64>>()?;
+    Ok(JobRun {
+        wall: done.running_to_finished()?,
+        records,
+        source_write_bytes: done.metric("Source", "write-bytes"),
+        sink_read_records: done.metric("Sink", "read-records"),
+        tm_cpu_seconds: cpu_after - cpu_before,
+        tm_peak_rss: peak.values().copied().max().unwrap_or(0),
+    })
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn run(cli: &Cli) -> Result<()> {
+    let sizes = Sizes::new(cli.quick);
+    let bin = sluice_bin(cli)?;
+    let load = procs::load_average().unwrap_or(f64::NAN);
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let started = Instant::now();
+    eprintln!(
+        "sluice-bench ({} mode): {cores} cores, 1-minute load {load:.2}, sluice at {}",
+        if cli.quick { "quick" } else { "full" },
+        bin.display()
+    );
+
+    // 1. Baselines.
+    let mut transfers = Vec::new();
+    for (transport, label) in [
+        (Transport::Tcp, "TCP loopback, 1 MiB writes"),
+        (Transport::QuicDefault, "quinn bulk, default settings"),
+        (Transport::QuicTuned, "quinn bulk, tuned (BUILD-NOTES.md)"),
+        (
+            Transport::QuicDiscovery,
+            "quinn bulk, tuned, MTU by discovery up to 65000",
+        ),
+    ] {
+        let mut gbs = Vec::new();
+        for _ in 0..sizes.repetitions {
+            let t = baseline::measure(transport, sizes.transfer)
+                .with_context(|| format!("baseline {label}"))?;
+            eprintln!(
+                "  {label}: {:.2} GB/s ({:.2} GB in {:.2} s)",
+                t.gb_per_s(),
+                t.bytes as f64 / 1e9,
+                t.elapsed.as_secs_f64()
+            );
+            gbs.push(t.gb_per_s());
+        }
+        transfers.push((label, Stat::of(&gbs)));
+    }
+    let tcp = transfers[0].1.median;
+    let quinn_tuned = transfers[2].1.median;
+
+    // 2. and 3. Shuffle and stream-sum between two TaskManager processes.
+    let mut cluster = Cluster::start(&bin, 2, CLUSTER_CONFIG)?;
+    let network_memory = cluster.network_memory()?;
+    let mut shuffles = Vec::new();
+    for _ in 0..sizes.repetitions {
+        let n = sizes.shuffle_records;
+        let args = vec!["--records".to_string(), n.to_string()];
+        let r = run_job(&mut cluster, "shuffle", &args, n, Duration::from_secs(300))?;
+        if r.sink_read_records != n {
+            bail!(
+                "shuffle: the sinks read {} of {n} records",
+                r.sink_read_records
+            );
+        }
+        eprintln!(
+            "  shuffle {n} records: {:.2} s, {:.2} M records/s",
+            r.wall.as_secs_f64(),
+            n as f64 / r.wall.as_secs_f64() / 1e6
+        );
+        shuffles.push(r);
+    }
+    let mut sums = Vec::new();
+    for _ in 0..sizes.repetitions {
+        let n = sizes.stream_sum_records;
+        let args: Vec<String> = ["--rate", "0", "--keys", "1000", "--records", &n.to_string()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let r = run_job(
+            &mut cluster,
+            "stream-sum",
+            &args,
+            n,
+            Duration::from_secs(300),
+        )?;
+        eprintln!(
+            "  stream-sum {n} records: {:.2} s, {:.2} CPU s",
+            r.wall.as_secs_f64(),
+            r.tm_cpu_seconds
+        );
+        sums.push(r);
+    }
+
+    // 4b. The JobManager's bytes for 1x and 10x the records, on the same cluster.
+    let mut jm = Vec::new();
+    for n in sizes.jm_records {
+        let (rpc_before, io_before) = (
+            procs::tcp_port_bytes(cluster.rpc_port)?,
+            procs::io_chars(cluster.jobmanager_pid())?,
+        );
+        let args = vec!["--records".to_string(), n.to_string()];
+        let r = run_job(&mut cluster, "shuffle", &args, n, Duration::from_secs(300))?;
+        let (rpc_after, io_after) = (
+            procs::tcp_port_bytes(cluster.rpc_port)?,
+            procs::io_chars(cluster.jobmanager_pid())?,
+        );
+        jm.push((n, r.wall, rpc_after - rpc_before, io_after - io_before));
+    }
+    drop(cluster);
+
+    // 4a. Memory under a slow sink, on a fresh cluster so VmHWM is this run's peak.
+    let cluster = Cluster::start(&bin, 2, CLUSTER_CONFIG)?;
+    let tms = cluster.taskmanager_pids();
+    let idle: Vec<u64> = tms
+        .iter()
+        .map(|&p| procs::status_bytes(p, "VmRSS"))
+        .collect::<Result<_>>()?;
+    let sampler = RssSampler::start(tms.clone());
+    let args: Vec<String> = ["--records", "1000000000", "--sink-delay-us", "200"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let id = cluster.submit("shuffle", &args, 2)?;
+    std::thread::sleep(sizes.slow_sink_time);
+    let peak = sampler.finish();
+    let hwm: Vec<u64> = tms
+        .iter()
+        .map(|&p| procs::status_bytes(p, "VmHWM"))
+        .collect::<Result<_>>()?;
+    // Metrics travel with heartbeats (1 s here): wait for one more before reading them.
+    std::thread::sleep(Duration::from_millis(1500));
+    let job = cluster.job(&id)?;
+    let (emitted, consumed) = (
+        job.metric("Source", "write-records"),
+        job.metric("Sink", "read-records"),
+    );
+    let emitted_bytes = job.metric("Source", "write-bytes");
+    cluster.cancel(&id)?;
+    drop(cluster);
+
+    // The report.
+    let mode = if cli.quick { "quick" } else { "full" };
+    println!();
+    println!(
+        "sluice-bench, {mode} mode: {cores} cores, 1-minute load {load:.2} at start and {:.2} at the end, {} repetition(s), {:.0} s in all",
+        procs::load_average().unwrap_or(f64::NAN),
+        sizes.repetitions,
+        started.elapsed().as_secs_f64()
+    );
+    println!();
+    println!("| measurement | median | min–max | unit | vs TCP | vs tuned quinn |");
+    println!("|---|---:|---:|---|---:|---:|");
+    for (label, s) in &transfers {
+        println!(
+            "| {label} | {:.2} | {} | GB/s | {:.2} | {:.2} |",
+            s.median,
+            s.range(2),
+            s.median / tcp,
+            s.median / quinn_tuned
+        );
+    }
+    let shuffle_rps = Stat::of(
+        &shuffles
+            .iter()
+            .map(|r| r.records as f64 / r.wall.as_secs_f64() / 1e6)
+            .collect::<Vec<_>>(),
+    );
+    let shuffle_gbs = Stat::of(
+        &shuffles
+            .iter()
+            .map(|r| (r.records * RECORD_BYTES) as f64 / r.wall.as_secs_f64() / 1e9)
+            .collect::<Vec<_>>(),
+    );
+    let wire_gbs = Stat::of(
+        &shuffles
+            .iter()
+            .map(|r| r.source_write_bytes as f64 / r.wall.as_secs_f64() / 1e9)
+            .collect::<Vec<_>>(),
+    );
+    let cross_gbs = Stat::of(
+        &shuffles
+            .iter()
+            .map(|r| r.source_write_bytes as f64 / 2.0 / r.wall.as_secs_f64() / 1e9)
+            .collect::<Vec<_>>(),
+    );
+    let n = sizes.shuffle_records;
+    println!(
+        "| shuffle key_by p=2, 2 TMs: {n} records of 100 B | {:.2} | {} | M records/s | | |",
+        shuffle_rps.median,
+        shuffle_rps.range(2)
+    );
+    for (label, s) in [
+        ("shuffle: record bytes (N × 100 B / wall)", shuffle_gbs),
+        ("shuffle: serialized bytes (write-bytes / wall)", wire_gbs),
+        ("shuffle: bytes between the TMs (≈ half)", cross_gbs),
+    ] {
+        println!(
+            "| {label} | {:.3} | {} | GB/s | {:.3} | {:.3} |",
+            s.median,
+            s.range(3),
+            s.median / tcp,
+            s.median / quinn_tuned
+        );
+    }
+    let sum_rps = Stat::of(
+        &sums
+            .iter()
+            .map(|r| r.records as f64 / r.wall.as_secs_f64() / 1e6)
+            .collect::<Vec<_>>(),
+    );
+    let sum_per_core = Stat::of(
+        &sums
+            .iter()
+            .map(|r| r.records as f64 / r.tm_cpu_seconds / 1e6)
+            .collect::<Vec<_>>(),
+    );
+    let sum_cores = Stat::of(
+        &sums
+            .iter()
+            .map(|r| r.tm_cpu_seconds / r.wall.as_secs_f64())
+            .collect::<Vec<_>>(),
+    );
+    let n = sizes.stream_sum_records;
+    println!(
+        "| stream-sum p=2, 2 TMs: {n} records | {:.2} | {} | M records/s | | |",
+        sum_rps.median,
+        sum_rps.range(2)
+    );
+    println!(
+        "| stream-sum per TaskManager CPU second | {:.2} | {} | M records/core-s | | |",
+        sum_per_core.median,
+        sum_per_core.range(2)
+    );
+    println!(
+        "| stream-sum: TaskManager cores busy (CPU s / wall s) | {:.2} | {} | cores | | |",
+        sum_cores.median,
+        sum_cores.range(2)
+    );
+
+    println!();
+    let share = shuffle_gbs.median / quinn_tuned;
+    println!(
+        "Goal ≥ 3 M records/s through the key_by exchange: {} ({:.2} M/s).",
+        if shuffle_rps.median >= 3.0 {
+            "met"
+        } else {
+            "MISSED"
+        },
+        shuffle_rps.median
+    );
+    println!(
+        "Goal shuffle ≥ 70% of tuned quinn bulk: {} ({:.0}% counting 100 B per record; {:.0}% counting only the bytes that cross between the TaskManagers).",
+        if share >= 0.7 { "met" } else { "MISSED" },
+        share * 100.0,
+        cross_gbs.median / quinn_tuned * 100.0
+    );
+    println!(
+        "Peak TaskManager RSS during the full-speed shuffles: {:.1} MiB.",
+        mib(shuffles.iter().map(|r| r.tm_peak_rss).max().unwrap_or(0))
+    );
+
+    println!();
+    println!(
+        "Slow sink (shuffle --sink-delay-us 200, sampled {:.0} s; network memory configured per TaskManager: {:.1} MiB):",
+        sizes.slow_sink_time.as_secs_f64(),
+        mib(network_memory)
+    );
+    println!();
+    println!(
+        "| TaskManager | RSS idle | peak RSS (sampled) | VmHWM | growth | growth / network memory |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (i, &pid) in tms.iter().enumerate() {
+        let p = peak.get(&pid).copied().unwrap_or(0).max(hwm[i]);
+        let growth = p.saturating_sub(idle[i]);
+        println!(
+            "| {i} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1}% |",
+            mib(idle[i]),
+            mib(peak.get(&pid).copied().unwrap_or(0)),
+            mib(hwm[i]),
+            mib(growth),
+            growth as f64 / network_memory as f64 * 100.0
+        );
+    }
+    println!();
+    println!(
+        "The sources emitted {emitted} records ({:.1} MiB serialized) while the sinks consumed {consumed}: {} records in flight; the sources are throttled to the sinks' pace.",
+        mib(emitted_bytes),
+        emitted.saturating_sub(consumed)
+    );
+
+    println!();
+    println!("JobManager traffic against the number of records (shuffle p=2):");
+    println!();
+    println!(
+        "| records | job wall | bytes on the RPC port (ss) | JobManager rchar+wchar (/proc/PID/io) |"
+    );
+    println!("|---:|---:|---:|---:|");
+    for (n, wall, rpc, io) in &jm {
+        println!("| {n} | {:.2} s | {rpc} | {io} |", wall.as_secs_f64());
+    }
+    if let [(n0, _, rpc0, _), (n1, _, rpc1, _)] = jm[..] {
+        println!();
+        println!(
+            "{}x the records: {:.2}x the RPC bytes.",
+            n1 / n0.max(1),
+            rpc1 as f64 / (rpc0 as f64).max(1.0)
+        );
+    }
+    Ok(())
+}

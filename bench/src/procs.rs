@@ -1,0 +1,244 @@
+//! Processes the harness starts and what it reads about them from `/proc` and `ss`.
+//!
+//! Every child lives in a [`Child`] guard that kills it when dropped, so a failed measurement,
+//! an early `?` return or a panic (unwinding) never leaves a JobManager or TaskManager behind.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+/// A child process that is killed (SIGKILL) and reaped when the guard is dropped.
+pub struct Child {
+    name: String,
+    inner: std::process::Child,
+}
+
+impl Child {
+    /// Starts `cmd` with stdout and stderr appended to `log`.
+    pub fn spawn_logged(name: &str, mut cmd: Command, log: &Path) -> Result<Child> {
+        let out = File::create(log).with_context(|| format!("create {}", log.display()))?;
+        let err = out.try_clone().context("clone log file handle")?;
+        let inner = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("start {name}: {cmd:?}"))?;
+        Ok(Child {
+            name: name.to_string(),
+            inner,
+        })
+    }
+
+    /// Starts `cmd` with a piped stdout (for a re-executed receiver that prints its port).
+    pub fn spawn_piped(name: &str, mut cmd: Command) -> Result<(Child, std::process::ChildStdout)> {
+        let mut inner = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("start {name}: {cmd:?}"))?;
+        let stdout = inner.stdout.take().context("child stdout")?;
+        Ok((
+            Child {
+                name: name.to_string(),
+                inner,
+            },
+            stdout,
+        ))
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.inner.id()
+    }
+
+    /// Fails if the process has exited.
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(status) = self.inner.try_wait().context("wait")? {
+            bail!("{} (pid {}) exited: {status}", self.name, self.pid());
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.inner.try_wait().context("wait")? {
+                if !status.success() {
+                    bail!("{} exited with {status}", self.name);
+                }
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("{} did not exit within {timeout:?}", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if let Ok(None) = self.inner.try_wait() {
+            let _ = self.inner.kill();
+        }
+        let _ = self.inner.wait();
+    }
+}
+
+/// Clock ticks per second of `/proc/PID/stat` times (`getconf CLK_TCK`, 100 on Linux).
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// User plus system CPU seconds a process has used (all its threads).
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("read /proc/{pid}/stat"))?;
+    // The command name may hold spaces and parentheses; the fields after the last ')' are fixed:
+    // state is field 3, utime field 14 and stime field 15.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .context("malformed /proc/PID/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> Result<f64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .with_context(|| format!("field {} of /proc/{pid}/stat", i + 3))
+    };
+    Ok((field(11)? + field(12)?) / clock_ticks())
+}
+
+/// A `kB` line of `/proc/PID/status` (`VmRSS`, `VmHWM`), in bytes.
+pub fn status_bytes(pid: u32, key: &str) -> Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("read /proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .with_context(|| format!("{key} in /proc/{pid}/status"))
+}
+
+/// `rchar + wchar` of `/proc/PID/io`: bytes through read/write-like calls. Linux counts `read`,
+/// `write` and their vector forms there, not `recv`/`send`, which is what Rust's sockets use,
+/// so this mostly shows file and pipe I/O; [`tcp_port_bytes`] counts the sockets.
+pub fn io_chars(pid: u32) -> Result<u64> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .with_context(|| format!("read /proc/{pid}/io"))?;
+    let get = |key: &str| -> u64 {
+        io.lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Ok(get("rchar:") + get("wchar:"))
+}
+
+/// Bytes sent plus received, as the kernel's TCP counters say (`ss -ti`), over the established
+/// connections whose local port is `port`. The counters live as long as the connections do, so
+/// differences between two calls are the traffic in between.
+pub fn tcp_port_bytes(port: u16) -> Result<u64> {
+    let out = Command::new("ss")
+        .args([
+            "-tinH",
+            "state",
+            "established",
+            &format!("( sport = :{port} )"),
+        ])
+        .output()
+        .context("run ss (iproute2)")?;
+    if !out.status.success() {
+        bail!("ss failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut total = 0u64;
+    for word in text.split_whitespace() {
+        for key in ["bytes_sent:", "bytes_received:"] {
+            if let Some(v) = word.strip_prefix(key) {
+                total += v.parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// Samples the resident set size of some processes every 50 ms in a thread and keeps the
+/// largest value per process.
+pub struct RssSampler {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<HashMap<u32, u64>>>,
+}
+
+impl RssSampler {
+    /// Starts sampling `pids`.
+    pub fn start(pids: Vec<u32>) -> RssSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut peak: HashMap<u32, u64> = HashMap::new();
+            loop {
+                for &pid in &pids {
+                    if let Ok(rss) = status_bytes(pid, "VmRSS") {
+                        let p = peak.entry(pid).or_default();
+                        *p = (*p).max(rss);
+                    }
+                }
+                if flag.load(Ordering::Relaxed) {
+                    return peak;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        RssSampler {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops sampling; the peak RSS per process in bytes.
+    pub fn finish(mut self) -> HashMap<u32, u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for RssSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The 1-minute load average.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}

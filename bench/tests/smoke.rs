@@ -1,0 +1,34 @@
+//! A smoke run of the harness (`sluice-bench --quick`), only when `SLUICE_BENCH_SMOKE=1`: it
+//! starts real clusters and takes the machine for a while, which CI need not spend. It checks
+//! that the harness runs and prints its tables, never how fast anything was.
+
+use std::process::Command;
+
+#[test]
+fn quick_run_prints_the_tables() {
+    if std::env::var("SLUICE_BENCH_SMOKE").as_deref() != Ok("1") {
+        println!("skipped: set SLUICE_BENCH_SMOKE=1 to run `sluice-bench --quick`");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice-bench"))
+        .arg("--quick")
+        .output()
+        .expect("run sluice-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "sluice-bench --quick failed:\n{stderr}"
+    );
+    for expected in [
+        "| TCP loopback, 1 MiB writes |",
+        "| quinn bulk, tuned (BUILD-NOTES.md) |",
+        "| shuffle key_by p=2",
+        "| stream-sum p=2",
+        "Slow sink",
+        "JobManager traffic",
+    ] {
+        assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
+    }
+}
