@@ -54,8 +54,11 @@ async fn expire_session(quorum: &str, session: zookeeper_client::SessionInfo) {
             .await;
         match thief {
             Ok(client) => {
+                // Dropping the client sends CloseSession. The owner may win the session's
+                // connection back before that arrives (seen under load), so only a later
+                // attach answered with SessionExpired proves the session is gone.
                 drop(client);
-                return;
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(zookeeper_client::Error::SessionExpired) => return,
             Err(e) => eprintln!("attaching to the session failed (attempt {attempt}): {e}"),
