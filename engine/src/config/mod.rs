@@ -121,6 +121,10 @@ pub struct NetworkOptions {
     pub floating_buffers_per_gate: u32,
     /// `execution.buffer-timeout` (default 100 ms): longest wait before a partial buffer is flushed.
     pub buffer_timeout: Duration,
+    /// `taskmanager.network.quic.max-mtu` (default 1452): largest UDP payload the data plane's
+    /// QUIC connections grow to by MTU discovery (the path MTU; 9000 on jumbo-frame links,
+    /// 65000 on loopback).
+    pub quic_max_mtu: u16,
 }
 
 impl NetworkOptions {
@@ -276,6 +280,7 @@ impl Config {
                 buffers_per_channel: 0,
                 floating_buffers_per_gate: 0,
                 buffer_timeout: Duration::ZERO,
+                quic_max_mtu: 0,
             },
             parallelism_default: 0,
             max_parallelism: None,

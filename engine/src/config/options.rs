@@ -612,6 +612,9 @@ options! {
     "taskmanager.network.memory.floating-buffers-per-gate" => network.floating_buffers_per_gate: ANY_COUNT,
         default "8",
         doc "Buffers per input gate shared among its channels on demand.";
+    "taskmanager.network.quic.max-mtu" => network.quic_max_mtu: Int::<u16>::range(1200, 65000),
+        default "1452",
+        doc "Largest UDP payload QUIC data connections grow to by MTU discovery: the path MTU (9000 on jumbo frames, 65000 on loopback).";
     "taskmanager.numberOfTaskSlots" => taskmanager.number_of_task_slots: AT_LEAST_ONE,
         default "1",
         doc "Number of slots a TaskManager offers, each running one parallel pipeline.";

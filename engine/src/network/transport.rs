@@ -100,7 +100,12 @@ pub struct DataPlaneSettings {
     pub partition_wait: Duration,
     /// A peer silent this long is considered gone.
     pub idle_timeout: Duration,
+    /// The largest UDP payload MTU discovery may reach (`taskmanager.network.quic.max-mtu`).
+    pub max_mtu: u16,
 }
+
+/// QUIC's default and minimum-safe UDP payload: what every IPv4 path with a 1500-byte MTU carries.
+const DEFAULT_MTU: u16 = 1452;
 
 fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
@@ -114,6 +119,23 @@ fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
     t.keep_alive_interval(Some(settings.idle_timeout / 4));
     if let Ok(idle) = quinn::IdleTimeout::try_from(settings.idle_timeout) {
         t.max_idle_timeout(Some(idle));
+    }
+    if settings.max_mtu > DEFAULT_MTU {
+        // Let MTU discovery climb to the configured path MTU (it stops at 1452 by default).
+        // Both sides start at the safe default: a server's initial MTU above ~3600 bytes would
+        // stall the handshake on the anti-amplification limit.
+        let mut discovery = quinn::MtuDiscoveryConfig::default();
+        discovery.upper_bound(settings.max_mtu);
+        t.mtu_discovery_config(Some(discovery));
+        // Batches of large datagrams exceed 64 KiB with segmentation offload: throughput
+        // collapses above ~6500 bytes unless it is off (measured, BUILD-NOTES.md).
+        if settings.max_mtu > 6500 {
+            t.enable_segmentation_offload(false);
+        }
+        // A congestion window of a few datagrams would throttle large datagrams from the start.
+        let mut cubic = quinn::congestion::CubicConfig::default();
+        cubic.initial_window(64 * settings.max_mtu as u64);
+        t.congestion_controller_factory(Arc::new(cubic));
     }
     t
 }
@@ -157,8 +179,16 @@ impl DataPlane {
             .map_err(|e| bind_err(e.to_string()))?;
         let mut client_config = quinn::ClientConfig::new(Arc::new(client_crypto));
         client_config.transport_config(transport);
+        let mut endpoint_config = quinn::EndpointConfig::default();
+        endpoint_config
+            .max_udp_payload_size(settings.max_mtu.max(DEFAULT_MTU))
+            .map_err(|e| bind_err(e.to_string()))?;
+        let socket = std::net::UdpSocket::bind(addr).map_err(|e| bind_err(e.to_string()))?;
+        let runtime =
+            quinn::default_runtime().ok_or_else(|| bind_err("no async runtime".into()))?;
         let mut endpoint =
-            quinn::Endpoint::server(server_config, addr).map_err(|e| bind_err(e.to_string()))?;
+            quinn::Endpoint::new(endpoint_config, Some(server_config), socket, runtime)
+                .map_err(|e| bind_err(e.to_string()))?;
         endpoint.set_default_client_config(client_config);
         let plane = Arc::new(DataPlane {
             endpoint,

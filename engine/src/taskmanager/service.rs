@@ -81,6 +81,7 @@ impl TaskManager {
             segment_size: net.segment_size as usize,
             buffers_per_channel: net.buffers_per_channel as usize,
             partition_wait: Duration::from_secs(60),
+            max_mtu: config.network.quic_max_mtu,
             idle_timeout: config
                 .heartbeat
                 .interval
