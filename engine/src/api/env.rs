@@ -311,27 +311,34 @@ impl StreamExecutionEnvironment {
 }
 
 impl<T: Data> DataStream<T> {
-    fn then<O: Data>(
+    /// Adds an operator node fed by this stream. `make` builds the operator around its
+    /// downstream output as some `Op`; `decode` turns that `Op` into what reads network
+    /// buffers. `in_place` operators read archived records and always head their chain.
+    fn add_operator<O: Data, Op: 'static>(
         &self,
         name: &str,
         strategy: Option<ShipStrategy>,
         selector: ChannelSelector<T>,
-        make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<BoxOutput<T>, TaskError> + 'static,
+        in_place: bool,
+        make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<Op, TaskError> + 'static,
+        decode: fn(Op) -> Box<dyn InputProcessor>,
     ) -> DataStream<O> {
         let kind = NodeKind::Operator(Box::new(move |ctx: &RuntimeContext, next: AnyBox| {
             let op = make(ctx, downcast::<O>(next)?)?;
             Ok(Box::new(op) as AnyBox)
         }));
         let decoder: crate::graph::DecoderFactory =
-            Box::new(|any: AnyBox| -> Box<dyn InputProcessor> {
-                match any.downcast::<BoxOutput<T>>() {
-                    Ok(next) => Box::new(Decoder { next: *next }),
+            Box::new(move |any: AnyBox| -> Box<dyn InputProcessor> {
+                match any.downcast::<Op>() {
+                    Ok(op) => decode(*op),
+                    // Unreachable by construction: the node's own factory made the box.
                     Err(_) => Box::new(Decoder::<T> {
                         next: Box::new(Discard),
                     }),
                 }
             });
         let node = self.env.add_node::<O>(name, kind, Some(decoder));
+        self.env.graph.borrow_mut().nodes[node].in_place = in_place;
         self.env
             .connect::<T>(self.node, node, strategy.or(self.strategy), selector);
         DataStream {
@@ -340,6 +347,23 @@ impl<T: Data> DataStream<T> {
             strategy: None,
             _t: PhantomData,
         }
+    }
+
+    fn then<O: Data>(
+        &self,
+        name: &str,
+        strategy: Option<ShipStrategy>,
+        selector: ChannelSelector<T>,
+        make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<BoxOutput<T>, TaskError> + 'static,
+    ) -> DataStream<O> {
+        self.add_operator(
+            name,
+            strategy,
+            selector,
+            false,
+            make,
+            |next: BoxOutput<T>| Box::new(Decoder { next }),
+        )
     }
 
     /// Adds an operator that reads its input records in place from the received buffers
@@ -351,29 +375,9 @@ impl<T: Data> DataStream<T> {
         selector: ChannelSelector<T>,
         make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<InPlace<T>, TaskError> + 'static,
     ) -> DataStream<O> {
-        let kind = NodeKind::Operator(Box::new(move |ctx: &RuntimeContext, next: AnyBox| {
-            let op = make(ctx, downcast::<O>(next)?)?;
-            Ok(Box::new(op) as AnyBox)
-        }));
-        let decoder: crate::graph::DecoderFactory =
-            Box::new(|any: AnyBox| -> Box<dyn InputProcessor> {
-                match any.downcast::<InPlace<T>>() {
-                    Ok(op) => Box::new(InPlaceDecoder { op: *op }),
-                    Err(_) => Box::new(Decoder::<T> {
-                        next: Box::new(Discard),
-                    }),
-                }
-            });
-        let node = self.env.add_node::<O>(name, kind, Some(decoder));
-        self.env.graph.borrow_mut().nodes[node].in_place = true;
-        self.env
-            .connect::<T>(self.node, node, strategy.or(self.strategy), selector);
-        DataStream {
-            env: self.env.clone(),
-            node,
-            strategy: None,
-            _t: PhantomData,
-        }
+        self.add_operator(name, strategy, selector, true, make, |op: InPlace<T>| {
+            Box::new(InPlaceDecoder { op })
+        })
     }
 
     /// Keeps the records for which `f` is true, deciding on the archived record as it lies in
