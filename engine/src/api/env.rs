@@ -396,25 +396,19 @@ impl<T: Data> DataStream<T> {
         selector: ChannelSelector<T>,
         f: impl Fn(&T::Archived) -> bool + Send + Sync + 'static,
     ) -> DataStream<T> {
-        let f = Arc::new(f);
-        self.then_in_place(
+        // Only the records that pass are deserialized.
+        self.in_place_op(
             "Filter (in place)",
             strategy,
             selector,
-            move |_, next: BoxOutput<T>| {
-                let f = f.clone();
-                let next = Rc::new(RefCell::new(next));
-                let finisher = next.clone();
-                Ok(InPlace {
-                    on_record: Box::new(move |archived: &T::Archived| {
-                        if f(archived) {
-                            next.borrow_mut()
-                                .push(record::deserialize_archived::<T>(archived)?)?;
-                        }
-                        Ok(())
-                    }),
-                    on_finish: Box::new(move || finisher.borrow_mut().finish()),
-                })
+            move |archived: &T::Archived| {
+                if f(archived) {
+                    record::deserialize_archived::<T>(archived)
+                        .map(Some)
+                        .map_err(TaskError::from)
+                } else {
+                    Ok(None)
+                }
             },
         )
     }
@@ -425,25 +419,36 @@ impl<T: Data> DataStream<T> {
         &self,
         f: impl Fn(&T::Archived) -> Option<O> + Send + Sync + 'static,
     ) -> DataStream<O> {
-        let f = Arc::new(f);
         let selector = self.selector();
-        self.then_in_place(
+        self.in_place_op(
             "Filter Map (in place)",
             None,
             selector,
-            move |_, next: BoxOutput<O>| {
-                let f = f.clone();
-                let next = Rc::new(RefCell::new(next));
-                let finisher = next.clone();
-                Ok(InPlace {
-                    on_record: Box::new(move |archived: &T::Archived| match f(archived) {
-                        Some(out) => next.borrow_mut().push(out),
-                        None => Ok(()),
-                    }),
-                    on_finish: Box::new(move || finisher.borrow_mut().finish()),
-                })
-            },
+            move |archived: &T::Archived| Ok(f(archived)),
         )
+    }
+
+    /// An in-place operator that turns each archived record into at most one output record.
+    fn in_place_op<O: Data>(
+        &self,
+        name: &str,
+        strategy: Option<ShipStrategy>,
+        selector: ChannelSelector<T>,
+        step: impl Fn(&T::Archived) -> Result<Option<O>, TaskError> + Send + Sync + 'static,
+    ) -> DataStream<O> {
+        let step = Arc::new(step);
+        self.then_in_place(name, strategy, selector, move |_, next: BoxOutput<O>| {
+            let step = step.clone();
+            let next = Rc::new(RefCell::new(next));
+            let finisher = next.clone();
+            Ok(InPlace {
+                on_record: Box::new(move |archived: &T::Archived| match step(archived)? {
+                    Some(out) => next.borrow_mut().push(out),
+                    None => Ok(()),
+                }),
+                on_finish: Box::new(move || finisher.borrow_mut().finish()),
+            })
+        })
     }
 
     fn plain<O: Data>(
