@@ -18,8 +18,8 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-# Building: a C/C++ toolchain and cmake (aws-lc-sys), pkg-config.
-apt_install build-essential cmake pkg-config
+# Building: a C/C++ toolchain and cmake (aws-lc-sys), pkg-config, libclang (bindgen for RocksDB).
+apt_install build-essential cmake pkg-config libclang-dev
 
 if [ "$what" = test ]; then
   # Java and Maven build the YARN test launcher (this kind of machine ships them).

@@ -6,6 +6,7 @@
 //! The modules follow that architecture; see `docs/architecture.md`.
 
 pub mod api;
+pub mod checkpoint;
 /// Client side of the CLI verbs: the JobManager's REST client and `list` formatting.
 pub mod cli;
 pub mod config;

@@ -1,0 +1,186 @@
+//! Where snapshot files are kept. A trait, so that a distributed file system (HDFS) can be added
+//! beside the local (or shared, mounted) file system without touching backends or the coordinator.
+//!
+//! Paths are storage paths: `/`-separated strings, absolute for the local file system.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A file store for checkpoint data. Every write is atomic: a reader sees the whole file or none.
+pub trait StateStorage: Send + Sync {
+    /// Writes `data` to `path` (creating parent directories), replacing it atomically.
+    fn write(&self, path: &str, data: &[u8]) -> io::Result<()>;
+    /// Copies the local file `from` to `path`; returns the bytes copied.
+    fn upload(&self, from: &Path, path: &str) -> io::Result<u64>;
+    /// Reads a whole file.
+    fn read(&self, path: &str) -> io::Result<Vec<u8>>;
+    /// Copies `path` to the local file `to`.
+    fn download(&self, path: &str, to: &Path) -> io::Result<()>;
+    /// The file's size, or `None` if it does not exist.
+    fn size(&self, path: &str) -> io::Result<Option<u64>>;
+    /// The names of the entries of a directory (empty if it does not exist).
+    fn list(&self, dir: &str) -> io::Result<Vec<String>>;
+    /// Deletes a file; a missing file is not an error.
+    fn delete_file(&self, path: &str) -> io::Result<()>;
+    /// Deletes a directory and everything in it; a missing directory is not an error.
+    fn delete_dir(&self, path: &str) -> io::Result<()>;
+}
+
+/// Joins a storage path and a relative one, resolving `..` segments.
+pub fn join(base: &str, relative: &str) -> String {
+    if relative.starts_with('/') {
+        return relative.to_string();
+    }
+    let mut parts: Vec<&str> = base.split('/').collect();
+    if parts.last() == Some(&"") && parts.len() > 1 {
+        parts.pop();
+    }
+    for seg in relative.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                if parts.len() > 1 {
+                    parts.pop();
+                }
+            }
+            s => parts.push(s),
+        }
+    }
+    parts.join("/")
+}
+
+/// The local file system (or a shared one mounted on every host).
+#[derive(Clone, Debug, Default)]
+pub struct LocalFileStorage;
+
+impl LocalFileStorage {
+    fn path(p: &str) -> PathBuf {
+        PathBuf::from(p)
+    }
+
+    fn temp_beside(path: &Path) -> PathBuf {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        path.with_file_name(format!(".{name}.inprogress-{}", rand::random::<u64>()))
+    }
+
+    fn create_parent(path: &Path) -> io::Result<()> {
+        match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => std::fs::create_dir_all(parent),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl StateStorage for LocalFileStorage {
+    fn write(&self, path: &str, data: &[u8]) -> io::Result<()> {
+        let path = Self::path(path);
+        Self::create_parent(&path)?;
+        let tmp = Self::temp_beside(&path);
+        let result = (|| {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(data)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    fn upload(&self, from: &Path, path: &str) -> io::Result<u64> {
+        let path = Self::path(path);
+        Self::create_parent(&path)?;
+        let tmp = Self::temp_beside(&path);
+        let result = (|| {
+            let n = std::fs::copy(from, &tmp)?;
+            std::fs::File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            Ok(n)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    fn read(&self, path: &str) -> io::Result<Vec<u8>> {
+        std::fs::read(Self::path(path))
+    }
+
+    fn download(&self, path: &str, to: &Path) -> io::Result<()> {
+        Self::create_parent(to)?;
+        std::fs::copy(Self::path(path), to).map(|_| ())
+    }
+
+    fn size(&self, path: &str) -> io::Result<Option<u64>> {
+        match std::fs::metadata(Self::path(path)) {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+        let entries = match std::fs::read_dir(Self::path(dir)) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn delete_file(&self, path: &str) -> io::Result<()> {
+        match std::fs::remove_file(Self::path(path)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    fn delete_dir(&self, path: &str) -> io::Result<()> {
+        match std::fs::remove_dir_all(Self::path(path)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_resolves_parent_segments() {
+        assert_eq!(join("/c/job/chk-3", "../shared/a.sst"), "/c/job/shared/a.sst");
+        assert_eq!(join("/c/job/chk-3/", "op-1"), "/c/job/chk-3/op-1");
+        assert_eq!(join("/c/job", "/abs/x"), "/abs/x");
+    }
+
+    #[test]
+    fn local_storage_writes_atomically_and_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_string_lossy().into_owned();
+        let s = LocalFileStorage;
+        let f = join(&base, "a/b/file");
+        s.write(&f, b"hello").unwrap();
+        assert_eq!(s.read(&f).unwrap(), b"hello");
+        assert_eq!(s.size(&f).unwrap(), Some(5));
+        assert_eq!(s.list(&join(&base, "a/b")).unwrap(), vec!["file"]);
+        assert_eq!(s.size(&join(&base, "nope")).unwrap(), None);
+        let local = dir.path().join("copy");
+        s.download(&f, &local).unwrap();
+        assert_eq!(s.upload(&local, &join(&base, "up/x")).unwrap(), 5);
+        s.delete_dir(&join(&base, "a")).unwrap();
+        s.delete_file(&join(&base, "missing")).unwrap();
+        assert_eq!(s.size(&f).unwrap(), None);
+    }
+}
