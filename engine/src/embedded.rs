@@ -153,6 +153,8 @@ mod tests {
                     args,
                 },
                 Some(parallelism),
+                &[],
+                None,
             )
             .unwrap();
         assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Finished);
@@ -195,6 +197,8 @@ mod tests {
                     args: vec!["--rate".into(), "1000".into()],
                 },
                 Some(2),
+                &[],
+                None,
             )
             .unwrap();
         let args = vec![
@@ -212,6 +216,8 @@ mod tests {
                     args,
                 },
                 Some(2),
+                &[],
+                None,
             )
             .unwrap();
         assert_eq!(wait_terminal(&cluster, poisoned).await, JobStatus::Failed);
@@ -250,6 +256,8 @@ mod tests {
                     args: vec!["--rate".into(), "0".into()],
                 },
                 Some(2),
+                &[],
+                None,
             )
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -297,6 +305,8 @@ mod throughput {
                         args,
                     },
                     Some(2),
+                    &[],
+                    None,
                 )
                 .unwrap();
             loop {

@@ -120,6 +120,12 @@ impl StandaloneCluster {
         cluster
     }
 
+    /// The cluster's scratch directory (removed with the cluster): a place for checkpoints,
+    /// savepoints and job output.
+    pub fn work_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
     /// The configuration directory.
     pub fn conf_dir(&self) -> PathBuf {
         self.dir.path().join("conf")

@@ -30,6 +30,9 @@ pub enum TaskError {
     /// An exchange with another subtask broke: a peer vanished or sent garbage.
     #[error("network: {0}")]
     Network(String),
+    /// Keyed or operator state could not be read, written or restored.
+    #[error("state: {0}")]
+    State(String),
     /// The task could not be set up (a job graph mismatch, a missing partition, ...).
     #[error("task setup failed: {0}")]
     Setup(String),
@@ -61,6 +64,10 @@ pub struct RuntimeContext {
     pub(crate) attempt: u32,
     pub(crate) batch: bool,
     pub(crate) cancelled: Arc<AtomicBool>,
+    /// The operator being built (its node index in the stream graph), set per chained operator.
+    pub(crate) operator_id: u32,
+    /// How this subtask's state is created and restored.
+    pub(crate) state: Arc<super::StateInit>,
 }
 
 impl RuntimeContext {
@@ -103,6 +110,54 @@ impl RuntimeContext {
             attempt: 0,
             batch: false,
             cancelled: Arc::new(AtomicBool::new(false)),
+            operator_id: 0,
+            state: Arc::new(super::StateInit::in_memory()),
         }
+    }
+
+    /// The restored operator state of the operator being built: `None` when the subtask starts
+    /// fresh, `Some` (possibly empty: the operator had finished) when it is restored.
+    pub(crate) fn restored_operator_state(&self) -> Option<Vec<Vec<u8>>> {
+        let restore = self.state.restore.as_ref()?;
+        Some(
+            restore
+                .operators
+                .get(&self.operator_id)
+                .map(|o| o.operator_state.clone())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// Opens the keyed state of the operator being built, restored if the subtask is.
+    pub(crate) fn keyed_state_store(&self) -> Result<crate::state::KeyedStateStore, TaskError> {
+        let init = &self.state;
+        let settings = crate::state::BackendSettings {
+            kind: init.backend,
+            local_dir: init.local_dir.join(format!("op{}", self.operator_id)),
+            incremental: init.incremental,
+        };
+        let range = crate::state::KeyGroupRange::for_subtask(
+            self.max_parallelism,
+            self.parallelism,
+            self.subtask_index,
+        );
+        let (handles, metadata_dir) = match &init.restore {
+            Some(r) => (
+                r.operators
+                    .get(&self.operator_id)
+                    .map(|o| o.keyed.clone())
+                    .unwrap_or_default(),
+                r.metadata_dir.clone(),
+            ),
+            None => (Vec::new(), String::new()),
+        };
+        Ok(crate::state::KeyedStateStore::open(
+            &settings,
+            self.max_parallelism,
+            range,
+            &handles,
+            init.storage.as_ref(),
+            &metadata_dir,
+        )?)
     }
 }

@@ -10,8 +10,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::context::{RuntimeContext, TaskError};
-use super::operators::{BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedReduce, Map, Sink};
-use super::sinks::{DiscardSink, PartFileSink, PrintSink, SinkFunction, TextFileSink};
+use super::operators::{
+    BatchKeyedReduce, BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedProcess,
+    KeyedProcessFunction, KeyedReduce, Map, Sink,
+};
+use super::checkpointing::SnapshotContext;
+use super::sinks::{DiscardSink, PrintSink, SinkFunction, TextFileSink, TransactionalFileSink};
 use super::sources::{
     CollectionSource, GeneratorSource, SequenceSource, SourceContext, SourceFunction, SourceHooks,
     TextFileSource,
@@ -22,6 +26,7 @@ use crate::graph::{
 use crate::network::partitioner::ChannelSelector;
 use crate::network::writer::{NetworkOutput, RecordWriterHandle};
 use crate::record::{self, Data};
+use crate::state::KeyedStateStore;
 
 /// Whether keyed aggregations stream every update or emit only final results.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
@@ -81,13 +86,9 @@ struct RunSource<T, S> {
 
 impl<T, S: SourceFunction<T>> SourceTask for RunSource<T, S> {
     fn run(&mut self, hooks: &mut dyn SourceHooks) -> Result<(), TaskError> {
-        let mut ctx = SourceContext {
-            out: &mut *self.out,
-            runtime: &self.runtime,
-            hooks,
-            since_tick: 0,
-        };
+        let mut ctx = SourceContext::new(&mut *self.out, &self.runtime, hooks);
         self.source.run(&mut ctx)?;
+        ctx.final_checkpoint()?;
         self.out.finish()
     }
 }
@@ -109,6 +110,12 @@ impl<T: Data> InputProcessor for Decoder<T> {
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
     }
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        self.next.snapshot(snap)
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        self.next.checkpoint_complete(checkpoint_id)
+    }
 }
 
 /// Handles one archived record in place.
@@ -117,7 +124,27 @@ type OnArchived<T> = Box<dyn FnMut(&<T as rkyv::Archive>::Archived) -> Result<()
 /// An operator that takes archived records in place.
 pub(crate) struct InPlace<T: Data> {
     on_record: OnArchived<T>,
-    on_finish: Box<dyn FnMut() -> Result<(), TaskError>>,
+    /// The rest of the chain (its record type erased), for the end of input and checkpoints.
+    rest: Box<dyn ChainRest>,
+}
+
+/// What an in-place operator passes to the rest of its chain besides records.
+trait ChainRest {
+    fn finish(&mut self) -> Result<(), TaskError>;
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError>;
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError>;
+}
+
+impl<O> ChainRest for Rc<RefCell<BoxOutput<O>>> {
+    fn finish(&mut self) -> Result<(), TaskError> {
+        self.borrow_mut().finish()
+    }
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        self.borrow_mut().snapshot(snap)
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        self.borrow_mut().checkpoint_complete(checkpoint_id)
+    }
 }
 
 /// Validates each frame of a buffer and hands the archived record to an in-place operator.
@@ -136,7 +163,13 @@ impl<T: Data> InputProcessor for InPlaceDecoder<T> {
         Ok(n)
     }
     fn finish(&mut self) -> Result<(), TaskError> {
-        (self.op.on_finish)()
+        self.op.rest.finish()
+    }
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        self.op.rest.snapshot(snap)
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        self.op.rest.checkpoint_complete(checkpoint_id)
     }
 }
 
@@ -440,13 +473,13 @@ impl<T: Data> DataStream<T> {
         self.then_in_place(name, strategy, selector, move |_, next: BoxOutput<O>| {
             let step = step.clone();
             let next = Rc::new(RefCell::new(next));
-            let finisher = next.clone();
+            let rest = next.clone();
             Ok(InPlace {
                 on_record: Box::new(move |archived: &T::Archived| match step(archived)? {
                     Some(out) => next.borrow_mut().push(out),
                     None => Ok(()),
                 }),
-                on_finish: Box::new(move || finisher.borrow_mut().finish()),
+                rest: Box::new(rest),
             })
         })
     }
@@ -531,7 +564,7 @@ impl<T: Data> DataStream<T> {
     }
 
     /// Partitions the stream by the key `key` extracts.
-    pub fn key_by<K: Hash + Eq + Clone + Send + 'static>(
+    pub fn key_by<K: Data + Hash + Eq>(
         &self,
         key: impl Fn(&T) -> K + Send + Sync + 'static,
     ) -> KeyedStream<T, K> {
@@ -550,6 +583,7 @@ impl<T: Data> DataStream<T> {
         self.plain(name, move |ctx, _next: BoxOutput<()>| {
             Ok(Box::new(Sink {
                 sink: factory(ctx)?,
+                operator_id: ctx.operator_id,
             }))
         })
     }
@@ -566,11 +600,14 @@ impl<T: Data + Display> DataStream<T> {
         self.add_sink("Print to Std. Out", |ctx| Ok(PrintSink::new(ctx)))
     }
 
-    /// Writes one line per record into the directory `dir`, one file per subtask and attempt
-    /// (`part-<subtask>-<attempt>`).
+    /// Writes one line per record into the directory `dir`, exactly once: files are hidden
+    /// while in progress and become visible (`part-<subtask>-<attempt>-<token>-<n>`) when the
+    /// checkpoint covering them completes, or at the end of input without checkpointing.
     pub fn sink_to_directory(&self, dir: impl Into<PathBuf>) -> DataStream<()> {
         let dir = dir.into();
-        self.add_sink("Directory Sink", move |ctx| PartFileSink::open(&dir, ctx))
+        self.add_sink("Directory Sink", move |ctx| {
+            TransactionalFileSink::open(&dir, ctx)
+        })
     }
 
     /// Writes one line per record: to `path` with parallelism 1, else to files `1`, `2`, ... in
@@ -581,7 +618,7 @@ impl<T: Data + Display> DataStream<T> {
     }
 }
 
-impl<T: Data, K: Hash + Eq + Clone + Send + 'static> KeyedStream<T, K> {
+impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
     fn keyed<O: Data>(
         &self,
         name: &str,
@@ -627,18 +664,52 @@ impl<T: Data, K: Hash + Eq + Clone + Send + 'static> KeyedStream<T, K> {
         let f = Arc::new(f);
         let key = self.key.clone();
         self.keyed("Keyed Reduce", move |ctx, next| {
+            if ctx.is_batch() {
+                return Ok(Box::new(BatchKeyedReduce {
+                    key: key.clone(),
+                    reduce: f.clone(),
+                    state: Default::default(),
+                    next,
+                }));
+            }
+            let store = ctx.keyed_state_store()?;
             Ok(Box::new(KeyedReduce {
                 key: key.clone(),
                 reduce: f.clone(),
-                state: Default::default(),
-                batch: ctx.is_batch(),
+                value: store.value_state("reduce")?,
+                store,
+                operator_id: ctx.operator_id,
                 next,
+                _k: PhantomData,
+            }))
+        })
+    }
+
+    /// Runs a keyed process function with keyed state (Flink's `process` on a `KeyedStream`):
+    /// `make` creates one function per subtask from its keyed state store, taking its state
+    /// handles there; the state is checkpointed and restored with the job, redistributed by key
+    /// groups when the parallelism changes.
+    pub fn process<O: Data, F: KeyedProcessFunction<K, T, O>>(
+        &self,
+        make: impl Fn(&KeyedStateStore) -> Result<F, TaskError> + Send + Sync + 'static,
+    ) -> DataStream<O> {
+        let key = self.key.clone();
+        self.keyed("Keyed Process", move |ctx, next| {
+            let store = ctx.keyed_state_store()?;
+            let function = make(&store)?;
+            Ok(Box::new(KeyedProcess {
+                key: key.clone(),
+                function,
+                store,
+                operator_id: ctx.operator_id,
+                next,
+                _t: PhantomData,
             }))
         })
     }
 }
 
-impl<A: Data, N: Data + Add<Output = N>, K: Hash + Eq + Clone + Send + 'static>
+impl<A: Data, N: Data + Add<Output = N>, K: Data + Hash + Eq>
     KeyedStream<(A, N), K>
 {
     /// Sums the second field of each key's pairs (Flink's `sum(1)`), keeping the first field.

@@ -17,6 +17,7 @@
 //!     .print();
 //! ```
 
+pub(crate) mod checkpointing;
 mod context;
 mod env;
 pub(crate) mod operators;
@@ -25,8 +26,10 @@ mod sources;
 
 pub use context::{RuntimeContext, TaskError};
 pub use env::{DataStream, KeyedStream, RuntimeMode, StreamExecutionEnvironment};
+pub use operators::{Collector, KeyedProcessFunction};
 pub use sinks::SinkFunction;
 pub use sources::{SourceContext, SourceFunction};
 
+pub(crate) use checkpointing::{SnapshotContext, StateInit, TaskControl};
 pub(crate) use operators::Output;
 pub(crate) use sources::SourceHooks;

@@ -6,8 +6,11 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 
+use super::checkpointing::SnapshotContext;
 use super::context::TaskError;
 use super::sinks::SinkFunction;
+use crate::record::Data;
+use crate::state::{KeyedStateStore, ValueState};
 
 /// Where an operator sends its results: the next operator of the chain, several of them, or a
 /// network writer.
@@ -16,6 +19,22 @@ pub(crate) trait Output<T> {
     fn push(&mut self, record: T) -> Result<(), TaskError>;
     /// The input has ended: emit what is held back, then pass the end on.
     fn finish(&mut self) -> Result<(), TaskError>;
+    /// A checkpoint barrier reached this operator: snapshot its state, then pass the barrier on.
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError>;
+    /// A checkpoint completed: commit what it covers, then tell the next operators.
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError>;
+}
+
+/// The checkpoint methods of an operator without state of its own: pass on to `self.next`.
+macro_rules! forward_checkpoints {
+    () => {
+        fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+            self.next.snapshot(snap)
+        }
+        fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+            self.next.checkpoint_complete(checkpoint_id)
+        }
+    };
 }
 
 /// A boxed output of records of type `T`.
@@ -33,6 +52,7 @@ impl<I, O, F: Fn(I) -> O> Output<I> for Map<F, O> {
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
     }
+    forward_checkpoints!();
 }
 
 pub(crate) struct Filter<F, T> {
@@ -51,6 +71,7 @@ impl<T, F: Fn(&T) -> bool> Output<T> for Filter<F, T> {
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
     }
+    forward_checkpoints!();
 }
 
 pub(crate) struct FlatMap<F, O> {
@@ -68,20 +89,57 @@ impl<I, O, It: IntoIterator<Item = O>, F: Fn(I) -> It> Output<I> for FlatMap<F, 
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
     }
+    forward_checkpoints!();
 }
 
-/// A keyed reduce over in-memory keyed state. In streaming mode every input emits the key's new
-/// aggregate; in batch mode only the final aggregates are emitted, at the end of the input.
-pub(crate) struct KeyedReduce<T, K, KF: ?Sized, RF: ?Sized> {
+/// A keyed reduce in streaming mode: each key's aggregate lives in keyed state (so it is
+/// checkpointed and restored) and every input emits its key's new aggregate.
+pub(crate) struct KeyedReduce<T: Data, K, KF: ?Sized, RF: ?Sized> {
+    pub(crate) key: Arc<KF>,
+    pub(crate) reduce: Arc<RF>,
+    pub(crate) store: KeyedStateStore,
+    pub(crate) value: ValueState<T>,
+    pub(crate) operator_id: u32,
+    pub(crate) next: BoxOutput<T>,
+    pub(crate) _k: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<T: Data, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Output<T>
+    for KeyedReduce<T, K, KF, RF>
+{
+    fn push(&mut self, record: T) -> Result<(), TaskError> {
+        self.store.set_current_key(&(self.key)(&record))?;
+        let value = match self.value.value()? {
+            Some(acc) => (self.reduce)(acc, record),
+            None => record,
+        };
+        self.value.update(value.clone())?;
+        self.next.push(value)
+    }
+    fn finish(&mut self) -> Result<(), TaskError> {
+        self.next.finish()
+    }
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        snap.snapshot_keyed(self.operator_id, &self.store)?;
+        self.next.snapshot(snap)
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        self.store.notify_checkpoint_complete(checkpoint_id);
+        self.next.checkpoint_complete(checkpoint_id)
+    }
+}
+
+/// A keyed reduce in batch mode: aggregates in memory, emitted once when the input has ended.
+/// Batch jobs are not checkpointed (a failed batch job reruns), so this state is not either.
+pub(crate) struct BatchKeyedReduce<T, K, KF: ?Sized, RF: ?Sized> {
     pub(crate) key: Arc<KF>,
     pub(crate) reduce: Arc<RF>,
     pub(crate) state: HashMap<K, T>,
-    pub(crate) batch: bool,
     pub(crate) next: BoxOutput<T>,
 }
 
-impl<T: Clone, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Output<T>
-    for KeyedReduce<T, K, KF, RF>
+impl<T, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Output<T>
+    for BatchKeyedReduce<T, K, KF, RF>
 {
     fn push(&mut self, record: T) -> Result<(), TaskError> {
         let key = (self.key)(&record);
@@ -89,27 +147,78 @@ impl<T: Clone, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Size
             Some(acc) => (self.reduce)(acc, record),
             None => record,
         };
-        if self.batch {
-            self.state.insert(key, value);
-            Ok(())
-        } else {
-            self.state.insert(key, value.clone());
-            self.next.push(value)
-        }
+        self.state.insert(key, value);
+        Ok(())
     }
     fn finish(&mut self) -> Result<(), TaskError> {
-        if self.batch {
-            for (_, value) in self.state.drain() {
-                self.next.push(value)?;
-            }
+        for (_, value) in self.state.drain() {
+            self.next.push(value)?;
         }
         self.next.finish()
     }
+    forward_checkpoints!();
+}
+
+/// Runs a user's keyed process function: sets the current key of the keyed state before each
+/// record, so the function's state handles read and write that key's state.
+pub(crate) struct KeyedProcess<T, O, K, KF: ?Sized, F> {
+    pub(crate) key: Arc<KF>,
+    pub(crate) function: F,
+    pub(crate) store: KeyedStateStore,
+    pub(crate) operator_id: u32,
+    pub(crate) next: BoxOutput<O>,
+    pub(crate) _t: std::marker::PhantomData<fn(T) -> K>,
+}
+
+impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, T, O>> Output<T>
+    for KeyedProcess<T, O, K, KF, F>
+{
+    fn push(&mut self, record: T) -> Result<(), TaskError> {
+        let key = (self.key)(&record);
+        self.store.set_current_key(&key)?;
+        let mut out = Collector {
+            next: &mut *self.next,
+        };
+        self.function.process(&key, record, &mut out)
+    }
+    fn finish(&mut self) -> Result<(), TaskError> {
+        self.next.finish()
+    }
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        snap.snapshot_keyed(self.operator_id, &self.store)?;
+        self.next.snapshot(snap)
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        self.store.notify_checkpoint_complete(checkpoint_id);
+        self.next.checkpoint_complete(checkpoint_id)
+    }
+}
+
+/// Where a process function emits its results.
+pub struct Collector<'a, O> {
+    next: &'a mut dyn Output<O>,
+}
+
+impl<O> Collector<'_, O> {
+    /// Emits one record downstream.
+    pub fn collect(&mut self, record: O) -> Result<(), TaskError> {
+        self.next.push(record)
+    }
+}
+
+/// A function over a keyed stream with keyed state (Flink's `KeyedProcessFunction`). It is
+/// made once per subtask from the subtask's [`KeyedStateStore`], where it takes its state
+/// handles; `process` sees each record with the current key set, so the handles read and write
+/// that key's state, which is checkpointed and restored with the job.
+pub trait KeyedProcessFunction<K, I, O>: 'static {
+    /// Handles one record of `key`.
+    fn process(&mut self, key: &K, record: I, out: &mut Collector<'_, O>) -> Result<(), TaskError>;
 }
 
 /// Hands records to a user sink; the end of the chain.
 pub(crate) struct Sink<S> {
     pub(crate) sink: S,
+    pub(crate) operator_id: u32,
 }
 
 impl<T, S: SinkFunction<T>> Output<T> for Sink<S> {
@@ -118,6 +227,14 @@ impl<T, S: SinkFunction<T>> Output<T> for Sink<S> {
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.sink.finish()
+    }
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        let elements = self.sink.snapshot_state(snap.checkpoint_id())?;
+        snap.set_operator_state(self.operator_id, elements);
+        Ok(())
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        self.sink.checkpoint_complete(checkpoint_id)
     }
 }
 
@@ -142,6 +259,18 @@ impl<T: Clone> Output<T> for Fanout<T> {
         }
         Ok(())
     }
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        for out in &mut self.outputs {
+            out.snapshot(snap)?;
+        }
+        Ok(())
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        for out in &mut self.outputs {
+            out.checkpoint_complete(checkpoint_id)?;
+        }
+        Ok(())
+    }
 }
 
 /// Drops everything: the output of a sink.
@@ -152,6 +281,12 @@ impl<T> Output<T> for Discard {
         Ok(())
     }
     fn finish(&mut self) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn snapshot(&mut self, _snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
         Ok(())
     }
 }
@@ -174,6 +309,12 @@ pub(crate) mod testing {
             *self.1.borrow_mut() = true;
             Ok(())
         }
+        fn snapshot(&mut self, _snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+            Ok(())
+        }
+        fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
+            Ok(())
+        }
     }
 }
 
@@ -186,15 +327,31 @@ mod tests {
 
     #[test]
     fn keyed_reduce_streams_running_values_or_final_ones_in_batch() {
+        let reduce = Arc::new(|a: (char, u64), b: (char, u64)| (a.0, a.1 + b.1));
+        let key = Arc::new(|t: &(char, u64)| t.0 as u32);
         for batch in [false, true] {
             let got = Rc::new(RefCell::new(Vec::new()));
             let done = Rc::new(RefCell::new(false));
-            let mut op = KeyedReduce {
-                key: Arc::new(|t: &(char, u64)| t.0),
-                reduce: Arc::new(|a: (char, u64), b: (char, u64)| (a.0, a.1 + b.1)),
-                state: HashMap::new(),
-                batch,
-                next: Box::new(Collect(got.clone(), done.clone())),
+            let next: BoxOutput<(char, u64)> = Box::new(Collect(got.clone(), done.clone()));
+            let mut op: BoxOutput<(char, u64)> = if batch {
+                Box::new(BatchKeyedReduce {
+                    key: key.clone(),
+                    reduce: reduce.clone(),
+                    state: HashMap::new(),
+                    next,
+                })
+            } else {
+                let ctx = crate::api::RuntimeContext::standalone(0, 1);
+                let store = ctx.keyed_state_store().unwrap();
+                Box::new(KeyedReduce {
+                    key: key.clone(),
+                    reduce: reduce.clone(),
+                    value: store.value_state("reduce").unwrap(),
+                    store,
+                    operator_id: 0,
+                    next,
+                    _k: std::marker::PhantomData,
+                })
             };
             for r in [('a', 1), ('b', 1), ('a', 2)] {
                 op.push(r).unwrap();

@@ -15,6 +15,15 @@ pub trait SinkFunction<T>: 'static {
     fn finish(&mut self) -> Result<(), TaskError> {
         Ok(())
     }
+    /// A checkpoint barrier arrived: make what was written so far durable (pre-commit) and
+    /// return the sink's operator state, e.g. the transactions to commit later.
+    fn snapshot_state(&mut self, _checkpoint_id: u64) -> Result<Vec<Vec<u8>>, TaskError> {
+        Ok(Vec::new())
+    }
+    /// The checkpoint completed: commit what it pre-committed.
+    fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
+        Ok(())
+    }
 }
 
 /// Prints records to standard output, prefixed with the subtask's number (from 1) when the sink
@@ -77,26 +86,48 @@ impl TextFileSink {
     }
 }
 
-impl<T: Display> SinkFunction<T> for TextFileSink {
-    fn invoke(&mut self, record: T) -> Result<(), TaskError> {
-        writeln!(self.writer, "{record}")
-            .map_err(|e| TaskError::io(format!("cannot write {}", self.path.display()), e))
-    }
-    fn finish(&mut self) -> Result<(), TaskError> {
+impl TextFileSink {
+    fn sync(&mut self) -> Result<(), TaskError> {
         let err = |e| TaskError::io(format!("cannot write {}", self.path.display()), e);
         self.writer.flush().map_err(err)?;
         self.writer.get_ref().sync_all().map_err(err)
     }
 }
 
-/// Writes one line per record into `DIR/part-<subtask>-<attempt>`: every subtask and every
-/// attempt has its own file, so restarted attempts never overwrite earlier output. Not
-/// transactional: what an attempt wrote before a failure stays visible.
-pub(crate) struct PartFileSink {
-    inner: TextFileSink,
+impl<T: Display> SinkFunction<T> for TextFileSink {
+    fn invoke(&mut self, record: T) -> Result<(), TaskError> {
+        writeln!(self.writer, "{record}")
+            .map_err(|e| TaskError::io(format!("cannot write {}", self.path.display()), e))
+    }
+    fn finish(&mut self) -> Result<(), TaskError> {
+        self.sync()
+    }
+    /// At least once: what was written before the barrier is on disk.
+    fn snapshot_state(&mut self, _checkpoint_id: u64) -> Result<Vec<Vec<u8>>, TaskError> {
+        self.sync()?;
+        Ok(Vec::new())
+    }
 }
 
-impl PartFileSink {
+/// An exactly-once file sink (Flink's `FileSink` with two-phase commit). Records go to a hidden
+/// in-progress file `DIR/.part-<subtask>-<attempt>-<token>-<n>.inprogress`; a checkpoint barrier
+/// closes it and renames it to `.pending` (pre-commit), and the file's name becomes part of the
+/// checkpoint; when the checkpoint completes the file is renamed to its visible name
+/// `part-<subtask>-<attempt>-<token>-<n>` (commit). A restored subtask commits the pending
+/// files of the checkpoint it restores (commits are idempotent); what a failed attempt wrote
+/// after its last checkpoint stays hidden. Without checkpointing, files commit when the input
+/// ends. The random token keeps a job restarted from a savepoint from reusing names.
+pub(crate) struct TransactionalFileSink {
+    dir: PathBuf,
+    base: String,
+    counter: u64,
+    current: Option<(String, BufWriter<File>)>,
+    /// Pre-committed files with the checkpoint that covers them.
+    pending: Vec<(u64, String)>,
+    checkpointing: bool,
+}
+
+impl TransactionalFileSink {
     pub(crate) fn open(dir: &std::path::Path, ctx: &RuntimeContext) -> Result<Self, TaskError> {
         std::fs::create_dir_all(dir).map_err(|e| {
             TaskError::io(
@@ -104,25 +135,120 @@ impl PartFileSink {
                 e,
             )
         })?;
-        let path = dir.join(format!("part-{}-{}", ctx.subtask_index(), ctx.attempt()));
-        let file = File::create(&path).map_err(|e| {
-            TaskError::io(format!("cannot create output file {}", path.display()), e)
+        let sink = TransactionalFileSink {
+            dir: dir.to_path_buf(),
+            base: format!(
+                "part-{}-{}-{:08x}",
+                ctx.subtask_index(),
+                ctx.attempt(),
+                rand::random::<u32>()
+            ),
+            counter: 0,
+            current: None,
+            pending: Vec::new(),
+            checkpointing: ctx.state.checkpointing,
+        };
+        // Commit what the restored checkpoint pre-committed (it completed, or we would not
+        // restore it), whichever subtask wrote it.
+        for element in ctx.restored_operator_state().unwrap_or_default() {
+            let name = String::from_utf8(element).map_err(|_| {
+                TaskError::State("a pending file name in the restored state is not UTF-8".into())
+            })?;
+            sink.commit(&name)?;
+        }
+        Ok(sink)
+    }
+
+    fn hidden(&self, name: &str, suffix: &str) -> PathBuf {
+        self.dir.join(format!(".{name}.{suffix}"))
+    }
+
+    /// Makes a pre-committed file visible; done already is fine, lost is an error.
+    fn commit(&self, name: &str) -> Result<(), TaskError> {
+        let pending = self.hidden(name, "pending");
+        let visible = self.dir.join(name);
+        match std::fs::rename(&pending, &visible) {
+            Ok(()) => Ok(()),
+            Err(_) if visible.exists() => Ok(()),
+            Err(e) => Err(TaskError::io(
+                format!(
+                    "cannot commit {}: the pre-committed file is gone",
+                    pending.display()
+                ),
+                e,
+            )),
+        }
+    }
+
+    /// Closes the in-progress file, if any, and renames it to pending.
+    fn pre_commit(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        let Some((name, mut writer)) = self.current.take() else {
+            return Ok(());
+        };
+        let inprogress = self.hidden(&name, "inprogress");
+        let err = |e| TaskError::io(format!("cannot write {}", inprogress.display()), e);
+        writer.flush().map_err(err)?;
+        writer.get_ref().sync_all().map_err(err)?;
+        drop(writer);
+        let pending = self.hidden(&name, "pending");
+        std::fs::rename(&inprogress, &pending).map_err(|e| {
+            TaskError::io(format!("cannot pre-commit {}", inprogress.display()), e)
         })?;
-        Ok(PartFileSink {
-            inner: TextFileSink {
-                writer: BufWriter::with_capacity(256 * 1024, file),
-                path,
-            },
-        })
+        self.pending.push((checkpoint_id, name));
+        Ok(())
+    }
+
+    fn writer(&mut self) -> Result<&mut BufWriter<File>, TaskError> {
+        if self.current.is_none() {
+            let name = format!("{}-{}", self.base, self.counter);
+            self.counter += 1;
+            let path = self.hidden(&name, "inprogress");
+            let file = File::create(&path).map_err(|e| {
+                TaskError::io(format!("cannot create output file {}", path.display()), e)
+            })?;
+            self.current = Some((name, BufWriter::with_capacity(256 * 1024, file)));
+        }
+        match &mut self.current {
+            Some((_, w)) => Ok(w),
+            None => Err(TaskError::State("no in-progress file".into())),
+        }
     }
 }
 
-impl<T: Display> SinkFunction<T> for PartFileSink {
+impl<T: Display> SinkFunction<T> for TransactionalFileSink {
     fn invoke(&mut self, record: T) -> Result<(), TaskError> {
-        self.inner.invoke(record)
+        let dir = self.dir.clone();
+        writeln!(self.writer()?, "{record}")
+            .map_err(|e| TaskError::io(format!("cannot write into {}", dir.display()), e))
     }
     fn finish(&mut self) -> Result<(), TaskError> {
-        SinkFunction::<T>::finish(&mut self.inner)
+        if self.checkpointing {
+            // The task takes a final checkpoint after its input ended; its completion commits.
+            return Ok(());
+        }
+        self.pre_commit(0)?;
+        for (_, name) in std::mem::take(&mut self.pending) {
+            self.commit(&name)?;
+        }
+        Ok(())
+    }
+    fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<Vec<Vec<u8>>, TaskError> {
+        self.pre_commit(checkpoint_id)?;
+        Ok(self
+            .pending
+            .iter()
+            .map(|(_, name)| name.as_bytes().to_vec())
+            .collect())
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        let (done, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|(id, _)| *id <= checkpoint_id);
+        self.pending = later;
+        for (_, name) in done {
+            self.commit(&name)?;
+        }
+        Ok(())
     }
 }
 

@@ -7,44 +7,169 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::checkpointing::{SnapshotContext, TaskControl};
 use super::context::{RuntimeContext, TaskError};
 use super::operators::Output;
+use crate::checkpoint::{StateStorage, SubtaskState};
+use crate::network::buffer::CheckpointBarrier;
 
-/// How a running task lets a source flush buffers on time and notice cancellation.
+/// How a running task lets a source flush buffers on time, notice cancellation and take part
+/// in checkpoints.
 pub(crate) trait SourceHooks {
     /// Called often by the source context: flush output buffers that are due and fail with
     /// [`TaskError::Cancelled`] once cancelled.
     fn tick(&mut self) -> Result<(), TaskError>;
+    /// The next checkpoint message for this task, if one is waiting.
+    fn control(&mut self) -> Option<TaskControl>;
+    /// Waits up to `timeout` for a checkpoint message.
+    fn wait_control(&mut self, timeout: Duration) -> Option<TaskControl>;
+    /// Reports a snapshot (or why it failed) to the JobMaster.
+    fn acknowledge(&mut self, checkpoint_id: u64, state: Result<SubtaskState, String>);
+    /// Where snapshot files go, and the prefix that makes this subtask attempt's names unique.
+    fn storage(&self) -> (&dyn StateStorage, &str);
+    /// Whether the job is checkpointed.
+    fn checkpointing(&self) -> bool;
 }
 
-/// What a source uses to emit records.
+/// What a source uses to emit records and to take part in checkpoints.
 pub struct SourceContext<'a, T> {
     pub(crate) out: &'a mut dyn Output<T>,
     pub(crate) runtime: &'a RuntimeContext,
     pub(crate) hooks: &'a mut dyn SourceHooks,
     pub(crate) since_tick: u32,
+    /// A triggered checkpoint the source has not yet reached a snapshot point for.
+    pub(crate) pending: Option<Arc<CheckpointBarrier>>,
 }
 
-impl<T> SourceContext<'_, T> {
+impl<'a, T> SourceContext<'a, T> {
+    pub(crate) fn new(
+        out: &'a mut dyn Output<T>,
+        runtime: &'a RuntimeContext,
+        hooks: &'a mut dyn SourceHooks,
+    ) -> Self {
+        SourceContext {
+            out,
+            runtime,
+            hooks,
+            since_tick: 0,
+            pending: None,
+        }
+    }
+
     /// Emits one record downstream. Blocks while downstream is backpressured.
     pub fn collect(&mut self, record: T) -> Result<(), TaskError> {
         self.out.push(record)?;
         self.since_tick += 1;
         if self.since_tick >= 64 {
             self.since_tick = 0;
-            self.hooks.tick()?;
+            self.poll()?;
         }
         Ok(())
     }
 
+    /// Flushes due buffers, notices cancellation and takes in checkpoint messages.
+    fn poll(&mut self) -> Result<(), TaskError> {
+        self.hooks.tick()?;
+        while let Some(message) = self.hooks.control() {
+            self.handle(message)?;
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, message: TaskControl) -> Result<(), TaskError> {
+        match message {
+            TaskControl::Trigger(barrier) => {
+                if self.pending.as_ref().is_none_or(|p| p.id() < barrier.id()) {
+                    self.pending = Some(barrier);
+                }
+                Ok(())
+            }
+            TaskControl::Complete(id) => self.out.checkpoint_complete(id),
+            TaskControl::Aborted(id) => {
+                tracing::debug!(checkpoint = id, "checkpoint aborted");
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether a checkpoint waits for this source to call [`SourceContext::snapshot_point`].
+    pub fn checkpoint_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// A point between two records where the source's position is consistent: if a checkpoint
+    /// is pending, `state` (the source's operator state, e.g. its offsets) is taken into the
+    /// checkpoint and the barrier goes downstream. Checkpointed sources call this regularly,
+    /// typically after every record; it costs a branch when no checkpoint is pending.
+    pub fn snapshot_point(
+        &mut self,
+        state: impl FnOnce() -> Vec<Vec<u8>>,
+    ) -> Result<(), TaskError> {
+        match self.pending.take() {
+            Some(barrier) => self.snapshot(&barrier, state()),
+            None => Ok(()),
+        }
+    }
+
+    /// Snapshots the chain with `state` as the source's operator state and acknowledges.
+    pub(crate) fn snapshot(
+        &mut self,
+        barrier: &Arc<CheckpointBarrier>,
+        state: Vec<Vec<u8>>,
+    ) -> Result<(), TaskError> {
+        let (storage, prefix) = self.hooks.storage();
+        let mut snap = SnapshotContext::new(barrier, storage, prefix);
+        snap.set_operator_state(self.runtime.operator_id, state);
+        let result = self.out.snapshot(&mut snap);
+        let state = snap.into_state();
+        match result {
+            Ok(()) => {
+                self.hooks.acknowledge(barrier.id(), Ok(state));
+                Ok(())
+            }
+            Err(e @ (TaskError::Cancelled | TaskError::Network(_))) => Err(e),
+            Err(e) => {
+                // The checkpoint fails; the job goes on (up to the tolerable failures).
+                self.hooks.acknowledge(barrier.id(), Err(e.to_string()));
+                Ok(())
+            }
+        }
+    }
+
+    /// The source has emitted everything: with checkpointing, wait for the next checkpoint and
+    /// take it with an empty state (nothing left to emit), so that a restore of any later
+    /// checkpoint knows this source is done; then the caller ends the outputs.
+    pub(crate) fn final_checkpoint(&mut self) -> Result<(), TaskError> {
+        if !self.hooks.checkpointing() {
+            return Ok(());
+        }
+        loop {
+            self.hooks.tick()?;
+            if let Some(barrier) = self.pending.take() {
+                return self.snapshot(&barrier, Vec::new());
+            }
+            if let Some(message) = self.hooks.wait_control(Duration::from_millis(50)) {
+                self.handle(message)?;
+            }
+        }
+    }
+
+    /// The operator state this source instance was restored with: `None` on a fresh start,
+    /// `Some` (possibly empty: nothing left to emit) when restored from a checkpoint. With a
+    /// changed parallelism the elements of all former instances are dealt round-robin.
+    pub fn restored_state(&self) -> Option<Vec<Vec<u8>>> {
+        self.runtime.restored_operator_state()
+    }
+
     /// Waits `duration` while keeping output flushed and cancellation noticed; a rate-limited
-    /// source calls this instead of sleeping.
+    /// source calls this instead of sleeping. Returns early when a checkpoint is pending, so the
+    /// source can reach its snapshot point.
     pub fn idle(&mut self, duration: Duration) -> Result<(), TaskError> {
         let until = Instant::now() + duration;
         loop {
-            self.hooks.tick()?;
+            self.poll()?;
             let now = Instant::now();
-            if now >= until {
+            if now >= until || self.pending.is_some() {
                 return Ok(());
             }
             std::thread::sleep((until - now).min(Duration::from_millis(20)));
@@ -58,10 +183,85 @@ impl<T> SourceContext<'_, T> {
 }
 
 /// A user-defined source. One instance runs per parallel subtask; it should read only its own
-/// share of the input (see [`RuntimeContext::subtask_index`]).
+/// share of the input (see [`RuntimeContext::subtask_index`]). A checkpointed source keeps its
+/// position as operator state: it starts from [`SourceContext::restored_state`] when restored
+/// and calls [`SourceContext::snapshot_point`] between records.
 pub trait SourceFunction<T>: 'static {
     /// Emits records; returns when a bounded input is exhausted.
     fn run(&mut self, ctx: &mut SourceContext<'_, T>) -> Result<(), TaskError>;
+}
+
+/// A source's position as operator state: the arithmetic progressions `start, start + step, ...`
+/// (below `end`) it has still to emit, in order. Each progression is one state element, so a
+/// restore at another parallelism deals them out to the new subtasks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Progressions(std::collections::VecDeque<(u64, u64, u64)>);
+
+impl Progressions {
+    /// The restored progressions, or `fresh` on a first start.
+    pub(crate) fn restore_or<T>(
+        ctx: &SourceContext<'_, T>,
+        fresh: impl FnOnce() -> Vec<(u64, u64, u64)>,
+    ) -> Result<Self, TaskError> {
+        let list = match ctx.restored_state() {
+            None => fresh(),
+            Some(elements) => elements
+                .iter()
+                .map(|e| match e.as_slice().try_into() {
+                    Ok::<[u8; 24], _>(b) => {
+                        let word = |i: usize| {
+                            u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default())
+                        };
+                        Ok((word(0), word(1), word(2).max(1)))
+                    }
+                    Err(_) => Err(TaskError::State(format!(
+                        "a source position must be 24 bytes, the restored one has {}",
+                        e.len()
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(Progressions(list.into_iter().filter(|(s, e, _)| s < e).collect()))
+    }
+
+    /// The next number to emit, without consuming it.
+    pub(crate) fn peek(&self) -> Option<u64> {
+        self.0.front().map(|(s, _, _)| *s)
+    }
+
+    /// Consumes the next number.
+    pub(crate) fn advance(&mut self) {
+        if let Some((start, end, step)) = self.0.front_mut() {
+            *start = start.saturating_add(*step);
+            if *start >= *end {
+                self.0.pop_front();
+            }
+        }
+    }
+
+    /// The operator state: one 24-byte element per progression.
+    pub(crate) fn encode(&self) -> Vec<Vec<u8>> {
+        self.0
+            .iter()
+            .map(|(s, e, step)| [s.to_le_bytes(), e.to_le_bytes(), step.to_le_bytes()].concat())
+            .collect()
+    }
+
+    /// Emits `item(n)` for every remaining number, with a snapshot point after each.
+    fn emit_all<T>(
+        &mut self,
+        ctx: &mut SourceContext<'_, T>,
+        mut item: impl FnMut(u64) -> Option<T>,
+    ) -> Result<(), TaskError> {
+        while let Some(n) = self.peek() {
+            self.advance();
+            if let Some(record) = item(n) {
+                ctx.collect(record)?;
+            }
+            ctx.snapshot_point(|| self.encode())?;
+        }
+        Ok(())
+    }
 }
 
 /// Emits every `parallelism`-th element of a collection, starting at the subtask's index.
@@ -72,13 +272,13 @@ pub(crate) struct CollectionSource<T> {
 impl<T: Clone + 'static> SourceFunction<T> for CollectionSource<T> {
     fn run(&mut self, ctx: &mut SourceContext<'_, T>) -> Result<(), TaskError> {
         let (index, parallelism) = (
-            ctx.runtime.subtask_index as usize,
-            ctx.runtime.parallelism as usize,
+            ctx.runtime.subtask_index as u64,
+            ctx.runtime.parallelism as u64,
         );
-        for item in self.items.iter().skip(index).step_by(parallelism) {
-            ctx.collect(item.clone())?;
-        }
-        Ok(())
+        let len = self.items.len() as u64;
+        let mut todo = Progressions::restore_or(ctx, || vec![(index, len, parallelism)])?;
+        let items = self.items.clone();
+        todo.emit_all(ctx, |i| items.get(i as usize).cloned())
     }
 }
 
@@ -101,13 +301,11 @@ impl SourceFunction<u64> for SequenceSource {
         }
         let total = self.to - self.from + 1;
         let (start, end) = split_range(total, ctx.runtime.subtask_index, ctx.runtime.parallelism);
-        for n in start..end {
-            ctx.collect(self.from + n)?;
-        }
-        Ok(())
+        let mut todo = Progressions::restore_or(ctx, || vec![(start, end, 1)])?;
+        let from = self.from;
+        todo.emit_all(ctx, |n| Some(from + n))
     }
 }
-
 /// Lines of a text file or of every visible file in a directory. The files' bytes are split into
 /// one contiguous range per subtask; a line belongs to the subtask whose range holds its first
 /// byte, so every line is read exactly once whatever the parallelism.
@@ -150,26 +348,38 @@ impl SourceFunction<String> for TextFileSource {
         let files = list_input_files(&self.path)?;
         let total: u64 = files.iter().map(|(_, len)| len).sum();
         let (start, end) = split_range(total, ctx.runtime.subtask_index, ctx.runtime.parallelism);
-        let mut file_start = 0u64;
-        for (path, len) in files {
-            let file_end = file_start + len;
-            if file_end > start && file_start < end {
-                let from = start.saturating_sub(file_start);
-                let to = end.min(file_end) - file_start;
-                read_lines(&path, from, to, ctx)?;
+        // The position: byte ranges (of all files' bytes in order) whose line starts are due.
+        let mut todo = Progressions::restore_or(ctx, || vec![(start, end, 1)])?;
+        while let Some((start, end, _)) = todo.0.pop_front() {
+            let mut file_start = 0u64;
+            for (path, len) in &files {
+                let file_end = file_start + len;
+                if file_end > start && file_start < end {
+                    let from = start.saturating_sub(file_start);
+                    let to = end.min(file_end) - file_start;
+                    read_lines(path, from, to, ctx, |next_line| {
+                        // After a line, the rest of this range and the ranges after it.
+                        let mut rest = todo.clone();
+                        rest.0.push_front((file_start + next_line, end, 1));
+                        rest.0.retain(|(s, e, _)| s < e);
+                        rest.encode()
+                    })?;
+                }
+                file_start = file_end;
             }
-            file_start = file_end;
         }
         Ok(())
     }
 }
 
-/// Emits the lines of `path` whose first byte lies in `[from, to)`.
+/// Emits the lines of `path` whose first byte lies in `[from, to)`; `position(p)` is the
+/// source's state when the next line starts at byte `p` of this file.
 fn read_lines(
     path: &Path,
     from: u64,
     to: u64,
     ctx: &mut SourceContext<'_, String>,
+    position: impl Fn(u64) -> Vec<Vec<u8>>,
 ) -> Result<(), TaskError> {
     let err = |e| TaskError::io(format!("cannot read input {}", path.display()), e);
     let mut file = File::open(path).map_err(err)?;
@@ -195,6 +405,7 @@ fn read_lines(
         }
         ctx.collect(String::from_utf8_lossy(&line).into_owned())?;
         line.clear();
+        ctx.snapshot_point(|| position(pos))?;
     }
     Ok(())
 }
@@ -213,25 +424,27 @@ impl<T, F: Fn(u64) -> T + 'static> SourceFunction<T> for GeneratorSource<F> {
             ctx.runtime.subtask_index as u64,
             ctx.runtime.parallelism as u64,
         );
+        let end = self.count.unwrap_or(u64::MAX);
+        let mut todo = Progressions::restore_or(ctx, || vec![(index, end, parallelism)])?;
         let per_subtask_rate = self.rate as f64 / parallelism as f64;
         let started = Instant::now();
         let mut n = 0u64;
-        loop {
-            let global = n * parallelism + index;
-            if self.count.is_some_and(|count| global >= count) {
-                return Ok(());
-            }
+        while let Some(global) = todo.peek() {
             if per_subtask_rate > 0.0 {
                 // Emit in small bursts, then wait until the schedule catches up.
                 let due = Duration::from_secs_f64(n as f64 / per_subtask_rate);
                 let elapsed = started.elapsed();
                 if due > elapsed {
                     ctx.idle(due - elapsed)?;
+                    ctx.snapshot_point(|| todo.encode())?;
                 }
             }
+            todo.advance();
             ctx.collect((self.f)(global))?;
+            ctx.snapshot_point(|| todo.encode())?;
             n += 1;
         }
+        Ok(())
     }
 }
 
@@ -248,6 +461,19 @@ mod tests {
         fn tick(&mut self) -> Result<(), TaskError> {
             Ok(())
         }
+        fn control(&mut self) -> Option<TaskControl> {
+            None
+        }
+        fn wait_control(&mut self, _timeout: Duration) -> Option<TaskControl> {
+            None
+        }
+        fn acknowledge(&mut self, _id: u64, _state: Result<SubtaskState, String>) {}
+        fn storage(&self) -> (&dyn StateStorage, &str) {
+            (&crate::checkpoint::LocalFileStorage, "test")
+        }
+        fn checkpointing(&self) -> bool {
+            false
+        }
     }
 
     fn run_all<T: 'static>(
@@ -259,12 +485,8 @@ mod tests {
                 let got = Rc::new(RefCell::new(Vec::new()));
                 let mut out = Collect(got.clone(), Rc::new(RefCell::new(false)));
                 let runtime = RuntimeContext::standalone(i, parallelism);
-                let mut ctx = SourceContext {
-                    out: &mut out,
-                    runtime: &runtime,
-                    hooks: &mut NoHooks,
-                    since_tick: 0,
-                };
+                let mut hooks = NoHooks;
+                let mut ctx = SourceContext::new(&mut out, &runtime, &mut hooks);
                 make().run(&mut ctx).unwrap();
                 got.take()
             })

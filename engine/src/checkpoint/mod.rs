@@ -9,8 +9,19 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub mod assign;
+pub mod coordinator;
+pub mod metadata;
+pub mod stats;
 pub mod storage;
 
+pub use assign::{assign, key_group_range};
+pub use coordinator::{
+    CheckpointAction, CheckpointCoordinator, CheckpointSettings, CompletedCheckpoint, RestorePlan,
+    Retention, TaskKey, TaskPhase, Terminal, VertexTopology,
+};
+pub use metadata::{CheckpointMetadata, OperatorMetadata, RestoreError, load_metadata, validate};
+pub use stats::{CheckpointConfigInfo, CheckpointingStatistics};
 pub use storage::{LocalFileStorage, StateStorage};
 
 /// One file of a snapshot.
@@ -58,6 +69,7 @@ pub struct OperatorSubtaskState {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubtaskState {
     /// Per operator id.
+    #[serde(with = "id_map")]
     pub operators: BTreeMap<u32, OperatorSubtaskState>,
 }
 
@@ -79,6 +91,7 @@ pub struct TaskRestore {
     /// relative to it.
     pub metadata_dir: String,
     /// Per operator id. An operator missing here starts empty.
+    #[serde(with = "id_map")]
     pub operators: BTreeMap<u32, OperatorRestore>,
 }
 
@@ -111,5 +124,26 @@ impl SnapshotLocation {
     /// referenced from the metadata.
     pub fn shared_reference(name: &str) -> String {
         format!("../shared/{name}")
+    }
+}
+
+/// Maps keyed by operator id, written as a list of `[id, value]` pairs: the control messages
+/// are internally tagged enums, and serde cannot read integer map keys back through those.
+mod id_map {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<T: Serialize, S: Serializer>(
+        map: &BTreeMap<u32, T>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.iter())
+    }
+
+    pub(super) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<u32, T>, D::Error> {
+        Ok(Vec::<(u32, T)>::deserialize(d)?.into_iter().collect())
     }
 }

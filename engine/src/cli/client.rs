@@ -149,9 +149,31 @@ impl RestClient {
         args: &[String],
         parallelism: Option<u32>,
     ) -> Result<JobId, ClientError> {
+        self.submit_with(job, args, parallelism, &[], None).await
+    }
+
+    /// Submits a job with job-scoped configuration and a savepoint to start from.
+    pub async fn submit_with(
+        &self,
+        job: &str,
+        args: &[String],
+        parallelism: Option<u32>,
+        config: &[(String, String)],
+        savepoint: Option<&str>,
+    ) -> Result<JobId, ClientError> {
         let mut body = json!({ "job": job, "args": args });
         if let Some(p) = parallelism {
             body["parallelism"] = json!(p);
+        }
+        if !config.is_empty() {
+            let map: serde_json::Map<String, Value> = config
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            body["config"] = Value::Object(map);
+        }
+        if let Some(path) = savepoint {
+            body["savepointPath"] = json!(path);
         }
         let answer = self
             .call(reqwest::Method::POST, "/v1/sluice/jobs", Some(body))
@@ -159,6 +181,55 @@ impl RestClient {
         field_str(&answer, "jobid")?
             .parse()
             .map_err(ClientError::Malformed)
+    }
+
+    /// Triggers a savepoint (`POST /jobs/:id/savepoints`) or a stop with savepoint
+    /// (`POST /jobs/:id/stop`); returns the request id.
+    pub async fn trigger_savepoint(
+        &self,
+        id: JobId,
+        target: Option<&str>,
+        stop: bool,
+    ) -> Result<String, ClientError> {
+        let (path, body) = if stop {
+            (
+                format!("/v1/jobs/{id}/stop"),
+                json!({ "targetDirectory": target, "drain": false }),
+            )
+        } else {
+            (
+                format!("/v1/jobs/{id}/savepoints"),
+                json!({ "target-directory": target, "cancel-job": false }),
+            )
+        };
+        let answer = self
+            .call(reqwest::Method::POST, &path, Some(body))
+            .await?;
+        field_str(&answer, "request-id").map(str::to_string)
+    }
+
+    /// Polls a savepoint request until it is done: its path, or why it failed.
+    pub async fn await_savepoint(
+        &self,
+        id: JobId,
+        request: &str,
+    ) -> Result<Result<String, String>, ClientError> {
+        loop {
+            let answer = self
+                .get(&format!("/v1/jobs/{id}/savepoints/{request}"))
+                .await?;
+            if answer["status"]["id"] == "COMPLETED" {
+                let op = &answer["operation"];
+                return Ok(match op["location"].as_str() {
+                    Some(location) => Ok(location.to_string()),
+                    None => Err(op["failure-cause"]["stack-trace"]
+                        .as_str()
+                        .unwrap_or("the savepoint failed")
+                        .to_string()),
+                });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
     }
 
     /// `GET /jobs/:id` as it came.

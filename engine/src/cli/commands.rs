@@ -57,6 +57,25 @@ pub enum Command {
         /// The job's id.
         job_id: String,
     },
+    /// Takes a savepoint of a running job (into DIR or execution.checkpointing.savepoint-dir).
+    Savepoint {
+        #[command(flatten)]
+        target: Target,
+        /// The job's id.
+        job_id: String,
+        /// Where the savepoint goes.
+        target_directory: Option<String>,
+    },
+    /// Stops a job with a savepoint: the job ends FINISHED and can resume from the savepoint.
+    Stop {
+        #[command(flatten)]
+        target: Target,
+        /// Where the savepoint goes (default: execution.checkpointing.savepoint-dir).
+        #[arg(short = 'p', long = "savepointPath", value_name = "DIR")]
+        savepoint_path: Option<String>,
+        /// The job's id.
+        job_id: String,
+    },
     /// Lists the bundled example jobs and their arguments.
     Examples,
     /// Checks the output of the `counting` example: every record exactly once.
@@ -92,6 +111,9 @@ pub struct RunArgs {
     /// Parallelism of the job's operators (default: parallelism.default).
     #[arg(short = 'p', long = "parallelism")]
     pub parallelism: Option<u32>,
+    /// Starts the job from a savepoint or a retained checkpoint directory.
+    #[arg(short = 's', long = "fromSavepoint", value_name = "PATH")]
+    pub from_savepoint: Option<String>,
     /// Detached: print the job id and return instead of waiting for the result.
     #[arg(short = 'd', long = "detached")]
     pub detached: bool,
@@ -224,7 +246,62 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             println!("Cancelled job {id}.");
             Ok(std::process::ExitCode::SUCCESS)
         }
-        Command::Run(args) => run(config, args).await,
+        Command::Savepoint {
+            target,
+            job_id,
+            target_directory,
+        } => {
+            let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
+            let client = RestClient::new(&rest_address(&config, &target))?;
+            println!("Triggering savepoint for job {id}.");
+            let request = client
+                .trigger_savepoint(id, target_directory.as_deref(), false)
+                .await?;
+            println!("Waiting for response...");
+            savepoint_outcome(client.await_savepoint(id, &request).await?)
+        }
+        Command::Stop {
+            target,
+            savepoint_path,
+            job_id,
+        } => {
+            let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
+            let client = RestClient::new(&rest_address(&config, &target))?;
+            println!("Suspending job \"{id}\" with a savepoint.");
+            let request = client
+                .trigger_savepoint(id, savepoint_path.as_deref(), true)
+                .await?;
+            savepoint_outcome(client.await_savepoint(id, &request).await?)
+        }
+        Command::Run(args) => {
+            let job_config = job_scoped(&cli.dynamic);
+            run(config, args, job_config).await
+        }
+    }
+}
+
+/// The `-D` overrides a job may carry to the cluster (checkpointing, state, restart strategy).
+fn job_scoped(dynamic: &[String]) -> Vec<(String, String)> {
+    dynamic
+        .iter()
+        .filter_map(|d| d.split_once('='))
+        .filter(|(k, _)| {
+            crate::jobmanager::service::JOB_SCOPED_PREFIXES
+                .iter()
+                .any(|p| k.trim().starts_with(p))
+        })
+        .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        .collect()
+}
+
+fn savepoint_outcome(outcome: Result<String, String>) -> Result<std::process::ExitCode> {
+    match outcome {
+        Ok(path) => {
+            println!("Savepoint completed. Path: {path}");
+            println!("You can resume your program from this savepoint with the run command (-s).");
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Err(cause) => bail!("the savepoint failed: {cause}"),
     }
 }
 
@@ -258,7 +335,11 @@ async fn wait_for_shutdown() {
     }
 }
 
-async fn run(config: Config, args: RunArgs) -> Result<std::process::ExitCode> {
+async fn run(
+    config: Config,
+    args: RunArgs,
+    job_config: Vec<(String, String)>,
+) -> Result<std::process::ExitCode> {
     let local = match args.deployment.as_deref() {
         Some("local") => true,
         Some("remote") => false,
@@ -287,10 +368,12 @@ async fn run(config: Config, args: RunArgs) -> Result<std::process::ExitCode> {
     let client = RestClient::new(&address)?;
     let started = Instant::now();
     let job_id = client
-        .submit(
+        .submit_with(
             &args.job,
             &args.args,
             args.parallelism.or(Some(parallelism)),
+            &job_config,
+            args.from_savepoint.as_deref(),
         )
         .await?;
     println!("Job has been submitted with JobID {job_id}");

@@ -63,6 +63,99 @@ pub struct Config {
     pub jobstore: JobStoreOptions,
     /// Security options (`security.*`).
     pub security: SecurityOptions,
+    /// Checkpointing options (`execution.checkpointing.*`).
+    pub checkpointing: CheckpointingOptions,
+    /// State backend options (`state.backend.*`).
+    pub state: StateOptions,
+}
+
+/// Which keyed-state backend jobs use (`state.backend.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateBackendKind {
+    /// `hashmap`: state in memory, written out whole at each checkpoint.
+    HashMap,
+    /// `rocksdb`: state in a RocksDB instance per subtask on local disk; incremental checkpoints.
+    RocksDb,
+}
+
+impl StateBackendKind {
+    /// The name in `state.backend.type`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StateBackendKind::HashMap => "hashmap",
+            StateBackendKind::RocksDb => "rocksdb",
+        }
+    }
+}
+
+/// Checkpointing modes (`execution.checkpointing.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointingMode {
+    /// Barriers are aligned: every record is in the state exactly once.
+    ExactlyOnce,
+    /// Barriers are not aligned: after a restore some records may be processed twice.
+    AtLeastOnce,
+}
+
+/// What happens to a job's checkpoints when it ends
+/// (`execution.checkpointing.externalized-checkpoint-retention`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointRetention {
+    /// `NO_EXTERNALIZED_CHECKPOINTS` / `DELETE_ON_CANCELLATION`: deleted when the job finishes
+    /// or is cancelled, kept when it fails.
+    DeleteOnCancellation,
+    /// `RETAIN_ON_CANCELLATION`: kept when the job is cancelled or fails.
+    RetainOnCancellation,
+}
+
+/// Flink's `execution.checkpointing.*` keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointingOptions {
+    /// `execution.checkpointing.interval` (default unset: no periodic checkpoints).
+    pub interval: Option<Duration>,
+    /// `execution.checkpointing.timeout` (default 10 min).
+    pub timeout: Duration,
+    /// `execution.checkpointing.min-pause` (default 0).
+    pub min_pause: Duration,
+    /// `execution.checkpointing.max-concurrent-checkpoints` (default 1).
+    pub max_concurrent: u32,
+    /// `execution.checkpointing.tolerable-failed-checkpoints` (default 0).
+    pub tolerable_failures: u32,
+    /// `execution.checkpointing.num-retained` (default 1).
+    pub num_retained: u32,
+    /// `execution.checkpointing.mode` (default EXACTLY_ONCE).
+    pub mode: CheckpointingMode,
+    /// `execution.checkpointing.dir` (default unset): where checkpoints are written.
+    pub dir: Option<PathBuf>,
+    /// `execution.checkpointing.savepoint-dir` (default unset): default savepoint target.
+    pub savepoint_dir: Option<PathBuf>,
+    /// `execution.checkpointing.incremental` (default false).
+    pub incremental: bool,
+    /// `execution.checkpointing.externalized-checkpoint-retention`.
+    pub retention: CheckpointRetention,
+}
+
+/// Flink's `state.backend.*` keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateOptions {
+    /// `state.backend.type` (default hashmap).
+    pub backend: StateBackendKind,
+    /// `state.backend.rocksdb.localdir` (default unset: the system's temporary directory).
+    pub rocksdb_localdir: Option<PathBuf>,
+}
+
+impl StateOptions {
+    /// A TaskManager's directory for local state (RocksDB instances of its subtasks).
+    pub fn local_dir(&self, resource_id: &str) -> PathBuf {
+        let safe: String = resource_id
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .collect();
+        self.rocksdb_localdir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir)
+            .join(format!("sluice-state-{safe}"))
+    }
 }
 
 /// JobManager RPC endpoint options.
@@ -311,6 +404,23 @@ impl Config {
             security: SecurityOptions {
                 cluster_secret: None,
                 cluster_secret_file: None,
+            },
+            checkpointing: CheckpointingOptions {
+                interval: None,
+                timeout: Duration::ZERO,
+                min_pause: Duration::ZERO,
+                max_concurrent: 0,
+                tolerable_failures: 0,
+                num_retained: 0,
+                mode: CheckpointingMode::ExactlyOnce,
+                dir: None,
+                savepoint_dir: None,
+                incremental: false,
+                retention: CheckpointRetention::DeleteOnCancellation,
+            },
+            state: StateOptions {
+                backend: StateBackendKind::HashMap,
+                rocksdb_localdir: None,
             },
         }
     }

@@ -9,7 +9,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
-use super::{Config, ConfigError, RestartStrategyKind, SchedulerKind};
+use super::{
+    CheckpointRetention, CheckpointingMode, Config, ConfigError, RestartStrategyKind,
+    SchedulerKind, StateBackendKind,
+};
 
 /// One configuration option: its key, default and documentation.
 #[derive(Debug)]
@@ -388,6 +391,72 @@ impl ConfigEnum for RestartStrategyKind {
     ];
 }
 
+impl ConfigEnum for StateBackendKind {
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("hashmap", StateBackendKind::HashMap),
+        ("rocksdb", StateBackendKind::RocksDb),
+    ];
+}
+
+impl ConfigEnum for CheckpointingMode {
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("EXACTLY_ONCE", CheckpointingMode::ExactlyOnce),
+        ("AT_LEAST_ONCE", CheckpointingMode::AtLeastOnce),
+    ];
+}
+
+impl ConfigEnum for CheckpointRetention {
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        (
+            "NO_EXTERNALIZED_CHECKPOINTS",
+            CheckpointRetention::DeleteOnCancellation,
+        ),
+        (
+            "DELETE_ON_CANCELLATION",
+            CheckpointRetention::DeleteOnCancellation,
+        ),
+        (
+            "RETAIN_ON_CANCELLATION",
+            CheckpointRetention::RetainOnCancellation,
+        ),
+    ];
+}
+
+/// `true` or `false`.
+struct Bool;
+
+impl Codec for Bool {
+    type Value = bool;
+    const TYPE_NAME: &'static str = "boolean";
+    fn parse(&self, raw: &str) -> Result<bool, Rejection> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(Rejection::Invalid("expected true or false".into())),
+        }
+    }
+    fn render(&self, value: &bool) -> String {
+        value.to_string()
+    }
+}
+
+/// A duration that may be unset; empty means unset, zero is refused.
+struct OptDur;
+
+impl Codec for OptDur {
+    type Value = Option<Duration>;
+    const TYPE_NAME: &'static str = "duration (optional)";
+    fn parse(&self, raw: &str) -> Result<Option<Duration>, Rejection> {
+        if raw.trim().is_empty() {
+            return Ok(None);
+        }
+        POSITIVE_DURATION.parse(raw).map(Some)
+    }
+    fn render(&self, value: &Option<Duration>) -> String {
+        value.map(format_duration).unwrap_or_default()
+    }
+}
+
 /// An optional enum: empty means unset.
 struct OptChoice<E>(PhantomData<E>);
 
@@ -497,6 +566,39 @@ options! {
     "execution.buffer-timeout" => network.buffer_timeout: ANY_DURATION,
         default "100 ms",
         doc "How long an output buffer may wait to fill before it is flushed (0 flushes every record).";
+    "execution.checkpointing.dir" => checkpointing.dir: OptionalPath,
+        default "",
+        doc "Directory (shared by all processes) where checkpoints are written; required with an interval.";
+    "execution.checkpointing.externalized-checkpoint-retention" => checkpointing.retention: Choice::<CheckpointRetention>(PhantomData),
+        default "NO_EXTERNALIZED_CHECKPOINTS",
+        doc "NO_EXTERNALIZED_CHECKPOINTS / DELETE_ON_CANCELLATION delete checkpoints when a job finishes or is cancelled; RETAIN_ON_CANCELLATION keeps them on cancel.";
+    "execution.checkpointing.incremental" => checkpointing.incremental: Bool,
+        default "false",
+        doc "RocksDB checkpoints upload only the files that are new since the last completed one.";
+    "execution.checkpointing.interval" => checkpointing.interval: OptDur,
+        default "",
+        doc "Time between periodic checkpoints; unset: no checkpoints.";
+    "execution.checkpointing.max-concurrent-checkpoints" => checkpointing.max_concurrent: AT_LEAST_ONE,
+        default "1",
+        doc "Checkpoints that may be in progress at the same time.";
+    "execution.checkpointing.min-pause" => checkpointing.min_pause: ANY_DURATION,
+        default "0 ms",
+        doc "Least time between the end of one checkpoint and the start of the next.";
+    "execution.checkpointing.mode" => checkpointing.mode: Choice::<CheckpointingMode>(PhantomData),
+        default "EXACTLY_ONCE",
+        doc "EXACTLY_ONCE aligns barriers at tasks with several inputs; AT_LEAST_ONCE does not.";
+    "execution.checkpointing.num-retained" => checkpointing.num_retained: AT_LEAST_ONE,
+        default "1",
+        doc "Completed checkpoints kept; older ones are deleted.";
+    "execution.checkpointing.savepoint-dir" => checkpointing.savepoint_dir: OptionalPath,
+        default "",
+        doc "Default target directory of savepoints.";
+    "execution.checkpointing.timeout" => checkpointing.timeout: POSITIVE_DURATION,
+        default "10 min",
+        doc "A checkpoint not complete after this long is given up.";
+    "execution.checkpointing.tolerable-failed-checkpoints" => checkpointing.tolerable_failures: ANY_COUNT,
+        default "0",
+        doc "Consecutive failed checkpoints tolerated before the job fails over.";
     "heartbeat.interval" => heartbeat.interval: POSITIVE_DURATION,
         default "10 s",
         doc "How often the JobManager and TaskManagers send each other heartbeats.";
@@ -582,6 +684,12 @@ options! {
     "slot.request.timeout" => slot_request_timeout: POSITIVE_DURATION,
         default "5 min",
         doc "How long a job waits for a slot before its request fails.";
+    "state.backend.rocksdb.localdir" => state.rocksdb_localdir: OptionalPath,
+        default "",
+        doc "Local directory of the TaskManagers' RocksDB instances; unset: the system's temporary directory.";
+    "state.backend.type" => state.backend: Choice::<StateBackendKind>(PhantomData),
+        default "hashmap",
+        doc "Keyed state backend: hashmap (in memory) or rocksdb (on local disk).";
     "taskmanager.bind-host" => taskmanager.bind_host: Text,
         default "localhost",
         doc "Local address the TaskManager's endpoints bind to (0.0.0.0 for all interfaces).";
@@ -680,7 +788,7 @@ mod tests {
             Some("taskmanager.numberOfTaskSlots")
         );
         assert_eq!(suggest("rest.prot"), Some("rest.port"));
-        assert_eq!(suggest("state.backend.type"), None);
+        assert_eq!(suggest("web.submit.enable"), None);
         assert_eq!(suggest("foo"), None);
     }
 

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::{JobProgram, Params};
-use crate::api::StreamExecutionEnvironment;
+use crate::api::{Collector, KeyedProcessFunction, StreamExecutionEnvironment, TaskError};
+use crate::state::ValueState;
 
 pub(crate) struct Counting;
 
@@ -40,18 +41,36 @@ impl JobProgram for Counting {
             _ => return Err("--output DIR is required".into()),
         };
         let rate = params.number("rate", 0)?;
-        env.generate_bounded(records, rate, move |seq| (seq, seq % keys, 1u64))
+        env.generate_bounded(records, rate, move |seq| (seq, seq % keys))
             .name("Sequence Source")
-            .key_by(|r: &(u64, u64, u64)| r.1)
-            .reduce(
-                |(_, _, count): (u64, u64, u64), (seq, key, _): (u64, u64, u64)| {
-                    (seq, key, count + 1)
-                },
-            )
+            .key_by(|r: &(u64, u64)| r.1)
+            .process(|state| {
+                Ok(CountPerKey {
+                    count: state.value_state("count")?,
+                })
+            })
             .name("Count per Key")
             .map(|(seq, key, count): (u64, u64, u64)| format!("{seq} {key} {count}"))
             .sink_to_directory(output);
         Ok(format!("Counting ({records} records, {keys} keys)"))
+    }
+}
+
+/// Counts the records of each key in keyed state and emits `(seq, key, count)`.
+struct CountPerKey {
+    count: ValueState<u64>,
+}
+
+impl KeyedProcessFunction<u64, (u64, u64), (u64, u64, u64)> for CountPerKey {
+    fn process(
+        &mut self,
+        key: &u64,
+        (seq, _): (u64, u64),
+        out: &mut Collector<'_, (u64, u64, u64)>,
+    ) -> Result<(), TaskError> {
+        let count = self.count.value()?.unwrap_or(0) + 1;
+        self.count.update(count)?;
+        out.collect((seq, *key, count))
     }
 }
 

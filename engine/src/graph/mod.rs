@@ -40,6 +40,10 @@ pub(crate) trait InputProcessor {
     fn process(&mut self, buffer: &[u8]) -> Result<u64, TaskError>;
     /// All inputs ended.
     fn finish(&mut self) -> Result<(), TaskError>;
+    /// A checkpoint barrier was aligned: snapshot the chain and pass the barrier downstream.
+    fn snapshot(&mut self, snap: &mut crate::api::SnapshotContext<'_>) -> Result<(), TaskError>;
+    /// A checkpoint completed.
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError>;
 }
 
 /// How records of an edge are distributed over the consumer's parallel subtasks.

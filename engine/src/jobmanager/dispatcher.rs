@@ -11,7 +11,12 @@ use super::restart::RestartPolicy;
 use crate::api::StreamExecutionEnvironment;
 use crate::examples;
 use crate::ids::{ExecutionId, JobId, ResourceId};
-use crate::rpc::messages::{ExecutionState, JmToTm, ProgramSpec, TaskMetrics};
+use crate::checkpoint::{
+    CheckpointCoordinator, CheckpointSettings, LocalFileStorage, Retention, SubtaskState,
+};
+use crate::config::{CheckpointRetention, CheckpointingMode, Config};
+use crate::rpc::messages::{ExecutionState, JmToTm, ProgramSpec, TaskMetrics, TaskStateConfig};
+use std::sync::Arc;
 
 /// Limits the Dispatcher enforces, from the configuration.
 #[derive(Clone, Debug)]
@@ -26,6 +31,59 @@ pub struct DispatcherSettings {
     pub jobstore_expiration_ms: u64,
     /// The restart strategy of new jobs.
     pub restart: RestartPolicy,
+}
+
+/// A job's own settings: restart strategy, checkpointing and state, from the cluster's
+/// configuration with the job's overrides applied.
+#[derive(Clone, Debug)]
+pub struct JobSettings {
+    /// The restart strategy.
+    pub restart: RestartPolicy,
+    /// The checkpoint coordinator's settings.
+    pub checkpoints: CheckpointSettings,
+    /// What subtasks are told about state (the restore part is filled per subtask).
+    pub state: TaskStateConfig,
+    /// A savepoint or retained checkpoint to start from (`run -s PATH`).
+    pub restore_from: Option<String>,
+}
+
+impl JobSettings {
+    /// The settings `config` gives a job; refused when checkpoints would have nowhere to go.
+    pub fn from_config(config: &Config) -> Result<JobSettings, SubmitError> {
+        let c = &config.checkpointing;
+        if c.interval.is_some() && c.dir.is_none() {
+            return Err(SubmitError::BadConfig(
+                "execution.checkpointing.interval is set but execution.checkpointing.dir is not: checkpoints need a directory every JobManager and TaskManager can reach".into(),
+            ));
+        }
+        let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        Ok(JobSettings {
+            restart: RestartPolicy::from_config(&config.restart, c.interval.is_some()),
+            checkpoints: CheckpointSettings {
+                interval: c.interval,
+                timeout: c.timeout,
+                min_pause: c.min_pause,
+                max_concurrent: c.max_concurrent,
+                tolerable_failures: c.tolerable_failures,
+                num_retained: c.num_retained,
+                exactly_once: c.mode == CheckpointingMode::ExactlyOnce,
+                dir: path(&c.dir),
+                savepoint_dir: path(&c.savepoint_dir),
+                retention: match c.retention {
+                    CheckpointRetention::DeleteOnCancellation => Retention::DeleteOnCancellation,
+                    CheckpointRetention::RetainOnCancellation => Retention::RetainOnCancellation,
+                },
+            },
+            state: TaskStateConfig {
+                backend: config.state.backend.name().into(),
+                incremental: c.incremental,
+                checkpointing: c.interval.is_some(),
+                exactly_once: c.mode == CheckpointingMode::ExactlyOnce,
+                restore: None,
+            },
+            restore_from: None,
+        })
+    }
 }
 
 /// Why a submission was refused.
@@ -52,6 +110,12 @@ pub enum SubmitError {
     /// A job with that id exists.
     #[error("a job with id {0} already exists")]
     Duplicate(JobId),
+    /// The job's configuration cannot work.
+    #[error("invalid job configuration: {0}")]
+    BadConfig(String),
+    /// The savepoint or checkpoint to start from cannot be used.
+    #[error("cannot restore from the given savepoint: {0}")]
+    BadRestore(String),
 }
 
 /// Why a cancellation was refused.
@@ -63,6 +127,17 @@ pub enum CancelError {
     /// The job has ended already.
     #[error("job {0} has already ended ({1})")]
     Ended(JobId, &'static str),
+}
+
+/// Why a savepoint request was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SavepointError {
+    /// No such job.
+    #[error("job {0} not found")]
+    NotFound(JobId),
+    /// The job cannot take one now (not running, no directory, ...).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A message for one TaskManager.
@@ -94,6 +169,7 @@ impl Dispatcher {
         job_id: JobId,
         program: ProgramSpec,
         parallelism: u32,
+        job: JobSettings,
         now: u64,
     ) -> Result<Outbox, SubmitError> {
         if parallelism == 0 {
@@ -115,14 +191,26 @@ impl Dispatcher {
             .into_graph()
             .job_graph(&name, parallelism)
             .map_err(|e| SubmitError::BadGraph(e.to_string()))?;
+        let coordinator = CheckpointCoordinator::new(
+            job_id.to_string(),
+            job.checkpoints,
+            JobMaster::topology(&graph),
+            Arc::new(LocalFileStorage),
+        );
         let mut jm = JobMaster::new(
             job_id,
             program,
             parallelism,
             graph,
-            self.settings.restart.clone(),
+            job.restart,
+            coordinator,
             now,
         );
+        jm.state = job.state;
+        if let Some(path) = &job.restore_from {
+            jm.restore_from(path)
+                .map_err(|e| SubmitError::BadRestore(e.to_string()))?;
+        }
         let actions = jm.start(now);
         self.jobs.insert(job_id, jm);
         Ok(self.run(actions, now))
@@ -173,6 +261,52 @@ impl Dispatcher {
             None => Vec::new(),
         };
         self.run(actions, now)
+    }
+
+    /// A subtask acknowledged a checkpoint.
+    pub fn acknowledge_checkpoint(
+        &mut self,
+        id: ExecutionId,
+        checkpoint_id: u64,
+        state: SubtaskState,
+        now: u64,
+    ) -> Outbox {
+        let actions = match self.jobs.get_mut(&id.job) {
+            Some(jm) => jm.acknowledge_checkpoint(id, checkpoint_id, state, now),
+            None => Vec::new(),
+        };
+        self.run(actions, now)
+    }
+
+    /// A subtask declined a checkpoint.
+    pub fn decline_checkpoint(
+        &mut self,
+        id: ExecutionId,
+        checkpoint_id: u64,
+        reason: String,
+        now: u64,
+    ) -> Outbox {
+        let actions = match self.jobs.get_mut(&id.job) {
+            Some(jm) => jm.decline_checkpoint(id, checkpoint_id, reason, now),
+            None => Vec::new(),
+        };
+        self.run(actions, now)
+    }
+
+    /// Triggers a savepoint of a running job (and stops it afterwards with `stop`); returns
+    /// the request id to poll.
+    pub fn trigger_savepoint(
+        &mut self,
+        job: JobId,
+        target: Option<String>,
+        stop: bool,
+        now: u64,
+    ) -> Result<(String, Outbox), SavepointError> {
+        let jm = self.jobs.get_mut(&job).ok_or(SavepointError::NotFound(job))?;
+        let (request_id, actions) = jm
+            .trigger_savepoint(target, stop, now)
+            .map_err(SavepointError::Refused)?;
+        Ok((request_id, self.run(actions, now)))
     }
 
     /// Metrics from a heartbeat.
@@ -271,6 +405,38 @@ impl Dispatcher {
                     resource_id,
                     execution,
                 } => out.push((resource_id, JmToTm::Cancel { execution })),
+                Action::TriggerCheckpoint {
+                    resource_id,
+                    execution,
+                    timestamp,
+                    location,
+                } => out.push((
+                    resource_id,
+                    JmToTm::TriggerCheckpoint {
+                        execution,
+                        timestamp,
+                        location,
+                    },
+                )),
+                Action::NotifyCheckpoint {
+                    resource_id,
+                    execution,
+                    checkpoint_id,
+                    complete,
+                } => out.push((
+                    resource_id,
+                    if complete {
+                        JmToTm::NotifyCheckpointComplete {
+                            execution,
+                            checkpoint_id,
+                        }
+                    } else {
+                        JmToTm::NotifyCheckpointAborted {
+                            execution,
+                            checkpoint_id,
+                        }
+                    },
+                )),
                 Action::Reset { job, resource_ids } => {
                     self.rm.release(job);
                     out.extend(
@@ -302,6 +468,10 @@ mod tests {
     use super::*;
     use crate::jobmanager::jobmaster::{JobStatus, NO_RESOURCE};
     use crate::rpc::messages::Hardware;
+
+    fn job() -> JobSettings {
+        JobSettings::from_config(&Config::default()).unwrap()
+    }
 
     fn settings() -> DispatcherSettings {
         DispatcherSettings {
@@ -338,7 +508,7 @@ mod tests {
     fn too_little_parallelism_waits_then_fails_and_never_runs_smaller() {
         let mut d = Dispatcher::new(settings());
         d.register_taskmanager(tm("a", 2, 0), 0);
-        let out = d.submit(JobId(1), spec("stream-sum", &[]), 3, 0).unwrap();
+        let out = d.submit(JobId(1), spec("stream-sum", &[]), 3, job(), 0).unwrap();
         assert!(out.is_empty(), "nothing may be deployed with 2 of 3 slots");
         d.heartbeat("a", vec![], 600);
         assert!(d.tick(999).is_empty());
@@ -354,8 +524,8 @@ mod tests {
         let mut d = Dispatcher::new(settings());
         d.register_taskmanager(tm("a", 2, 0), 0);
         d.register_taskmanager(tm("b", 2, 0), 0);
-        let out1 = d.submit(JobId(1), spec("stream-sum", &[]), 2, 0).unwrap();
-        let out2 = d.submit(JobId(2), spec("stream-sum", &[]), 2, 0).unwrap();
+        let out1 = d.submit(JobId(1), spec("stream-sum", &[]), 2, job(), 0).unwrap();
+        let out2 = d.submit(JobId(2), spec("stream-sum", &[]), 2, job(), 0).unwrap();
         assert!(!out1.is_empty() && !out2.is_empty());
         assert_eq!(d.rm.free_slots(), 0);
         let out = d.cancel(JobId(1), 1).unwrap();
@@ -383,15 +553,15 @@ mod tests {
     fn bad_submissions_are_refused_with_reasons() {
         let mut d = Dispatcher::new(settings());
         assert!(matches!(
-            d.submit(JobId(1), spec("nope", &[]), 1, 0),
+            d.submit(JobId(1), spec("nope", &[]), 1, job(), 0),
             Err(SubmitError::UnknownProgram(_))
         ));
         let err = d
-            .submit(JobId(1), spec("stream-sum", &["--rate", "x"]), 1, 0)
+            .submit(JobId(1), spec("stream-sum", &["--rate", "x"]), 1, job(), 0)
             .unwrap_err();
         assert!(err.to_string().contains("--rate"), "{err}");
         assert_eq!(
-            d.submit(JobId(1), spec("wordcount", &[]), 0, 0)
+            d.submit(JobId(1), spec("wordcount", &[]), 0, job(), 0)
                 .unwrap_err(),
             SubmitError::BadParallelism
         );
@@ -401,7 +571,7 @@ mod tests {
     fn a_silent_taskmanager_fails_its_jobs() {
         let mut d = Dispatcher::new(settings());
         d.register_taskmanager(tm("a", 1, 0), 0);
-        d.submit(JobId(1), spec("stream-sum", &[]), 1, 0).unwrap();
+        d.submit(JobId(1), spec("stream-sum", &[]), 1, job(), 0).unwrap();
         d.tick(501);
         assert_eq!(d.jobs[&JobId(1)].status, JobStatus::Failed);
         assert!(

@@ -9,11 +9,15 @@ use serde::Serialize;
 
 use super::resourcemanager::SlotRef;
 use super::restart::{RestartPolicy, RestartTracker};
+use crate::checkpoint::{
+    CheckpointAction, CheckpointCoordinator, LocalFileStorage, RestoreError, SnapshotLocation,
+    SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal, VertexTopology,
+};
 use crate::graph::{JobGraph, ShipStrategy};
 use crate::ids::{ExecutionId, JobId, PartitionId, ResourceId};
 use crate::rpc::messages::{
     ChannelDeployment, ExecutionState, OutputDeployment, PartitionLocation, ProgramSpec,
-    TaskDeployment, TaskMetrics,
+    TaskDeployment, TaskMetrics, TaskStateConfig,
 };
 
 /// Flink's job states.
@@ -135,6 +139,28 @@ pub enum Action {
         /// TaskManagers that hosted its executions.
         resource_ids: Vec<ResourceId>,
     },
+    /// Start a checkpoint at a subtask (a source, or one whose producers all finished).
+    TriggerCheckpoint {
+        /// Where the subtask runs.
+        resource_id: ResourceId,
+        /// The subtask.
+        execution: ExecutionId,
+        /// Trigger time (ms since the epoch).
+        timestamp: u64,
+        /// Where its snapshot goes.
+        location: SnapshotLocation,
+    },
+    /// Tell a subtask that a checkpoint completed (`complete`) or was given up.
+    NotifyCheckpoint {
+        /// Where the subtask runs.
+        resource_id: ResourceId,
+        /// The subtask.
+        execution: ExecutionId,
+        /// The checkpoint.
+        checkpoint_id: u64,
+        /// Completed (commit) or aborted.
+        complete: bool,
+    },
     /// The job reached a terminal state: free its slots and the TaskManagers' partitions.
     Terminated {
         /// The job.
@@ -181,6 +207,37 @@ pub struct JobMaster {
     restart_at: Option<u64>,
     /// State of the jitter's random numbers (seeded from the job id, so the core stays pure).
     rng: u64,
+    /// How subtasks keep and checkpoint state (the restore part is per subtask, below).
+    pub state: TaskStateConfig,
+    /// What each subtask is restored from at its next deployment, by (vertex, subtask).
+    restores: BTreeMap<(usize, usize), TaskRestore>,
+    /// The checkpoint coordinator.
+    pub checkpoints: Checkpoints,
+    /// Savepoint requests by id (REST `triggerid`), in request order.
+    pub savepoints: BTreeMap<String, SavepointRequest>,
+    /// A stop-with-savepoint is under way: when the savepoint completes the job stops and ends
+    /// FINISHED.
+    stop_request: Option<String>,
+}
+
+/// The checkpoint coordinator of a job (wrapped for `Debug`).
+pub struct Checkpoints(pub CheckpointCoordinator);
+
+impl std::fmt::Debug for Checkpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointCoordinator")
+            .field("pending", &self.0.pending_ids())
+            .finish()
+    }
+}
+
+/// A savepoint asked for through REST or the CLI.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavepointRequest {
+    /// Whether the job stops once the savepoint completes (`sluice stop`).
+    pub stop: bool,
+    /// `None` while in progress; then the savepoint's path or why it failed.
+    pub result: Option<Result<String, String>>,
 }
 
 impl JobMaster {
@@ -191,6 +248,7 @@ impl JobMaster {
         default_parallelism: u32,
         graph: JobGraph,
         restart: RestartPolicy,
+        checkpoints: CheckpointCoordinator,
         now: u64,
     ) -> Self {
         let executions = graph
@@ -227,7 +285,240 @@ impl JobMaster {
             restart: RestartTracker::new(restart),
             restart_at: None,
             rng: (job_id.0 as u64) | 1,
+            state: TaskStateConfig {
+                backend: "hashmap".into(),
+                exactly_once: true,
+                ..TaskStateConfig::default()
+            },
+            restores: BTreeMap::new(),
+            checkpoints: Checkpoints(checkpoints),
+            savepoints: BTreeMap::new(),
+            stop_request: None,
         }
+    }
+
+    /// The checkpoint topology of a job graph: per vertex, its parallelism, key groups, inputs
+    /// and the operator ids of its chain.
+    pub fn topology(graph: &JobGraph) -> Vec<VertexTopology> {
+        graph
+            .vertices
+            .iter()
+            .map(|v| VertexTopology {
+                parallelism: v.parallelism,
+                max_parallelism: v.max_parallelism,
+                inputs: v.inputs.iter().map(|&e| graph.edges[e].source).collect(),
+                operators: v.nodes.iter().map(|&n| n as u32).collect(),
+            })
+            .collect()
+    }
+
+    fn task_key(v: usize, s: usize) -> TaskKey {
+        TaskKey {
+            vertex: v as u32,
+            subtask: s as u32,
+        }
+    }
+
+    /// Turns the coordinator's decisions into messages and job changes.
+    fn checkpoint_actions(&mut self, decisions: Vec<CheckpointAction>, now: u64) -> Vec<Action> {
+        let mut actions = Vec::new();
+        for decision in decisions {
+            match decision {
+                CheckpointAction::Trigger {
+                    timestamp,
+                    location,
+                    tasks,
+                    ..
+                } => {
+                    for t in tasks {
+                        if let Some((resource_id, execution)) = self.running_at(t) {
+                            actions.push(Action::TriggerCheckpoint {
+                                resource_id,
+                                execution,
+                                timestamp,
+                                location: location.clone(),
+                            });
+                        }
+                    }
+                }
+                CheckpointAction::NotifyComplete {
+                    checkpoint_id,
+                    tasks,
+                } => actions.extend(self.notify(checkpoint_id, tasks, true)),
+                CheckpointAction::NotifyAborted {
+                    checkpoint_id,
+                    tasks,
+                } => actions.extend(self.notify(checkpoint_id, tasks, false)),
+                CheckpointAction::SavepointDone { request_id, result } => {
+                    if let Some(r) = self.savepoints.get_mut(&request_id) {
+                        r.result = Some(result.clone());
+                    }
+                    if self.stop_request.as_deref() == Some(request_id.as_str()) {
+                        match result {
+                            Ok(_) => actions.extend(self.cancel(now)),
+                            Err(_) => self.stop_request = None,
+                        }
+                    }
+                }
+                CheckpointAction::FailJob { reason } => {
+                    if self.status == JobStatus::Running {
+                        self.exceptions.push(ExceptionEntry {
+                            timestamp: now,
+                            exception: reason,
+                            task_name: None,
+                            location: None,
+                            concurrent: Vec::new(),
+                        });
+                        actions.extend(self.fail(now));
+                    }
+                }
+            }
+        }
+        actions
+    }
+
+    fn notify(&self, checkpoint_id: u64, tasks: Vec<TaskKey>, complete: bool) -> Vec<Action> {
+        tasks
+            .into_iter()
+            .filter_map(|t| self.running_at(t))
+            .map(|(resource_id, execution)| Action::NotifyCheckpoint {
+                resource_id,
+                execution,
+                checkpoint_id,
+                complete,
+            })
+            .collect()
+    }
+
+    /// Where a running task runs, with its execution id.
+    fn running_at(&self, t: TaskKey) -> Option<(ResourceId, ExecutionId)> {
+        let (v, s) = (t.vertex as usize, t.subtask as usize);
+        let e = self.executions.get(v)?.get(s)?;
+        if e.state.is_terminal() {
+            return None;
+        }
+        Some((e.slot.as_ref()?.resource_id.clone(), self.execution_id(v, s)))
+    }
+
+    /// A subtask acknowledged a checkpoint.
+    pub fn acknowledge_checkpoint(
+        &mut self,
+        id: ExecutionId,
+        checkpoint_id: u64,
+        state: SubtaskState,
+        now: u64,
+    ) -> Vec<Action> {
+        let Some((v, s)) = self.find(id) else {
+            return Vec::new();
+        };
+        let decisions =
+            self.checkpoints
+                .0
+                .acknowledge(now, Self::task_key(v, s), checkpoint_id, state);
+        self.checkpoint_actions(decisions, now)
+    }
+
+    /// A subtask could not take its snapshot.
+    pub fn decline_checkpoint(
+        &mut self,
+        id: ExecutionId,
+        checkpoint_id: u64,
+        reason: String,
+        now: u64,
+    ) -> Vec<Action> {
+        let Some((v, s)) = self.find(id) else {
+            return Vec::new();
+        };
+        // A task that is not running (yet or any more) declines without its own fault.
+        let counts = self.executions[v][s].state == ExecutionState::Running
+            && !reason.contains("is not running");
+        let decisions = self.checkpoints.0.decline(
+            now,
+            Self::task_key(v, s),
+            checkpoint_id,
+            reason,
+            counts,
+        );
+        self.checkpoint_actions(decisions, now)
+    }
+
+    /// Asks for a savepoint into `target` (or the configured savepoint directory); with `stop`
+    /// the job stops once it completes. Returns the request id to poll.
+    pub fn trigger_savepoint(
+        &mut self,
+        target: Option<String>,
+        stop: bool,
+        now: u64,
+    ) -> Result<(String, Vec<Action>), String> {
+        if self.status != JobStatus::Running {
+            return Err(format!(
+                "the job is {}; savepoints are taken of running jobs",
+                self.status.name()
+            ));
+        }
+        if stop && self.stop_request.is_some() {
+            return Err("the job is already being stopped with a savepoint".into());
+        }
+        let request_id = format!("{:032x}", rand::random::<u128>());
+        let decisions = self
+            .checkpoints
+            .0
+            .trigger_savepoint(now, target, request_id.clone())?;
+        self.savepoints.insert(
+            request_id.clone(),
+            SavepointRequest { stop, result: None },
+        );
+        if stop {
+            self.stop_request = Some(request_id.clone());
+        }
+        let actions = self.checkpoint_actions(decisions, now);
+        Ok((request_id, actions))
+    }
+
+    /// Starts the job from a savepoint or retained checkpoint (`sluice run -s PATH`).
+    pub fn restore_from(&mut self, path: &str) -> Result<(), RestoreError> {
+        let storage = LocalFileStorage;
+        // Flink prints savepoint paths as `file:` URIs; accept them back.
+        let path = path
+            .strip_prefix("file://")
+            .or_else(|| path.strip_prefix("file:"))
+            .unwrap_or(path);
+        let (metadata_dir, _) = crate::checkpoint::metadata::metadata_location(path);
+        let metadata = crate::checkpoint::load_metadata(&storage, path)?;
+        crate::checkpoint::validate(&storage, &metadata_dir, &metadata)?;
+        let topology = Self::topology(&self.graph);
+        crate::checkpoint::assign(&metadata, &metadata_dir, &topology)?;
+        self.checkpoints.0.set_initial_restore(metadata_dir, metadata);
+        Ok(())
+    }
+
+    /// Chooses what the next deployment restores: the latest valid completed checkpoint (or the
+    /// savepoint the job started from). Fails the job if no retained checkpoint can be read.
+    fn prepare_restore(&mut self, now: u64) -> Result<(), String> {
+        match self.checkpoints.0.restore_plan() {
+            Ok(Some(plan)) => {
+                tracing::info!(job_id = %self.job_id, checkpoint = plan.checkpoint_id, dir = %plan.metadata_dir, "restoring from a checkpoint");
+                self.restores = plan
+                    .tasks
+                    .into_iter()
+                    .map(|(k, r)| ((k.vertex as usize, k.subtask as usize), r))
+                    .collect();
+                Ok(())
+            }
+            Ok(None) => {
+                self.restores.clear();
+                Ok(())
+            }
+            Err(e) => {
+                let _ = now;
+                Err(format!("cannot restore the job's state: {e}"))
+            }
+        }
+    }
+
+    /// Sets what every subtask is restored from at its next deployment (empty: start fresh).
+    pub fn set_restores(&mut self, restores: BTreeMap<(usize, usize), TaskRestore>) {
+        self.restores = restores;
     }
 
     fn random(&mut self) -> f64 {
@@ -254,6 +545,20 @@ impl JobMaster {
 
     /// Starts scheduling: the job runs (Flink's RUNNING) with its tasks waiting for slots.
     pub fn start(&mut self, now: u64) -> Vec<Action> {
+        if let Err(reason) = self.prepare_restore(now) {
+            self.exceptions.push(ExceptionEntry {
+                timestamp: now,
+                exception: reason,
+                task_name: None,
+                location: None,
+                concurrent: Vec::new(),
+            });
+            self.set_status(JobStatus::Failing, now);
+            for e in self.executions.iter_mut().flatten() {
+                e.state = ExecutionState::Canceled;
+            }
+            return self.terminate_if_done(now);
+        }
         self.set_status(JobStatus::Running, now);
         for v in 0..self.executions.len() {
             for s in 0..self.executions[v].len() {
@@ -371,6 +676,10 @@ impl JobMaster {
             fingerprint: self.fingerprint.clone(),
             inputs,
             outputs,
+            state: TaskStateConfig {
+                restore: self.restores.get(&(v, s)).cloned(),
+                ..self.state.clone()
+            },
         }
     }
 
@@ -405,6 +714,28 @@ impl JobMaster {
             self.executions[v][s].metrics = metrics;
         }
         self.set_execution(v, s, state, now);
+        let phase = match state {
+            ExecutionState::Running => TaskPhase::Running,
+            ExecutionState::Finished => TaskPhase::Finished,
+            _ => TaskPhase::Other,
+        };
+        let decisions = self
+            .checkpoints
+            .0
+            .task_state(now, Self::task_key(v, s), phase);
+        let mut actions = self.checkpoint_actions(decisions, now);
+        actions.extend(self.on_task_state(v, s, state, error, now));
+        actions
+    }
+
+    fn on_task_state(
+        &mut self,
+        v: usize,
+        s: usize,
+        state: ExecutionState,
+        error: Option<String>,
+        now: u64,
+    ) -> Vec<Action> {
         match state {
             ExecutionState::Failed => {
                 let location = self.executions[v][s]
@@ -489,7 +820,11 @@ impl JobMaster {
     /// A failure: restart per the strategy, or fail the job. The job's other executions are
     /// cancelled either way; a failure during a failover joins it.
     fn fail(&mut self, now: u64) -> Vec<Action> {
+        let mut actions = Vec::new();
         if self.status == JobStatus::Running {
+            let decisions = self.checkpoints.0.job_reset(now);
+            actions.extend(self.checkpoint_actions(decisions, now));
+            self.stop_request = None;
             let random = self.random();
             match self.restart.on_failure(now, random) {
                 Some(delay) => {
@@ -510,7 +845,7 @@ impl JobMaster {
                 }
             }
         }
-        let mut actions = self.cancel_executions(now);
+        actions.extend(self.cancel_executions(now));
         actions.extend(self.terminate_if_done(now));
         actions.extend(self.tick(now));
         actions
@@ -519,6 +854,10 @@ impl JobMaster {
     /// Time passes: a pending restart happens once its delay is over and every execution of
     /// the failed attempt has stopped.
     pub fn tick(&mut self, now: u64) -> Vec<Action> {
+        if self.status == JobStatus::Running {
+            let decisions = self.checkpoints.0.tick(now);
+            return self.checkpoint_actions(decisions, now);
+        }
         let due = self.restart_at.is_some_and(|at| now >= at);
         let stopped = self
             .executions
@@ -595,12 +934,20 @@ impl JobMaster {
             return Vec::new();
         }
         let status = match self.status {
+            JobStatus::Cancelling if self.stop_request.is_some() => JobStatus::Finished,
             JobStatus::Cancelling => JobStatus::Canceled,
             JobStatus::Failing => JobStatus::Failed,
             _ if all().all(|e| e.state == ExecutionState::Finished) => JobStatus::Finished,
             _ => JobStatus::Failed,
         };
         self.set_status(status, now);
+        let terminal = match status {
+            JobStatus::Finished => Terminal::Finished,
+            JobStatus::Canceled => Terminal::Canceled,
+            _ => Terminal::Failed,
+        };
+        // The tasks are gone: the coordinator's notifications have nobody to reach.
+        let _ = self.checkpoints.0.job_terminated(now, terminal);
         let mut resource_ids: Vec<ResourceId> =
             self.slots.iter().map(|s| s.resource_id.clone()).collect();
         resource_ids.sort();
@@ -670,6 +1017,12 @@ mod tests {
             .into_graph()
             .job_graph("WordCount", parallelism)
             .unwrap();
+        let coordinator = CheckpointCoordinator::new(
+            JobId(1).to_string(),
+            crate::checkpoint::CheckpointSettings::default(),
+            JobMaster::topology(&graph),
+            std::sync::Arc::new(LocalFileStorage),
+        );
         JobMaster::new(
             JobId(1),
             ProgramSpec {
@@ -679,6 +1032,7 @@ mod tests {
             parallelism,
             graph,
             RestartPolicy::None,
+            coordinator,
             0,
         )
     }

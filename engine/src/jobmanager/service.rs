@@ -11,7 +11,9 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
-use super::dispatcher::{CancelError, Dispatcher, DispatcherSettings, Outbox, SubmitError};
+use super::dispatcher::{
+    CancelError, Dispatcher, DispatcherSettings, JobSettings, Outbox, SavepointError, SubmitError,
+};
 use super::resourcemanager::TaskManagerInfo;
 use crate::config::Config;
 use crate::ids::{JobId, ResourceId};
@@ -59,20 +61,53 @@ impl JobManagerShared {
         }
     }
 
-    /// Submits a job; returns its id.
+    /// Submits a job; returns its id. `overrides` are job-scoped configuration keys
+    /// (checkpointing, state backend, restart strategy) that apply to this job only;
+    /// `savepoint` is a savepoint or retained checkpoint to start from.
     pub fn submit(
         &self,
         program: ProgramSpec,
         parallelism: Option<u32>,
+        overrides: &[(String, String)],
+        savepoint: Option<String>,
     ) -> Result<JobId, SubmitError> {
         let job_id = JobId::random();
         let parallelism = parallelism.unwrap_or(self.config.parallelism_default);
+        let mut config = self.config.clone();
+        for (key, value) in overrides {
+            if !JOB_SCOPED_PREFIXES.iter().any(|p| key.starts_with(p)) {
+                return Err(SubmitError::BadConfig(format!(
+                    "{key} cannot be set per job; job-scoped keys start with {}",
+                    JOB_SCOPED_PREFIXES.join(", ")
+                )));
+            }
+            config
+                .set(key, value)
+                .map_err(|e| SubmitError::BadConfig(e.to_string()))?;
+        }
+        let mut job = JobSettings::from_config(&config)?;
+        job.restore_from = savepoint;
         let outbox = self
             .dispatcher()
-            .submit(job_id, program, parallelism, now_ms())?;
+            .submit(job_id, program, parallelism, job, now_ms())?;
         info!(%job_id, "job submitted");
         self.deliver(outbox);
         Ok(job_id)
+    }
+
+    /// Triggers a savepoint (and a stop after it with `stop`); returns the request id.
+    pub fn trigger_savepoint(
+        &self,
+        job: JobId,
+        target: Option<String>,
+        stop: bool,
+    ) -> Result<String, SavepointError> {
+        let (request_id, outbox) =
+            self.dispatcher()
+                .trigger_savepoint(job, target, stop, now_ms())?;
+        info!(job_id = %job, %request_id, stop, "savepoint triggered");
+        self.deliver(outbox);
+        Ok(request_id)
     }
 
     /// Cancels a job.
@@ -83,6 +118,13 @@ impl JobManagerShared {
         Ok(())
     }
 }
+
+/// Keys a job may set for itself at submission (`sluice run -D key=value`).
+pub const JOB_SCOPED_PREFIXES: &[&str] = &[
+    "execution.checkpointing.",
+    "state.backend.",
+    "restart-strategy.",
+];
 
 /// A running JobManager.
 pub struct JobManager {
@@ -348,6 +390,30 @@ async fn serve_taskmanager(
                     let outbox = shared
                         .dispatcher()
                         .task_state(execution, state, error, metrics, now);
+                    shared.deliver(outbox);
+                }
+                TmToJm::AcknowledgeCheckpoint {
+                    execution,
+                    checkpoint_id,
+                    state,
+                } => {
+                    let outbox = shared.dispatcher().acknowledge_checkpoint(
+                        execution,
+                        checkpoint_id,
+                        state,
+                        now,
+                    );
+                    shared.deliver(outbox);
+                }
+                TmToJm::DeclineCheckpoint {
+                    execution,
+                    checkpoint_id,
+                    reason,
+                } => {
+                    let outbox =
+                        shared
+                            .dispatcher()
+                            .decline_checkpoint(execution, checkpoint_id, reason, now);
                     shared.deliver(outbox);
                 }
                 TmToJm::Register { .. } => {

@@ -9,6 +9,24 @@ pub(crate) enum NetBuffer {
     Data(Buffer),
     /// The producer has finished; nothing follows.
     EndOfPartition,
+    /// A checkpoint barrier: everything before it belongs to the checkpoint, nothing after.
+    Barrier(std::sync::Arc<CheckpointBarrier>),
+}
+
+/// What a checkpoint barrier carries from the sources through every channel of the job.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct CheckpointBarrier {
+    /// When the JobMaster triggered it (ms since the epoch).
+    pub(crate) timestamp: u64,
+    /// Where the snapshot's files go, with the checkpoint id and kind.
+    pub(crate) location: crate::checkpoint::SnapshotLocation,
+}
+
+impl CheckpointBarrier {
+    /// The checkpoint's id.
+    pub(crate) fn id(&self) -> u64 {
+        self.location.checkpoint_id
+    }
 }
 
 /// Counters a task keeps about its inputs and outputs, served by the REST API.

@@ -1,15 +1,20 @@
 //! Reading a vertex's inputs: all channels of all its input gates, in whatever order buffers
 //! arrive, until every channel has ended.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::buffer::{Buffer, NetBuffer};
+use super::buffer::{Buffer, CheckpointBarrier, NetBuffer};
 
 /// What the next read from the inputs gave.
 #[derive(Debug)]
 pub(crate) enum GateEvent {
     /// A buffer of records from one channel.
     Buffer(Buffer),
+    /// A checkpoint barrier has arrived on every open channel (aligned): snapshot now.
+    Barrier(Arc<CheckpointBarrier>),
+    /// A newer barrier overtook the alignment of an older checkpoint, which is given up.
+    Aborted(u64),
     /// Every channel has ended.
     Finished,
     /// Nothing arrived within the timeout.
@@ -18,13 +23,29 @@ pub(crate) enum GateEvent {
     Broken(usize),
 }
 
+/// A checkpoint whose barrier has reached some channels but not yet all.
+struct Alignment {
+    barrier: Arc<CheckpointBarrier>,
+    /// Channels that delivered the barrier (they stay blocked until alignment, when exactly once).
+    received: Vec<bool>,
+}
+
 /// The union of all input channels of one subtask.
+///
+/// With exactly-once checkpoints a channel that delivered barrier `n` is not read again until
+/// barrier `n` arrived on every other open channel (an ended channel counts as arrived), so the
+/// snapshot holds exactly the records before the barrier. At least once, channels keep flowing
+/// and records after an early barrier may be in the snapshot's inputs twice after a restore.
 pub(crate) struct InputGate {
     channels: Vec<flume::Receiver<NetBuffer>>,
     ended: Vec<bool>,
     open: usize,
     next: usize,
     names: Vec<String>,
+    exactly_once: bool,
+    alignment: Option<Alignment>,
+    /// An event decided together with the previous one, returned by the next call.
+    queued: Option<GateEvent>,
 }
 
 impl InputGate {
@@ -37,20 +58,89 @@ impl InputGate {
             open: n,
             next: 0,
             names,
+            exactly_once: true,
+            alignment: None,
+            queued: None,
         }
     }
 
-    /// Describes channel `i`'s producer.
+    /// Aligned (exactly-once, the default) or unaligned-flowing (at-least-once) barriers.
+    pub(crate) fn set_exactly_once(&mut self, exactly_once: bool) {
+        self.exactly_once = exactly_once;
+    }
+
+    /// Describes channel `i`'s producer for error messages.
     pub(crate) fn channel_name(&self, i: usize) -> &str {
         self.names.get(i).map(String::as_str).unwrap_or("?")
+    }
+
+    /// Starts a checkpoint that was triggered on this task directly (its producers have all
+    /// finished): it completes once every channel has ended or delivered the barrier, so the
+    /// records still queued before the ends are processed first.
+    pub(crate) fn inject(&mut self, barrier: Arc<CheckpointBarrier>) -> Option<GateEvent> {
+        match &self.alignment {
+            Some(a) if a.barrier.id() >= barrier.id() => return None,
+            _ => {}
+        }
+        let n = self.channels.len();
+        self.alignment = Some(Alignment {
+            barrier,
+            received: vec![false; n],
+        });
+        self.complete_alignment()
+    }
+
+    fn is_blocked(&self, i: usize) -> bool {
+        self.exactly_once && self.alignment.as_ref().is_some_and(|a| a.received[i])
+    }
+
+    /// The aligned barrier, if every open channel has delivered it.
+    fn complete_alignment(&mut self) -> Option<GateEvent> {
+        let a = self.alignment.as_ref()?;
+        let done = (0..self.channels.len()).all(|i| self.ended[i] || a.received[i]);
+        if done {
+            self.alignment.take().map(|a| GateEvent::Barrier(a.barrier))
+        } else {
+            None
+        }
+    }
+
+    fn on_barrier(&mut self, i: usize, barrier: Arc<CheckpointBarrier>) -> Option<GateEvent> {
+        let n = self.channels.len();
+        match &mut self.alignment {
+            Some(a) if a.barrier.id() == barrier.id() => a.received[i] = true,
+            // A late barrier of a checkpoint already aligned or given up.
+            Some(a) if a.barrier.id() > barrier.id() => return None,
+            Some(a) => {
+                // A newer checkpoint overtook the one being aligned: give the older one up.
+                let old = a.barrier.id();
+                let mut received = vec![false; n];
+                received[i] = true;
+                self.alignment = Some(Alignment { barrier, received });
+                if let Some(aligned) = self.complete_alignment() {
+                    self.queued = Some(aligned);
+                }
+                return Some(GateEvent::Aborted(old));
+            }
+            None => {
+                let mut received = vec![false; n];
+                received[i] = true;
+                self.alignment = Some(Alignment { barrier, received });
+            }
+        }
+        self.complete_alignment()
     }
 
     fn accept(&mut self, i: usize, item: Result<NetBuffer, ()>) -> Option<GateEvent> {
         match item {
             Ok(NetBuffer::Data(buf)) => Some(GateEvent::Buffer(buf)),
+            Ok(NetBuffer::Barrier(barrier)) => self.on_barrier(i, barrier),
             Ok(NetBuffer::EndOfPartition) => {
                 self.ended[i] = true;
                 self.open -= 1;
+                if let Some(aligned) = self.complete_alignment() {
+                    return Some(aligned);
+                }
                 if self.open == 0 {
                     Some(GateEvent::Finished)
                 } else {
@@ -61,16 +151,19 @@ impl InputGate {
         }
     }
 
-    /// The next buffer from any open channel, waiting at most `timeout`.
+    /// The next buffer or event from any open channel, waiting at most `timeout`.
     pub(crate) fn next(&mut self, timeout: Duration) -> GateEvent {
+        if let Some(event) = self.queued.take() {
+            return event;
+        }
         if self.open == 0 {
             return GateEvent::Finished;
         }
-        // Fast path: poll each open channel once, round-robin, so no channel starves.
+        // Fast path: poll each readable channel once, round-robin, so no channel starves.
         let n = self.channels.len();
         for k in 0..n {
             let i = (self.next + k) % n;
-            if self.ended[i] {
+            if self.ended[i] || self.is_blocked(i) {
                 continue;
             }
             match self.channels[i].try_recv() {
@@ -87,7 +180,7 @@ impl InputGate {
         }
         let mut selector = flume::Selector::new();
         for (i, rx) in self.channels.iter().enumerate() {
-            if !self.ended[i] {
+            if !self.ended[i] && !self.is_blocked(i) {
                 selector = selector.recv(rx, move |r| (i, r.map_err(|_| ())));
             }
         }
@@ -121,9 +214,111 @@ mod tests {
                 GateEvent::Timeout => tx2.send(NetBuffer::EndOfPartition).unwrap(),
                 GateEvent::Finished => break,
                 GateEvent::Broken(i) => panic!("broken {i}"),
+                other => panic!("unexpected {other:?}"),
             }
         }
         assert_eq!(buffers, 2);
+    }
+
+    fn barrier(id: u64) -> Arc<CheckpointBarrier> {
+        Arc::new(CheckpointBarrier {
+            timestamp: 0,
+            location: crate::checkpoint::SnapshotLocation {
+                checkpoint_id: id,
+                kind: crate::checkpoint::SnapshotKind::Checkpoint,
+                dir: format!("/c/chk-{id}"),
+                shared_dir: None,
+            },
+        })
+    }
+
+    fn data(byte: u8) -> NetBuffer {
+        let mut buf = AlignedVec::new();
+        buf.extend_from_slice(&[byte]);
+        NetBuffer::Data(Buffer::local(buf))
+    }
+
+    /// Reads until the gate has nothing more, naming what came: buffers by their byte.
+    fn drain(gate: &mut InputGate) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            match gate.next(Duration::from_millis(5)) {
+                GateEvent::Buffer(b) => seen.push(format!("d{}", b[0])),
+                GateEvent::Barrier(b) => seen.push(format!("B{}", b.id())),
+                GateEvent::Aborted(id) => seen.push(format!("A{id}")),
+                GateEvent::Finished => {
+                    seen.push("end".into());
+                    return seen;
+                }
+                GateEvent::Timeout => return seen,
+                GateEvent::Broken(i) => panic!("broken {i}"),
+            }
+        }
+    }
+
+    #[test]
+    fn exactly_once_blocks_a_channel_after_its_barrier_until_all_align() {
+        let (tx1, rx1) = flume::unbounded();
+        let (tx2, rx2) = flume::unbounded();
+        let mut gate = InputGate::new(vec![rx1, rx2], vec!["a".into(), "b".into()]);
+        // Channel a: 1, barrier, 2. Channel b: 3, 4, barrier, 5.
+        tx1.send(data(1)).unwrap();
+        tx1.send(NetBuffer::Barrier(barrier(7))).unwrap();
+        tx1.send(data(2)).unwrap();
+        tx2.send(data(3)).unwrap();
+        tx2.send(data(4)).unwrap();
+        tx2.send(NetBuffer::Barrier(barrier(7))).unwrap();
+        tx2.send(data(5)).unwrap();
+        let seen = drain(&mut gate);
+        let at = seen.iter().position(|s| s == "B7").expect("aligned barrier");
+        let mut before: Vec<_> = seen[..at].to_vec();
+        before.sort();
+        assert_eq!(before, ["d1", "d3", "d4"], "{seen:?}");
+        let mut after: Vec<_> = seen[at + 1..].to_vec();
+        after.sort();
+        assert_eq!(after, ["d2", "d5"], "{seen:?}");
+    }
+
+    #[test]
+    fn at_least_once_keeps_reading_after_an_early_barrier() {
+        let (tx1, rx1) = flume::unbounded();
+        let (tx2, rx2) = flume::unbounded();
+        let mut gate = InputGate::new(vec![rx1, rx2], vec!["a".into(), "b".into()]);
+        gate.set_exactly_once(false);
+        tx1.send(NetBuffer::Barrier(barrier(1))).unwrap();
+        tx1.send(data(2)).unwrap();
+        let seen = drain(&mut gate);
+        assert_eq!(seen, ["d2"], "channel a is not blocked");
+        tx2.send(NetBuffer::Barrier(barrier(1))).unwrap();
+        assert_eq!(drain(&mut gate), ["B1"]);
+    }
+
+    #[test]
+    fn an_ended_channel_counts_as_aligned_and_injection_waits_for_ends() {
+        let (tx1, rx1) = flume::unbounded();
+        let (tx2, rx2) = flume::unbounded();
+        let mut gate = InputGate::new(vec![rx1, rx2], vec!["a".into(), "b".into()]);
+        tx1.send(NetBuffer::Barrier(barrier(1))).unwrap();
+        tx2.send(data(9)).unwrap();
+        tx2.send(NetBuffer::EndOfPartition).unwrap();
+        assert_eq!(drain(&mut gate), ["d9", "B1"]);
+        // A directly triggered checkpoint completes once the other channel ends too.
+        assert!(gate.inject(barrier(2)).is_none());
+        tx1.send(data(8)).unwrap();
+        tx1.send(NetBuffer::EndOfPartition).unwrap();
+        assert_eq!(drain(&mut gate), ["d8", "B2", "end"]);
+    }
+
+    #[test]
+    fn a_newer_barrier_aborts_the_older_alignment() {
+        let (tx1, rx1) = flume::unbounded();
+        let (tx2, rx2) = flume::unbounded();
+        let mut gate = InputGate::new(vec![rx1, rx2], vec!["a".into(), "b".into()]);
+        tx1.send(NetBuffer::Barrier(barrier(1))).unwrap();
+        tx2.send(NetBuffer::Barrier(barrier(2))).unwrap();
+        tx1.send(NetBuffer::Barrier(barrier(2))).unwrap();
+        tx2.send(NetBuffer::Barrier(barrier(1))).unwrap();
+        assert_eq!(drain(&mut gate), ["A1", "B2"]);
     }
 
     #[test]

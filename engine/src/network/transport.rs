@@ -7,7 +7,8 @@
 //!
 //! On a channel's stream the consumer sends one request frame (the partition and subpartition
 //! it wants, as JSON), then the producer sends data frames: `[u32 LE length][u8 kind][body]`
-//! with kind 1 = a buffer of records, 2 = end of partition, 3 = an error message.
+//! with kind 1 = a buffer of records, 2 = end of partition, 3 = an error message, 4 = a
+//! checkpoint barrier (JSON).
 //!
 //! Credit-based flow control, as in Flink: the consumer's request carries its initial credit
 //! (the buffers its channel queue holds: exclusive buffers plus a share of the gate's floating
@@ -28,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex as AsyncMutex;
 use tracing::{debug, warn};
 
-use super::buffer::{Buffer, CreditGuard, Credits, NetBuffer};
+use super::buffer::{Buffer, CheckpointBarrier, CreditGuard, Credits, NetBuffer};
 use super::registry::PartitionRegistry;
 use crate::api::TaskError;
 use crate::ids::PartitionId;
@@ -41,6 +42,7 @@ pub const ALPN: &[u8] = b"sluice-data/1";
 const KIND_DATA: u8 = 1;
 const KIND_END: u8 = 2;
 const KIND_ERROR: u8 = 3;
+const KIND_BARRIER: u8 = 4;
 /// Largest frame body accepted from a peer.
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
 
@@ -306,6 +308,18 @@ impl DataPlane {
                         let _ = tx.send_async(NetBuffer::EndOfPartition).await;
                         break Ok(());
                     }
+                    Ok(Some((KIND_BARRIER, body))) => {
+                        match serde_json::from_slice::<CheckpointBarrier>(&body) {
+                            Ok(barrier) => {
+                                let barrier = NetBuffer::Barrier(Arc::new(barrier));
+                                if tx.send_async(barrier).await.is_err() {
+                                    let _ = recv.stop(quinn::VarInt::from_u32(0));
+                                    break Ok(());
+                                }
+                            }
+                            Err(e) => break Err(format!("malformed checkpoint barrier: {e}")),
+                        }
+                    }
                     Ok(Some((KIND_ERROR, body))) => {
                         break Err(format!(
                             "the producer refused: {}",
@@ -371,7 +385,7 @@ async fn read_frame(
 pub fn decode_header(header: [u8; 5]) -> Result<(usize, u8), String> {
     let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
     let kind = header[4];
-    if !(KIND_DATA..=KIND_ERROR).contains(&kind) {
+    if !(KIND_DATA..=KIND_BARRIER).contains(&kind) {
         return Err(format!("unknown frame kind {kind}"));
     }
     if len > MAX_FRAME {
@@ -539,6 +553,16 @@ async fn serve_channel(
                     .map_err(|e| stream_err(&e))?;
                 send.write_all(&buf).await.map_err(|e| stream_err(&e))?;
             }
+            Ok(NetBuffer::Barrier(barrier)) => {
+                // Barriers need no credit: they are rare and tiny, and the consumer's reader
+                // queues them without holding a buffer.
+                let body = serde_json::to_vec(&*barrier)
+                    .map_err(|e| TransportError::Stream(format!("cannot encode a barrier: {e}")))?;
+                send.write_all(&encode_header(body.len(), KIND_BARRIER))
+                    .await
+                    .map_err(|e| stream_err(&e))?;
+                send.write_all(&body).await.map_err(|e| stream_err(&e))?;
+            }
             Ok(NetBuffer::EndOfPartition) => {
                 send.write_all(&encode_header(0, KIND_END))
                     .await
@@ -567,7 +591,7 @@ mod tests {
         fn header_round_trips_and_garbage_is_rejected(len in 0usize..MAX_FRAME, kind in 0u8..=255) {
             match decode_header(encode_header(len, kind)) {
                 Ok((l, k)) => { prop_assert_eq!(l, len); prop_assert_eq!(k, kind); }
-                Err(_) => prop_assert!(!(KIND_DATA..=KIND_ERROR).contains(&kind)),
+                Err(_) => prop_assert!(!(KIND_DATA..=KIND_BARRIER).contains(&kind)),
             }
         }
     }

@@ -124,6 +124,22 @@ impl RecordWriter {
         Ok(())
     }
 
+    /// Ships what is buffered, then the barrier on every subpartition: a barrier overtakes no
+    /// record.
+    pub(crate) fn broadcast_barrier(
+        &mut self,
+        barrier: &Arc<super::buffer::CheckpointBarrier>,
+    ) -> Result<(), TaskError> {
+        if self.finished {
+            return Ok(());
+        }
+        self.flush_all()?;
+        for channel in 0..self.channels() {
+            self.send(channel, NetBuffer::Barrier(barrier.clone()))?;
+        }
+        Ok(())
+    }
+
     /// Ships what is left and ends every subpartition.
     pub(crate) fn finish(&mut self) -> Result<(), TaskError> {
         if self.finished {
@@ -205,6 +221,14 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
     fn finish(&mut self) -> Result<(), TaskError> {
         self.writer.borrow_mut().finish()
     }
+
+    fn snapshot(&mut self, snap: &mut crate::api::SnapshotContext<'_>) -> Result<(), TaskError> {
+        self.writer.borrow_mut().broadcast_barrier(snap.barrier())
+    }
+
+    fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -236,6 +260,7 @@ mod tests {
                     }
                 }
                 NetBuffer::EndOfPartition => ended = true,
+                NetBuffer::Barrier(_) => {}
             }
         }
         (records, ended)

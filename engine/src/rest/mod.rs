@@ -23,7 +23,7 @@ use axum::{Json, extract::State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::jobmanager::dispatcher::{CancelError, SubmitError};
+use crate::jobmanager::dispatcher::{CancelError, SavepointError, SubmitError};
 use crate::jobmanager::service::{JobManagerShared, now_ms};
 use crate::rpc::messages::ProgramSpec;
 use error::{ApiError, ApiJson, ApiPath, ApiQuery, JobIdParam};
@@ -44,6 +44,11 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
         ("/jobs/overview", get(jobs_overview)),
         ("/jobs/{jobid}", get(job_details).patch(terminate_job)),
         ("/jobs/{jobid}/exceptions", get(job_exceptions)),
+        ("/jobs/{jobid}/checkpoints", get(job_checkpoints)),
+        ("/jobs/{jobid}/checkpoints/config", get(job_checkpoints_config)),
+        ("/jobs/{jobid}/savepoints", post(trigger_savepoint)),
+        ("/jobs/{jobid}/savepoints/{triggerid}", get(savepoint_status)),
+        ("/jobs/{jobid}/stop", post(stop_job)),
         ("/taskmanagers", get(taskmanagers)),
         ("/taskmanagers/{taskmanagerid}", get(taskmanager)),
         ("/jobmanager/config", get(jobmanager_config)),
@@ -94,6 +99,122 @@ async fn job_exceptions(State(shared): State<Shared>, JobIdParam(id): JobIdParam
         .get(&id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
     Ok(Json(views::exceptions(jm)))
+}
+
+async fn job_checkpoints(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -> ApiResult {
+    let dispatcher = shared.dispatcher();
+    let jm = dispatcher
+        .jobs
+        .get(&id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    Ok(Json(json!(jm.checkpoints.0.stats())))
+}
+
+async fn job_checkpoints_config(
+    State(shared): State<Shared>,
+    JobIdParam(id): JobIdParam,
+) -> ApiResult {
+    let dispatcher = shared.dispatcher();
+    let jm = dispatcher
+        .jobs
+        .get(&id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    Ok(Json(json!(jm.checkpoints.0.config_view())))
+}
+
+/// Body of `POST /jobs/:jobid/savepoints` (Flink's `SavepointTriggerRequestBody`).
+#[derive(Debug, Deserialize)]
+struct SavepointTrigger {
+    #[serde(default, rename = "target-directory")]
+    target_directory: Option<String>,
+    #[serde(default, rename = "cancel-job")]
+    cancel_job: bool,
+}
+
+/// Body of `POST /jobs/:jobid/stop` (Flink's `StopWithSavepointRequestBody`).
+#[derive(Debug, Deserialize)]
+struct StopRequest {
+    #[serde(default, rename = "targetDirectory")]
+    target_directory: Option<String>,
+    #[serde(default)]
+    drain: bool,
+}
+
+fn savepoint_answer(
+    shared: &JobManagerShared,
+    id: crate::ids::JobId,
+    target: Option<String>,
+    stop: bool,
+) -> Result<Response, ApiError> {
+    match shared.trigger_savepoint(id, target, stop) {
+        Ok(request_id) => Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({ "request-id": request_id })),
+        )
+            .into_response()),
+        Err(SavepointError::NotFound(id)) => Err(ApiError::job_not_found(id)),
+        Err(e @ SavepointError::Refused(_)) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("Savepoint triggering failed: {e}"),
+        )),
+    }
+}
+
+async fn trigger_savepoint(
+    State(shared): State<Shared>,
+    JobIdParam(id): JobIdParam,
+    ApiJson(request): ApiJson<SavepointTrigger>,
+) -> Result<Response, ApiError> {
+    savepoint_answer(&shared, id, request.target_directory, request.cancel_job)
+}
+
+async fn stop_job(
+    State(shared): State<Shared>,
+    JobIdParam(id): JobIdParam,
+    ApiJson(request): ApiJson<StopRequest>,
+) -> Result<Response, ApiError> {
+    if request.drain {
+        return Err(ApiError::bad_request(
+            "Bad request: drain is not supported (sluice has no event time yet): stop without it",
+        ));
+    }
+    savepoint_answer(&shared, id, request.target_directory, true)
+}
+
+async fn savepoint_status(
+    State(shared): State<Shared>,
+    ApiPath((job, trigger)): ApiPath<(String, String)>,
+) -> ApiResult {
+    let id: crate::ids::JobId = job.parse().map_err(|reason| {
+        ApiError::bad_request(format!(
+            "Bad request: invalid path parameter jobid: {reason}"
+        ))
+    })?;
+    let dispatcher = shared.dispatcher();
+    let jm = dispatcher
+        .jobs
+        .get(&id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    let request = jm.savepoints.get(&trigger).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "There is no savepoint operation with triggerId={trigger} for job {id}."
+        ))
+    })?;
+    Ok(Json(match &request.result {
+        None => json!({ "status": { "id": "IN_PROGRESS" }, "operation": null }),
+        Some(Ok(location)) => json!({
+            "status": { "id": "COMPLETED" },
+            "operation": { "location": location },
+        }),
+        Some(Err(cause)) => json!({
+            "status": { "id": "COMPLETED" },
+            "operation": { "failure-cause": {
+                "class": "org.apache.flink.runtime.checkpoint.CheckpointException",
+                "stack-trace": cause,
+                "serialized-throwable": null,
+            } },
+        }),
+    }))
 }
 
 async fn taskmanagers(State(shared): State<Shared>) -> Json<Value> {
@@ -173,6 +294,12 @@ struct SubmitRequest {
     /// Parallelism; `parallelism.default` when absent.
     #[serde(default)]
     parallelism: Option<u32>,
+    /// Job-scoped configuration (checkpointing, state backend, restart strategy).
+    #[serde(default)]
+    config: std::collections::BTreeMap<String, String>,
+    /// A savepoint or retained checkpoint to start from (Flink's `savepointPath`).
+    #[serde(default, rename = "savepointPath")]
+    savepoint_path: Option<String>,
 }
 
 async fn submit(
@@ -188,7 +315,13 @@ async fn submit(
         name: request.job,
         args: request.args,
     };
-    match shared.submit(program, request.parallelism) {
+    let overrides: Vec<(String, String)> = request.config.into_iter().collect();
+    match shared.submit(
+        program,
+        request.parallelism,
+        &overrides,
+        request.savepoint_path,
+    ) {
         Ok(id) => Ok((
             StatusCode::ACCEPTED,
             Json(json!({ "jobid": id.to_string(), "jobUrl": format!("/jobs/{id}") })),

@@ -693,7 +693,15 @@ mod views_of_a_running_cluster {
             name: "stream-sum".into(),
             args: vec![],
         };
-        d.submit(job, program, 2, 2_000).unwrap();
+        d.submit(
+            job,
+            program,
+            2,
+            crate::jobmanager::dispatcher::JobSettings::from_config(&crate::config::Config::default())
+                .unwrap(),
+            2_000,
+        )
+        .unwrap();
         let vertices = d.jobs[&job].executions.len();
         for v in 0..vertices {
             for s in 0..2 {

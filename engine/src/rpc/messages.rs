@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::{SnapshotLocation, SubtaskState, TaskRestore};
 use crate::ids::{ExecutionId, JobId, PartitionId, ResourceId};
 
 /// Bumped whenever a message changes incompatibly; checked when a TaskManager registers.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Flink's execution states.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -124,6 +125,23 @@ pub struct TaskDeployment {
     pub inputs: Vec<Vec<ChannelDeployment>>,
     /// Per vertex output (in the vertex's output order), the consumer parallelism and key groups.
     pub outputs: Vec<OutputDeployment>,
+    /// How the subtask keeps, checkpoints and restores state.
+    pub state: TaskStateConfig,
+}
+
+/// The state and checkpoint settings of a deployed subtask.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TaskStateConfig {
+    /// `state.backend.type`: `hashmap` or `rocksdb`.
+    pub backend: String,
+    /// RocksDB checkpoints upload only new files (`execution.checkpointing.incremental`).
+    pub incremental: bool,
+    /// Whether the job is checkpointed.
+    pub checkpointing: bool,
+    /// Aligned barriers (exactly once) or not (at least once).
+    pub exactly_once: bool,
+    /// The checkpoint the subtask starts from, if any.
+    pub restore: Option<TaskRestore>,
 }
 
 /// A result partition the subtask produces.
@@ -187,6 +205,24 @@ pub enum TmToJm {
         /// Metrics of running and recently ended tasks.
         metrics: Vec<(ExecutionId, TaskMetrics)>,
     },
+    /// A subtask took its snapshot for a checkpoint.
+    AcknowledgeCheckpoint {
+        /// Which execution.
+        execution: ExecutionId,
+        /// The checkpoint.
+        checkpoint_id: u64,
+        /// Its operators' state.
+        state: SubtaskState,
+    },
+    /// A subtask could not take its snapshot.
+    DeclineCheckpoint {
+        /// Which execution.
+        execution: ExecutionId,
+        /// The checkpoint.
+        checkpoint_id: u64,
+        /// Why.
+        reason: String,
+    },
     /// An execution changed state.
     TaskState {
         /// Which execution.
@@ -223,6 +259,29 @@ pub enum JmToTm {
     Cancel {
         /// Which execution.
         execution: ExecutionId,
+    },
+    /// Start a checkpoint at this subtask (a source, or a task whose producers all finished).
+    TriggerCheckpoint {
+        /// Which execution.
+        execution: ExecutionId,
+        /// When it was triggered (ms since the epoch).
+        timestamp: u64,
+        /// Where the snapshot goes, with the checkpoint's id.
+        location: SnapshotLocation,
+    },
+    /// A checkpoint completed: commit what it covers.
+    NotifyCheckpointComplete {
+        /// Which execution.
+        execution: ExecutionId,
+        /// The checkpoint.
+        checkpoint_id: u64,
+    },
+    /// A checkpoint was given up.
+    NotifyCheckpointAborted {
+        /// Which execution.
+        execution: ExecutionId,
+        /// The checkpoint.
+        checkpoint_id: u64,
     },
     /// A job's executions on this TaskManager are over: free its partitions.
     ReleaseJob {

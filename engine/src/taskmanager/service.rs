@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 use super::task::{self, TaskHandle, TaskServices};
+use crate::api::TaskControl;
 use crate::config::Config;
 use crate::ids::ExecutionId;
 use crate::network::registry::PartitionRegistry;
@@ -117,6 +118,8 @@ impl TaskManager {
                 settings.segment_size,
             ),
             partition_wait: settings.partition_wait,
+            local_state_dir: config.state.local_dir(&resource_id),
+            storage: Arc::new(crate::checkpoint::LocalFileStorage),
         });
         info!(
             %resource_id,
@@ -304,7 +307,11 @@ impl TaskManager {
                         metrics,
                     });
                 });
-                match task::spawn(*deployment, self.services.clone(), report) {
+                let ack_tx = tx.clone();
+                let acknowledge = Box::new(move |msg: TmToJm| {
+                    let _ = ack_tx.send(msg);
+                });
+                match task::spawn(*deployment, self.services.clone(), report, acknowledge) {
                     Ok(handle) => {
                         self.tasks
                             .lock()
@@ -336,8 +343,53 @@ impl TaskManager {
                     }
                 }
             }
+            JmToTm::TriggerCheckpoint {
+                execution,
+                timestamp,
+                location,
+            } => {
+                let barrier = crate::network::buffer::CheckpointBarrier {
+                    timestamp,
+                    location,
+                };
+                self.control(execution, TaskControl::Trigger(Arc::new(barrier)), tx);
+            }
+            JmToTm::NotifyCheckpointComplete {
+                execution,
+                checkpoint_id,
+            } => self.control(execution, TaskControl::Complete(checkpoint_id), tx),
+            JmToTm::NotifyCheckpointAborted {
+                execution,
+                checkpoint_id,
+            } => self.control(execution, TaskControl::Aborted(checkpoint_id), tx),
             JmToTm::ReleaseJob { job } => self.services.registry.release_job(job),
             JmToTm::HeartbeatAck | JmToTm::Registered { .. } | JmToTm::Refused { .. } => {}
+        }
+    }
+
+    /// Passes a checkpoint message to a running task; a trigger for a task that is gone is
+    /// declined at once, so the checkpoint fails fast instead of timing out.
+    fn control(
+        &self,
+        execution: ExecutionId,
+        message: TaskControl,
+        tx: &mpsc::UnboundedSender<TmToJm>,
+    ) {
+        let undelivered = match self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&execution)
+        {
+            Some(t) => t.control.send(message).err().map(|e| e.into_inner()),
+            None => Some(message),
+        };
+        if let Some(TaskControl::Trigger(barrier)) = undelivered {
+            let _ = tx.send(TmToJm::DeclineCheckpoint {
+                execution,
+                checkpoint_id: barrier.id(),
+                reason: format!("task {execution} is not running on {}", self.resource_id),
+            });
         }
     }
 

@@ -15,7 +15,13 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use crate::api::{RuntimeContext, SourceHooks, StreamExecutionEnvironment, TaskError};
+use crate::api::{
+    RuntimeContext, SnapshotContext, SourceHooks, StateInit, StreamExecutionEnvironment,
+    TaskControl, TaskError,
+};
+use crate::checkpoint::{StateStorage, SubtaskState};
+use crate::graph::InputProcessor;
+use crate::network::buffer::CheckpointBarrier;
 use crate::examples;
 use crate::graph::{AnyBox, NodeKind, StreamGraph};
 use crate::ids::{ExecutionId, PartitionId};
@@ -23,7 +29,7 @@ use crate::network::buffer::{IoCounters, NetBuffer};
 use crate::network::gate::{GateEvent, InputGate};
 use crate::network::registry::PartitionRegistry;
 use crate::network::writer::{RecordWriter, RecordWriterHandle};
-use crate::rpc::messages::{ExecutionState, TaskDeployment, TaskMetrics};
+use crate::rpc::messages::{ExecutionState, TaskDeployment, TaskMetrics, TmToJm};
 
 /// Fetches a subpartition from another TaskManager (the QUIC client).
 pub(crate) trait RemoteChannels: Send + Sync {
@@ -52,17 +58,26 @@ pub(crate) struct TaskServices {
     pub(crate) budget: Arc<crate::network::budget::BufferBudget>,
     /// How long a consumer waits for a producer on this TaskManager to be deployed.
     pub(crate) partition_wait: Duration,
+    /// The TaskManager's local working directory for state (RocksDB instances).
+    pub(crate) local_state_dir: std::path::PathBuf,
+    /// Where checkpoints are written.
+    pub(crate) storage: Arc<dyn StateStorage>,
 }
 
 /// A running task as the TaskManager sees it.
 pub(crate) struct TaskHandle {
     pub(crate) cancelled: Arc<AtomicBool>,
     pub(crate) counters: Arc<IoCounters>,
+    /// Checkpoint triggers and notifications for the task's thread.
+    pub(crate) control: flume::Sender<TaskControl>,
 }
 
 /// Reports a task's end: its execution, final state, failure cause and metrics.
 pub(crate) type Reporter =
     Box<dyn Fn(ExecutionId, ExecutionState, Option<String>, TaskMetrics) + Send>;
+
+/// Sends a checkpoint acknowledgement or decline to the JobManager.
+pub(crate) type Acknowledger = Box<dyn Fn(TmToJm) + Send>;
 
 pub(crate) fn metrics_of(c: &IoCounters) -> TaskMetrics {
     TaskMetrics {
@@ -79,12 +94,15 @@ pub(crate) fn spawn(
     deployment: TaskDeployment,
     services: Arc<TaskServices>,
     report: Reporter,
+    acknowledge: Acknowledger,
 ) -> std::io::Result<TaskHandle> {
     let cancelled = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(IoCounters::default());
+    let (control_tx, control) = flume::unbounded();
     let handle = TaskHandle {
         cancelled: cancelled.clone(),
         counters: counters.clone(),
+        control: control_tx,
     };
     let execution = deployment.execution;
     let name = format!(
@@ -93,9 +111,37 @@ pub(crate) fn spawn(
     );
     std::thread::Builder::new().name(name).spawn(move || {
         info!(%execution, slot = deployment.slot, "task started");
+        let local_dir = services.local_state_dir.join(format!(
+            "{}-v{}-s{}-a{}",
+            deployment.execution.job,
+            deployment.execution.vertex,
+            deployment.execution.subtask,
+            deployment.execution.attempt
+        ));
+        let checkpoints = Checkpoints {
+            control,
+            acknowledge,
+            execution,
+            storage: services.storage.clone(),
+            file_prefix: format!(
+                "sub{}-att{}",
+                deployment.execution.subtask, deployment.execution.attempt
+            ),
+            enabled: deployment.state.checkpointing,
+        };
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            run(&deployment, &services, &cancelled, &counters, &report)
+            run(
+                &deployment,
+                &services,
+                &cancelled,
+                &counters,
+                &report,
+                checkpoints,
+                &local_dir,
+            )
         }));
+        // The subtask's local state (RocksDB instances) is of no use once it ended.
+        let _ = std::fs::remove_dir_all(&local_dir);
         if let Ok(Err(e)) = &outcome
             && e.is_secondary()
         {
@@ -139,11 +185,65 @@ pub(crate) fn spawn(
     Ok(handle)
 }
 
+/// The task's side of checkpointing: messages from the JobMaster, acknowledgements back.
+struct Checkpoints {
+    control: flume::Receiver<TaskControl>,
+    acknowledge: Acknowledger,
+    execution: ExecutionId,
+    storage: Arc<dyn StateStorage>,
+    file_prefix: String,
+    enabled: bool,
+}
+
+impl Checkpoints {
+    fn acknowledge(&self, checkpoint_id: u64, state: Result<SubtaskState, String>) {
+        let execution = self.execution;
+        (self.acknowledge)(match state {
+            Ok(state) => TmToJm::AcknowledgeCheckpoint {
+                execution,
+                checkpoint_id,
+                state,
+            },
+            Err(reason) => {
+                warn!(%execution, checkpoint_id, %reason, "declining a checkpoint");
+                TmToJm::DeclineCheckpoint {
+                    execution,
+                    checkpoint_id,
+                    reason,
+                }
+            }
+        });
+    }
+
+    /// Snapshots the chain behind `processor` for `barrier` and acknowledges; a failure to
+    /// snapshot declines the checkpoint and the task goes on, unless it is being torn down.
+    fn snapshot(
+        &self,
+        processor: &mut dyn InputProcessor,
+        barrier: &Arc<CheckpointBarrier>,
+    ) -> Result<(), TaskError> {
+        let mut snap = SnapshotContext::new(barrier, self.storage.as_ref(), &self.file_prefix);
+        let result = processor.snapshot(&mut snap);
+        match result {
+            Ok(()) => {
+                self.acknowledge(barrier.id(), Ok(snap.into_state()));
+                Ok(())
+            }
+            Err(e @ (TaskError::Cancelled | TaskError::Network(_))) => Err(e),
+            Err(e) => {
+                self.acknowledge(barrier.id(), Err(e.to_string()));
+                Ok(())
+            }
+        }
+    }
+}
+
 struct Hooks {
     writers: Vec<RecordWriterHandle>,
     cancelled: Arc<AtomicBool>,
     timeout: Duration,
     last_flush: Instant,
+    checkpoints: Checkpoints,
 }
 
 impl SourceHooks for Hooks {
@@ -160,9 +260,35 @@ impl SourceHooks for Hooks {
         }
         Ok(())
     }
+    fn control(&mut self) -> Option<TaskControl> {
+        self.checkpoints.control.try_recv().ok()
+    }
+    fn wait_control(&mut self, timeout: Duration) -> Option<TaskControl> {
+        self.checkpoints.control.recv_timeout(timeout).ok()
+    }
+    fn acknowledge(&mut self, checkpoint_id: u64, state: Result<SubtaskState, String>) {
+        self.checkpoints.acknowledge(checkpoint_id, state);
+    }
+    fn storage(&self) -> (&dyn StateStorage, &str) {
+        (
+            self.checkpoints.storage.as_ref(),
+            &self.checkpoints.file_prefix,
+        )
+    }
+    fn checkpointing(&self) -> bool {
+        self.checkpoints.enabled
+    }
 }
 
 impl Hooks {
+    fn cancelled(&self) -> Result<(), TaskError> {
+        if self.cancelled.load(Ordering::Relaxed) {
+            Err(TaskError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
     fn until_flush(&self) -> Duration {
         self.timeout
             .saturating_sub(self.last_flush.elapsed())
@@ -176,6 +302,8 @@ fn run(
     cancelled: &Arc<AtomicBool>,
     counters: &Arc<IoCounters>,
     report: &Reporter,
+    checkpoints: Checkpoints,
+    local_dir: &std::path::Path,
 ) -> Result<(), TaskError> {
     let program = examples::find(&d.program.name).ok_or_else(|| {
         TaskError::Setup(format!(
@@ -218,6 +346,19 @@ fn run(
         attempt: d.execution.attempt,
         batch: job.batch,
         cancelled: cancelled.clone(),
+        operator_id: vertex.nodes[0] as u32,
+        state: Arc::new(StateInit {
+            backend: d
+                .state
+                .backend
+                .parse()
+                .map_err(|e: crate::state::StateError| TaskError::Setup(e.to_string()))?,
+            incremental: d.state.incremental,
+            local_dir: local_dir.to_path_buf(),
+            storage: services.storage.clone(),
+            restore: d.state.restore.clone(),
+            checkpointing: d.state.checkpointing,
+        }),
     };
 
     // Reserve every buffer this task can hold before anything is created (see network::budget).
@@ -275,11 +416,13 @@ fn run(
         writers: &writers_by_stream_edge,
     };
     let outputs = chain.outputs_of(head)?;
+    let has_network_outputs = !writers.is_empty();
     let mut hooks = Hooks {
         writers,
         cancelled: cancelled.clone(),
         timeout: services.buffer_timeout,
         last_flush: Instant::now(),
+        checkpoints,
     };
 
     match &graph.nodes[head].kind {
@@ -301,7 +444,7 @@ fn run(
                     graph.nodes[head].name
                 ))
             })?;
-            let mut processor = decoder(op);
+            let processor = decoder(op);
             let mut channels = Vec::new();
             let mut names = Vec::new();
             for channel in d.inputs.iter().flatten() {
@@ -329,33 +472,126 @@ fn run(
                 channels.push(rx);
             }
             let mut gate = InputGate::new(channels, names);
+            gate.set_exactly_once(d.state.exactly_once);
             report(
                 d.execution,
                 ExecutionState::Running,
                 None,
                 TaskMetrics::default(),
             );
-            loop {
-                match gate.next(hooks.until_flush().min(Duration::from_millis(100))) {
-                    GateEvent::Buffer(buf) => {
-                        counters
-                            .bytes_in
-                            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                        let n = processor.process(&buf)?;
-                        counters.records_in.fetch_add(n, Ordering::Relaxed);
-                    }
-                    GateEvent::Timeout => {}
-                    GateEvent::Finished => break,
-                    GateEvent::Broken(i) => {
-                        return Err(TaskError::Network(format!(
-                            "lost the input channel from {}",
-                            gate.channel_name(i)
-                        )));
-                    }
-                }
-                hooks.tick()?;
+            let mut input = Input {
+                gate,
+                processor,
+                counters,
+                // Whether records arrived since the last snapshot.
+                dirty: true,
+                last_snapshot: None,
+                last_completed: None,
+            };
+            input.run(&mut hooks)?;
+            input.processor.finish()?;
+            if hooks.checkpoints.enabled && !has_network_outputs {
+                // A sink commits on checkpoint completion: stay until a checkpoint covering
+                // everything this task wrote has completed (Flink's final checkpoint).
+                input.await_final_checkpoint(&mut hooks)?;
             }
-            processor.finish()
+            Ok(())
+        }
+    }
+}
+
+/// The input side of a running operator task: the gate, the chain behind it, checkpoints.
+struct Input<'a> {
+    gate: InputGate,
+    processor: Box<dyn InputProcessor>,
+    counters: &'a Arc<IoCounters>,
+    dirty: bool,
+    last_snapshot: Option<u64>,
+    last_completed: Option<u64>,
+}
+
+impl Input<'_> {
+    fn snapshot(&mut self, hooks: &Hooks, barrier: &Arc<CheckpointBarrier>) -> Result<(), TaskError> {
+        hooks.checkpoints.snapshot(&mut *self.processor, barrier)?;
+        self.dirty = false;
+        self.last_snapshot = Some(barrier.id());
+        Ok(())
+    }
+
+    /// Handles the checkpoint messages waiting for this task.
+    fn control(&mut self, hooks: &mut Hooks, message: TaskControl) -> Result<Option<u64>, TaskError> {
+        match message {
+            TaskControl::Trigger(barrier) => {
+                if let Some(GateEvent::Barrier(b)) = self.gate.inject(barrier) {
+                    self.snapshot(hooks, &b)?;
+                }
+                Ok(None)
+            }
+            TaskControl::Complete(id) => {
+                self.processor.checkpoint_complete(id)?;
+                self.last_completed = self.last_completed.max(Some(id));
+                Ok(Some(id))
+            }
+            TaskControl::Aborted(id) => {
+                tracing::debug!(checkpoint = id, "checkpoint aborted");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Reads and processes the inputs until every channel has ended.
+    fn run(&mut self, hooks: &mut Hooks) -> Result<(), TaskError> {
+        loop {
+            match self
+                .gate
+                .next(hooks.until_flush().min(Duration::from_millis(100)))
+            {
+                GateEvent::Buffer(buf) => {
+                    self.counters
+                        .bytes_in
+                        .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                    let n = self.processor.process(&buf)?;
+                    self.counters.records_in.fetch_add(n, Ordering::Relaxed);
+                    self.dirty = true;
+                }
+                GateEvent::Barrier(barrier) => self.snapshot(hooks, &barrier)?,
+                GateEvent::Aborted(id) => {
+                    hooks.checkpoints.acknowledge(
+                        id,
+                        Err(format!("checkpoint {id} was overtaken by a newer barrier")),
+                    );
+                }
+                GateEvent::Timeout => {}
+                GateEvent::Finished => return Ok(()),
+                GateEvent::Broken(i) => {
+                    return Err(TaskError::Network(format!(
+                        "lost the input channel from {}",
+                        self.gate.channel_name(i)
+                    )));
+                }
+            }
+            hooks.tick()?;
+            while let Some(message) = hooks.control() {
+                self.control(hooks, message)?;
+            }
+        }
+    }
+
+    /// After the end of input: take a snapshot if records came since the last one, and wait
+    /// until a checkpoint at or after that snapshot completes.
+    fn await_final_checkpoint(&mut self, hooks: &mut Hooks) -> Result<(), TaskError> {
+        loop {
+            let covered = !self.dirty
+                && self
+                    .last_snapshot
+                    .is_some_and(|s| self.last_completed.is_some_and(|c| c >= s));
+            if covered {
+                return Ok(());
+            }
+            hooks.cancelled()?;
+            if let Some(message) = hooks.wait_control(Duration::from_millis(50)) {
+                self.control(hooks, message)?;
+            }
         }
     }
 }
@@ -385,7 +621,13 @@ impl Chain<'_> {
     fn operator(&self, node: usize) -> Result<AnyBox, TaskError> {
         let outputs = self.outputs_of(node)?;
         match &self.graph.nodes[node].kind {
-            NodeKind::Operator(factory) => factory(self.ctx, outputs),
+            NodeKind::Operator(factory) => {
+                let ctx = RuntimeContext {
+                    operator_id: node as u32,
+                    ..self.ctx.clone()
+                };
+                factory(&ctx, outputs)
+            }
             NodeKind::Source(_) => Err(TaskError::Setup(
                 "a source cannot be chained behind another operator".into(),
             )),

@@ -1,0 +1,116 @@
+//! How operators take part in checkpoints: the snapshot context handed down an operator chain
+//! with each barrier, the control messages a running task receives, and the state a subtask is
+//! restored with.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::context::TaskError;
+use crate::checkpoint::{StateStorage, SubtaskState, TaskRestore};
+use crate::network::buffer::CheckpointBarrier;
+
+/// Messages from the JobMaster to a running task about checkpoints.
+#[derive(Debug)]
+pub(crate) enum TaskControl {
+    /// Take a snapshot now (sources, and tasks whose producers have all finished).
+    Trigger(Arc<CheckpointBarrier>),
+    /// The checkpoint completed: commit what it covers.
+    Complete(u64),
+    /// The checkpoint was given up.
+    Aborted(u64),
+}
+
+/// Collects one subtask's snapshot while a barrier travels down its operator chain.
+pub(crate) struct SnapshotContext<'a> {
+    barrier: &'a Arc<CheckpointBarrier>,
+    storage: &'a dyn StateStorage,
+    file_prefix: &'a str,
+    state: SubtaskState,
+}
+
+impl<'a> SnapshotContext<'a> {
+    pub(crate) fn new(
+        barrier: &'a Arc<CheckpointBarrier>,
+        storage: &'a dyn StateStorage,
+        file_prefix: &'a str,
+    ) -> Self {
+        SnapshotContext {
+            barrier,
+            storage,
+            file_prefix,
+            state: SubtaskState::default(),
+        }
+    }
+
+    /// The barrier being processed.
+    pub(crate) fn barrier(&self) -> &Arc<CheckpointBarrier> {
+        self.barrier
+    }
+
+    /// The checkpoint's id.
+    pub(crate) fn checkpoint_id(&self) -> u64 {
+        self.barrier.id()
+    }
+
+    /// Records operator `op`'s operator state.
+    pub(crate) fn set_operator_state(&mut self, op: u32, elements: Vec<Vec<u8>>) {
+        self.state.operators.entry(op).or_default().operator_state = elements;
+    }
+
+    /// Writes operator `op`'s keyed state to the checkpoint storage.
+    pub(crate) fn snapshot_keyed(
+        &mut self,
+        op: u32,
+        store: &crate::state::KeyedStateStore,
+    ) -> Result<(), TaskError> {
+        let prefix = format!("op{op}-{}", self.file_prefix);
+        let handle = store.snapshot(&self.barrier.location, self.storage, &prefix)?;
+        self.state.operators.entry(op).or_default().keyed = Some(handle);
+        Ok(())
+    }
+
+    /// What the subtask acknowledges.
+    pub(crate) fn into_state(self) -> SubtaskState {
+        self.state
+    }
+}
+
+/// Everything a subtask needs to create and restore its state.
+pub(crate) struct StateInit {
+    /// `state.backend.type`.
+    pub(crate) backend: crate::state::BackendKind,
+    /// Whether RocksDB checkpoints upload only new files.
+    pub(crate) incremental: bool,
+    /// This subtask attempt's private working directory (RocksDB instances live below it).
+    pub(crate) local_dir: PathBuf,
+    /// The checkpoint storage.
+    pub(crate) storage: Arc<dyn StateStorage>,
+    /// What to restore from, if the subtask is restored.
+    pub(crate) restore: Option<TaskRestore>,
+    /// Whether the job is checkpointed (sinks then commit on checkpoints, not at the end).
+    pub(crate) checkpointing: bool,
+}
+
+impl std::fmt::Debug for StateInit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateInit")
+            .field("backend", &self.backend)
+            .field("local_dir", &self.local_dir)
+            .field("restore", &self.restore.as_ref().map(|r| r.checkpoint_id))
+            .finish()
+    }
+}
+
+impl StateInit {
+    /// State that lives in memory and is never restored (tests, jobs without checkpoints).
+    pub(crate) fn in_memory() -> Self {
+        StateInit {
+            backend: crate::state::BackendKind::HashMap,
+            incremental: false,
+            local_dir: std::env::temp_dir(),
+            storage: Arc::new(crate::checkpoint::LocalFileStorage),
+            restore: None,
+            checkpointing: false,
+        }
+    }
+}

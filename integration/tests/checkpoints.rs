@@ -1,0 +1,304 @@
+//! Checkpoints, savepoints and restores with real processes, real RocksDB and the exactly-once
+//! file sink, proven by the `counting` workload and its checker.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice_integration::{StandaloneCluster, wait_for};
+
+fn job(cluster: &StandaloneCluster, id: &str) -> Value {
+    cluster.get(&format!("/jobs/{id}")).unwrap_or(Value::Null)
+}
+
+fn state(cluster: &StandaloneCluster, id: &str) -> String {
+    job(cluster, id)["state"].as_str().unwrap_or("").to_string()
+}
+
+fn completed_checkpoints(cluster: &StandaloneCluster, id: &str) -> u64 {
+    cluster
+        .get(&format!("/jobs/{id}/checkpoints"))
+        .ok()
+        .and_then(|c| c["counts"]["completed"].as_u64())
+        .unwrap_or(0)
+}
+
+fn wait_state(cluster: &StandaloneCluster, id: &str, want: &str, within: Duration) {
+    wait_for(within, &format!("job {id} to be {want}"), || {
+        let s = state(cluster, id);
+        assert!(
+            s != "FAILED" || want == "FAILED",
+            "the job failed: {}",
+            cluster
+                .get(&format!("/jobs/{id}/exceptions"))
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        );
+        (s == want).then_some(())
+    });
+}
+
+fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) -> String {
+    let out = cluster.cli(&[
+        "check-counting",
+        "--records",
+        &records.to_string(),
+        "--keys",
+        &keys.to_string(),
+        &dir.display().to_string(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "not exactly once:\n{text}");
+    text
+}
+
+fn chk_dirs(root: &Path, job: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root.join(job))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("chk-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn config(backend: &str, checkpoints: &Path, retained: u32) -> String {
+    format!(
+        "state.backend.type: {backend}\nexecution.checkpointing.incremental: true\nexecution.checkpointing.interval: 1 s\nexecution.checkpointing.dir: {}\nexecution.checkpointing.num-retained: {retained}\nrestart-strategy.type: fixed-delay\nrestart-strategy.fixed-delay.attempts: 5\nrestart-strategy.fixed-delay.delay: 200 ms\n",
+        checkpoints.display()
+    )
+}
+
+/// Runs `counting` under checkpoints, stops it with a savepoint, resumes from the savepoint at
+/// another parallelism into the same output directory, and checks every record is there once.
+fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32) {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let checkpoints = scratch.path().join("checkpoints");
+    let cluster = StandaloneCluster::start(2, 2, &config(backend, &checkpoints, 1));
+    let output: PathBuf = scratch.path().join("out");
+    let savepoints = scratch.path().join("savepoints");
+    let (records, keys) = (60_000u64, 7u64);
+    let args = |p: u32| {
+        vec![
+            "-p".to_string(),
+            p.to_string(),
+            "counting".into(),
+            "--records".into(),
+            records.to_string(),
+            "--keys".into(),
+            keys.to_string(),
+            "--output".into(),
+            output.display().to_string(),
+            "--rate".into(),
+            "8000".into(),
+        ]
+    };
+    let first: Vec<String> = args(before);
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let id = cluster.submit_detached(&first);
+    wait_for(Duration::from_secs(40), "two completed checkpoints", || {
+        (completed_checkpoints(&cluster, &id) >= 2).then_some(())
+    });
+    // Only the retained checkpoint stays (num-retained 1), the older ones are deleted.
+    wait_for(Duration::from_secs(5), "one retained checkpoint", || {
+        (chk_dirs(&checkpoints, &id).len() == 1).then_some(())
+    });
+    let out = cluster.cli(&[
+        "stop",
+        "-m",
+        &cluster.rest(),
+        "-p",
+        &savepoints.display().to_string(),
+        &id,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "stop failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
+        .unwrap_or_else(|| panic!("no savepoint path in: {stdout}"))
+        .trim()
+        .to_string();
+    wait_state(&cluster, &id, "FINISHED", Duration::from_secs(20));
+    assert!(
+        Path::new(&path).join("_metadata").is_file(),
+        "savepoint {path} has no _metadata"
+    );
+    // The savepoint is self-contained: it survives the deletion of the job's checkpoints.
+    let _ = std::fs::remove_dir_all(checkpoints.join(&id));
+
+    let mut second = vec!["-s".to_string(), path.clone()];
+    second.extend(args(after));
+    let second: Vec<&str> = second.iter().map(String::as_str).collect();
+    let id2 = cluster.submit_detached(&second);
+    wait_state(&cluster, &id2, "FINISHED", Duration::from_secs(60));
+    let report = check_counting(&cluster, records, keys, &output);
+    assert!(report.starts_with("OK"), "{report}");
+    // A finished job's checkpoints are deleted (NO_EXTERNALIZED_CHECKPOINTS).
+    assert!(chk_dirs(&checkpoints, &id2).is_empty());
+}
+
+#[test]
+fn rocksdb_stop_with_savepoint_then_resume_at_higher_parallelism_is_exactly_once() {
+    stop_and_resume_rescaled("rocksdb", 2, 3);
+}
+
+#[test]
+fn hashmap_stop_with_savepoint_then_resume_at_lower_parallelism_is_exactly_once() {
+    stop_and_resume_rescaled("hashmap", 3, 1);
+}
+
+fn signal(sig: &str, pid: u32) {
+    let _ = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status();
+}
+
+/// Any regular file below `dir` other than `_metadata`, largest first.
+fn state_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<(u64, PathBuf)> = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n != "_metadata") {
+                files.push((e.metadata().map(|m| m.len()).unwrap_or(0), p));
+            }
+        }
+    }
+    files.sort();
+    files.into_iter().rev().map(|(_, p)| p).collect()
+}
+
+#[test]
+fn a_damaged_latest_checkpoint_falls_back_to_the_previous_one_after_a_taskmanager_loss() {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let checkpoints = scratch.path().join("checkpoints");
+    // Three TaskManagers of one slot for a job of parallelism 2: one is the spare.
+    let cluster = StandaloneCluster::start(3, 1, &config("rocksdb", &checkpoints, 2));
+    let output = scratch.path().join("out");
+    let (records, keys) = (50_000u64, 5u64);
+    let id = cluster.submit_detached(&[
+        "-p",
+        "2",
+        "counting",
+        "--records",
+        &records.to_string(),
+        "--keys",
+        &keys.to_string(),
+        "--output",
+        &output.display().to_string(),
+        "--rate",
+        "6000",
+    ]);
+    wait_for(Duration::from_secs(40), "two retained checkpoints", || {
+        (chk_dirs(&checkpoints, &id).len() == 2).then_some(())
+    });
+    // Freeze the TaskManagers so no checkpoint completes while we damage the latest one.
+    let tms = cluster.pids("taskmanager");
+    for &pid in &tms {
+        signal("-STOP", pid);
+    }
+    let dirs = chk_dirs(&checkpoints, &id);
+    let latest = checkpoints.join(&id).join(dirs.last().expect("a checkpoint"));
+    let victim_file = state_files(&latest)
+        .into_iter()
+        .next()
+        .expect("a private state file in the latest checkpoint");
+    std::fs::remove_file(&victim_file).expect("remove a state file");
+    // Kill a TaskManager that runs the job's subtasks; let the others go on.
+    let victim = *tms
+        .iter()
+        .find(|&&pid| cluster.logs_of_pid_mention(pid, &id))
+        .expect("a TaskManager running the job");
+    signal("-9", victim);
+    for &pid in tms.iter().filter(|&&p| p != victim) {
+        signal("-CONT", pid);
+    }
+    wait_state(&cluster, &id, "FINISHED", Duration::from_secs(90));
+    let name = victim_file.display().to_string();
+    assert!(
+        cluster.logs("jobmanager").iter().any(|l| l.contains(&name)),
+        "the JobManager log names the damaged file {name}"
+    );
+    let report = check_counting(&cluster, records, keys, &output);
+    assert!(report.starts_with("OK"), "{report}");
+}
+
+#[test]
+fn resuming_from_a_savepoint_with_a_missing_file_is_refused_naming_the_file() {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let checkpoints = scratch.path().join("checkpoints");
+    let cluster = StandaloneCluster::start(1, 2, &config("hashmap", &checkpoints, 1));
+    let output = scratch.path().join("out");
+    let id = cluster.submit_detached(&[
+        "-p",
+        "2",
+        "counting",
+        "--records",
+        "1000000",
+        "--keys",
+        "3",
+        "--output",
+        &output.display().to_string(),
+        "--rate",
+        "5000",
+    ]);
+    wait_state(&cluster, &id, "RUNNING", Duration::from_secs(30));
+    let savepoints = scratch.path().join("sp");
+    let out = cluster.cli(&[
+        "savepoint",
+        "-m",
+        &cluster.rest(),
+        &id,
+        &savepoints.display().to_string(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let path = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
+        .expect("savepoint path")
+        .trim()
+        .to_string();
+    // A savepoint leaves the job running.
+    assert_eq!(state(&cluster, &id), "RUNNING");
+    let out = cluster.cli(&["cancel", "-m", &cluster.rest(), &id]);
+    assert!(out.status.success());
+    let victim = state_files(Path::new(&path))
+        .into_iter()
+        .next()
+        .expect("a state file in the savepoint");
+    std::fs::remove_file(&victim).expect("remove");
+    let out = cluster.cli(&[
+        "run",
+        "-m",
+        &cluster.rest(),
+        "-d",
+        "-s",
+        &path,
+        "counting",
+        "--records",
+        "1000",
+        "--keys",
+        "3",
+        "--output",
+        &output.display().to_string(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&victim.display().to_string()),
+        "the error names the missing file: {stderr}"
+    );
+}
