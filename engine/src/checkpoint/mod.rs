@@ -9,8 +9,19 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub mod assign;
+pub mod coordinator;
+pub mod metadata;
+pub mod stats;
 pub mod storage;
 
+pub use assign::{assign, key_group_range};
+pub use coordinator::{
+    CheckpointAction, CheckpointCoordinator, CheckpointSettings, CompletedCheckpoint, RestorePlan,
+    Retention, TaskKey, TaskPhase, Terminal, VertexTopology,
+};
+pub use metadata::{CheckpointMetadata, OperatorMetadata, RestoreError, load_metadata, validate};
+pub use stats::{CheckpointConfigInfo, CheckpointingStatistics};
 pub use storage::{LocalFileStorage, StateStorage};
 
 /// One file of a snapshot.
