@@ -17,7 +17,8 @@ pub fn key_group_range(max_parallelism: u32, parallelism: u32, index: u32) -> (u
         u64::from(parallelism.max(1)),
         u64::from(index),
     );
-    let first = (i * max_p + p - 1) / p;
+    // Flink's (i * maxP + p - 1) / p.
+    let first = (i * max_p).div_ceil(p);
     let last = ((i + 1) * max_p).saturating_sub(1) / p;
     (first as u32, last as u32)
 }

@@ -1037,7 +1037,7 @@ impl CheckpointCoordinator {
             .map(|p| p.entry(CheckpointStatus::InProgress))
             .chain(self.history.iter().cloned())
             .collect();
-        history.sort_by(|a, b| b.id.cmp(&a.id));
+        history.sort_by_key(|e| std::cmp::Reverse(e.id));
         history.truncate(HISTORY_SIZE);
         CheckpointingStatistics {
             counts: Counts {
@@ -1078,7 +1078,9 @@ impl CheckpointCoordinator {
             },
             unaligned_checkpoints: false,
             tolerable_failed_checkpoints: s.tolerable_failures,
+            aligned_checkpoint_timeout: 0,
             checkpoints_after_tasks_finish: true,
+            state_changelog_enabled: false,
         }
     }
 }

@@ -611,7 +611,7 @@ fn savepoints_are_named_self_contained_and_not_retained() {
     assert!(m.is_savepoint);
     validate(env.storage.as_ref(), &location.dir, &m).expect("self-contained");
     assert_eq!(c.retained().count(), 0, "savepoints are not retained");
-    assert_eq!(c.savepoint_paths(), &[location.dir.clone()]);
+    assert_eq!(c.savepoint_paths(), std::slice::from_ref(&location.dir));
     assert_eq!(c.latest_completed().map(|cc| cc.is_savepoint), Some(true));
     let stats = c.stats();
     assert_eq!(stats.latest.savepoint.map(|s| s.id), Some(id));

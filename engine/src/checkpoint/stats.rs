@@ -195,6 +195,10 @@ pub struct CheckpointConfigInfo {
     pub unaligned_checkpoints: bool,
     /// Consecutive failures tolerated.
     pub tolerable_failed_checkpoints: u32,
+    /// Timeout before an aligned checkpoint turns unaligned (0: never; not supported).
+    pub aligned_checkpoint_timeout: u64,
     /// Checkpoints continue after some tasks finished (always, as in Flink 1.15+).
     pub checkpoints_after_tasks_finish: bool,
+    /// The changelog state backend (not supported: always false).
+    pub state_changelog_enabled: bool,
 }
