@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::assign::assign;
 use super::metadata::{
-    CheckpointMetadata, METADATA_FILE, OperatorMetadata, RestoreError, validate,
+    CheckpointMetadata, METADATA_FILE, OperatorMetadata, RestoreError, load_metadata, validate,
 };
 use super::stats::{
     CheckpointConfigInfo, CheckpointEntry, CheckpointStatus, CheckpointingStatistics, Counts,
@@ -268,7 +268,8 @@ struct PendingCheckpoint {
     /// Every task not finished at trigger time.
     expected: BTreeSet<TaskKey>,
     acks: BTreeMap<TaskKey, SubtaskState>,
-    latest_ack: u64,
+    /// When the latest acknowledgement arrived, if one did.
+    latest_ack: Option<u64>,
 }
 
 impl PendingCheckpoint {
@@ -302,10 +303,12 @@ impl PendingCheckpoint {
                 "CHECKPOINT"
             },
             trigger_timestamp: self.timestamp,
-            latest_ack_timestamp: self.latest_ack,
+            latest_ack_timestamp: self.latest_ack.unwrap_or(0),
             checkpointed_size,
             state_size,
-            end_to_end_duration: self.latest_ack.saturating_sub(self.timestamp),
+            end_to_end_duration: self
+                .latest_ack
+                .map_or(0, |a| a.saturating_sub(self.timestamp)),
             num_subtasks: self.expected.len() as u64,
             num_acknowledged_subtasks: self.acks.len() as u64,
             external_path: None,
@@ -521,7 +524,7 @@ impl CheckpointCoordinator {
                         .collect(),
                 };
                 p.acks.insert(task, state);
-                p.latest_ack = now;
+                p.latest_ack = Some(now);
                 if p.is_complete() {
                     done.push(id);
                 }
@@ -648,7 +651,7 @@ impl CheckpointCoordinator {
                 savepoint_request,
                 expected,
                 acks: BTreeMap::new(),
-                latest_ack: now,
+                latest_ack: None,
             },
         );
         CheckpointAction::Trigger {
@@ -678,7 +681,7 @@ impl CheckpointCoordinator {
             return Vec::new();
         }
         p.acks.insert(task, state);
-        p.latest_ack = now;
+        p.latest_ack = Some(now);
         if p.is_complete() {
             self.complete(checkpoint_id, now)
         } else {
@@ -959,6 +962,60 @@ impl CheckpointCoordinator {
         tracing::debug!(job_id = %self.job_id, checkpoint_id = old.id, "discarding checkpoint");
         let shared = old.metadata.shared_file_paths(&old.metadata_dir);
         self.delete_unreferenced(&old.metadata_dir, shared.into_iter());
+    }
+
+    /// After a JobManager failover (HA): takes over the completed checkpoints a previous
+    /// coordinator of this job left in `<dir>/<job_id>`, so a restore finds them and retention
+    /// keeps counting them. Keeps the newest `num_retained` (discarding older ones as retention
+    /// would have), skips directories without readable `_metadata` (checkpoints that never
+    /// completed; logged), and continues ids above every `chk-<n>` found so no directory is
+    /// reused. Returns the ids now retained.
+    pub fn recover_retained(&mut self) -> Result<Vec<u64>, RestoreError> {
+        let Some(root) = self.root.clone() else {
+            return Ok(Vec::new());
+        };
+        let names = self
+            .storage
+            .list(&root)
+            .map_err(|source| RestoreError::Read {
+                path: root.clone(),
+                source,
+            })?;
+        let mut found: Vec<CompletedCheckpoint> = Vec::new();
+        for name in names {
+            let Some(id) = name
+                .strip_prefix("chk-")
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            self.next_id = self.next_id.max(id + 1);
+            if self.retained.iter().any(|c| c.id == id) {
+                continue;
+            }
+            let dir = join(&root, &name);
+            match load_metadata(self.storage.as_ref(), &dir) {
+                Ok(metadata) if metadata.checkpoint_id == id && !metadata.is_savepoint => {
+                    found.push(CompletedCheckpoint::from_metadata(dir, metadata));
+                }
+                Ok(metadata) => {
+                    tracing::warn!(job_id = %self.job_id, dir = %dir, "ignoring {dir}: its metadata names checkpoint {}", metadata.checkpoint_id);
+                }
+                Err(e) => {
+                    tracing::warn!(job_id = %self.job_id, dir = %dir, "ignoring an incomplete checkpoint: {e}");
+                }
+            }
+        }
+        self.retained.extend(found);
+        self.retained.make_contiguous().sort_by_key(|c| c.id);
+        while self.retained.len() > self.settings.num_retained.max(1) as usize {
+            if let Some(old) = self.retained.pop_front() {
+                self.discard(old);
+            }
+        }
+        let ids: Vec<u64> = self.retained.iter().map(|c| c.id).collect();
+        tracing::info!(job_id = %self.job_id, ?ids, "recovered completed checkpoints");
+        Ok(ids)
     }
 
     /// A savepoint (or a retained checkpoint of an earlier run) the job starts from (`run -s`):

@@ -903,3 +903,60 @@ fn history_is_bounded() {
     assert_eq!(stats.history[0].id, 15);
     assert_eq!(stats.counts.completed, 15);
 }
+
+#[test]
+fn a_new_coordinator_recovers_the_retained_checkpoints_of_its_job() {
+    let env = Env::new();
+    let settings = CheckpointSettings {
+        num_retained: 2,
+        ..env.settings()
+    };
+    let mut old = env.coordinator(settings.clone());
+    let locations = complete_checkpoints(&env, &mut old, 3);
+    // A checkpoint that never completed: files but no _metadata.
+    let partial = join(&env.root(), "chk-5");
+    env.storage
+        .write(&join(&partial, "private"), b"x")
+        .expect("write");
+
+    let mut c = env.coordinator(CheckpointSettings {
+        num_retained: 1,
+        ..settings
+    });
+    assert_eq!(c.recover_retained().expect("recovered"), vec![3]);
+    assert!(
+        !env.exists(&locations[1].dir),
+        "beyond num_retained: discarded"
+    );
+    assert!(!env.exists(&join(&env.root(), "shared/s2")));
+    assert!(env.exists(&join(&env.root(), "shared/s3")));
+    let plan = c.restore_plan().expect("ok").expect("plan");
+    assert_eq!(plan.checkpoint_id, 3);
+    run_all(&mut c, 0);
+    c.tick(0);
+    assert_eq!(trigger_of(&c.tick(100)).0, 6, "ids continue above chk-5");
+
+    let mut none = env.coordinator(CheckpointSettings::default());
+    assert!(none.recover_retained().expect("no dir").is_empty());
+}
+
+#[test]
+fn in_progress_entries_report_no_ack_time_before_the_first_ack() {
+    let env = Env::new();
+    let mut c = env.coordinator(env.settings());
+    run_all(&mut c, 0);
+    c.tick(0);
+    let (id, _, _) = trigger_of(&c.tick(100));
+    let entry = &c.stats().history[0];
+    assert_eq!(
+        (entry.latest_ack_timestamp, entry.end_to_end_duration),
+        (0, 0)
+    );
+    c.acknowledge(130, t(0, 0), id, state(1, b"", None));
+    let entry = &c.stats().history[0];
+    assert_eq!(
+        (entry.latest_ack_timestamp, entry.end_to_end_duration),
+        (130, 30)
+    );
+    assert_eq!(entry.status, CheckpointStatus::InProgress);
+}
