@@ -960,3 +960,119 @@ fn in_progress_entries_report_no_ack_time_before_the_first_ack() {
     );
     assert_eq!(entry.status, CheckpointStatus::InProgress);
 }
+
+#[derive(Clone, Debug)]
+enum Op {
+    Tick(u64),
+    Ack {
+        which: usize,
+        task: usize,
+        shared: Vec<u8>,
+    },
+    Decline {
+        which: usize,
+    },
+    Savepoint,
+    Reset,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => (0u64..300).prop_map(Op::Tick),
+        6 => (0usize..4, 0usize..3, proptest::collection::vec(0u8..6, 0..4))
+            .prop_map(|(which, task, shared)| Op::Ack { which, task, shared }),
+        1 => (0usize..4).prop_map(|which| Op::Decline { which }),
+        1 => Just(Op::Savepoint),
+        1 => Just(Op::Reset),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+    /// Whatever the interleaving of triggers, acks, declines, expiries, savepoints and
+    /// failovers: at most `num_retained` checkpoints are kept, at most `max_concurrent` periodic
+    /// ones are pending, and every file a retained checkpoint references still exists with its
+    /// size (reference counting never deletes a file in use).
+    #[test]
+    fn retained_checkpoints_stay_restorable_under_any_interleaving(
+        ops in proptest::collection::vec(op(), 1..40)
+    ) {
+        let env = Env::new();
+        let mut c = env.coordinator(CheckpointSettings {
+            num_retained: 2,
+            max_concurrent: 2,
+            tolerable_failures: 1000,
+            timeout: Duration::from_millis(500),
+            ..env.settings()
+        });
+        let mut locations: BTreeMap<u64, SnapshotLocation> = BTreeMap::new();
+        let mut now = 0;
+        run_all(&mut c, now);
+        c.tick(now);
+        for op in ops {
+            let mut actions = Vec::new();
+            match op {
+                Op::Tick(advance) => {
+                    now += advance;
+                    actions = c.tick(now);
+                }
+                Op::Ack { which, task, shared } => {
+                    // One task at a time, so pending checkpoints hold partial acks whose shared
+                    // files must survive the discard of older checkpoints.
+                    let ids = c.pending_ids();
+                    if let Some(&id) = ids.get(which % ids.len().max(1)) {
+                        let location = locations[&id].clone();
+                        let task = ALL[task];
+                        let ack = if task.vertex == 0 {
+                            state(1, &[task.subtask as u8], None)
+                        } else {
+                            let names: Vec<String> =
+                                shared.iter().map(|n| format!("f{n}")).collect();
+                            let names: Vec<&str> = if location.shared_dir.is_some() {
+                                names.iter().map(String::as_str).collect()
+                            } else {
+                                Vec::new()
+                            };
+                            state(2, b"", Some(env.keyed(&location, "private", &names)))
+                        };
+                        actions = c.acknowledge(now, task, id, ack);
+                    }
+                }
+                Op::Decline { which } => {
+                    let ids = c.pending_ids();
+                    if let Some(&id) = ids.get(which % ids.len().max(1)) {
+                        actions = c.decline(now, t(0, 0), id, "no".into(), true);
+                    }
+                }
+                Op::Savepoint => {
+                    if let Ok(a) = c.trigger_savepoint(now, Some(join(&env.base, "sp")), "r".into()) {
+                        actions = a;
+                    }
+                }
+                Op::Reset => {
+                    actions = c.job_reset(now);
+                    run_all(&mut c, now);
+                }
+            }
+            for a in &actions {
+                if let CheckpointAction::Trigger { checkpoint_id, location, .. } = a {
+                    locations.insert(*checkpoint_id, location.clone());
+                }
+            }
+            let retained: Vec<&CompletedCheckpoint> = c.retained().collect();
+            proptest::prop_assert!(retained.len() <= 2);
+            for cc in retained {
+                let valid = validate(env.storage.as_ref(), &cc.metadata_dir, &cc.metadata);
+                proptest::prop_assert!(valid.is_ok(), "chk-{}: {:?}", cc.id, valid);
+            }
+            let periodic = c
+                .pending_ids()
+                .iter()
+                .filter(|id| locations[id].kind == SnapshotKind::Checkpoint)
+                .count();
+            proptest::prop_assert!(periodic <= 2);
+        }
+    }
+}
