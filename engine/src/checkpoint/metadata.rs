@@ -197,6 +197,14 @@ pub enum RestoreError {
     },
 }
 
+impl RestoreError {
+    /// Whether trying again may succeed: an I/O error reading storage may be transient (a
+    /// remote file system); a missing or wrong file, or a program that does not fit, is not.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, RestoreError::Read { .. })
+    }
+}
+
 /// The directory and the `_metadata` file for a path naming either of them.
 pub fn metadata_location(path: &str) -> (String, String) {
     let trimmed = path.trim_end_matches('/');
@@ -358,6 +366,7 @@ mod tests {
         let file = join(&base, "x/_metadata");
         let err = load_metadata(&s, &join(&base, "x")).unwrap_err();
         assert!(matches!(err, RestoreError::MetadataMissing { .. }));
+        assert!(!err.is_retryable());
         assert!(err.to_string().contains(&file), "{err}");
 
         s.write(&file, b"not json").expect("write");
