@@ -20,7 +20,9 @@ pub use coordinator::{
     CheckpointAction, CheckpointCoordinator, CheckpointSettings, CompletedCheckpoint, RestorePlan,
     Retention, TaskKey, TaskPhase, Terminal, VertexTopology,
 };
-pub use metadata::{CheckpointMetadata, OperatorMetadata, RestoreError, load_metadata, validate};
+pub use metadata::{
+    CheckpointMetadata, OperatorMetadata, RestoreError, load_metadata, metadata_location, validate,
+};
 pub use stats::{CheckpointConfigInfo, CheckpointingStatistics};
 pub use storage::{LocalFileStorage, StateStorage};
 

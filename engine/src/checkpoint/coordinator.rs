@@ -1,0 +1,1147 @@
+//! The JobMaster's checkpoint coordinator: decides when to trigger checkpoints and savepoints,
+//! collects the subtasks' acknowledgements into `_metadata`, keeps the configured number of
+//! completed checkpoints (deleting what the others alone referenced), counts failures against
+//! the tolerable threshold and picks what a failover restores from.
+//!
+//! A pure core in the sense of `STYLE.md`: events and `now` (ms since the epoch) go in,
+//! [`CheckpointAction`]s come out, and the only I/O goes through [`StateStorage`] (writing
+//! `_metadata`, deleting discarded files, checking files before a restore), so tests drive it
+//! with simulated time and a temporary directory.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::assign::assign;
+use super::metadata::{
+    CheckpointMetadata, METADATA_FILE, OperatorMetadata, RestoreError, load_metadata, validate,
+};
+use super::stats::{
+    CheckpointConfigInfo, CheckpointEntry, CheckpointStatus, CheckpointingStatistics, Counts,
+    Externalization, HISTORY_SIZE, Latest, RestoredEntry, Summarizer, Summary,
+};
+use super::storage::{StateStorage, join};
+use super::{OperatorSubtaskState, SnapshotKind, SnapshotLocation, SubtaskState, TaskRestore};
+
+/// Flink's message when consecutive failures exceed `tolerable_failures`.
+pub const TOLERABLE_EXCEEDED: &str = "Exceeded checkpoint tolerable failure threshold.";
+/// Flink's message for a checkpoint that ran past its timeout.
+pub const EXPIRED: &str = "Checkpoint expired before completing.";
+/// Flink's message for checkpoints aborted by a failover.
+pub const ABORTED_RESTART: &str = "Checkpoint was aborted because the job is restarting";
+/// Flink's message for checkpoints aborted because the job ended.
+pub const ABORTED_SHUTDOWN: &str = "CheckpointCoordinator shutdown.";
+/// Flink's message for an older checkpoint still pending when a newer one completes.
+pub const SUBSUMED: &str = "Checkpoint has been subsumed.";
+/// The error of a savepoint request without a directory.
+pub const NO_SAVEPOINT_DIR: &str = "No savepoint directory configured: pass a target directory or set execution.checkpointing.savepoint-dir";
+
+/// One parallel subtask of one vertex: the unit that acknowledges checkpoints.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TaskKey {
+    /// The vertex's index in the topology.
+    pub vertex: u32,
+    /// The subtask's index, `0..parallelism`.
+    pub subtask: u32,
+}
+
+impl fmt::Display for TaskKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}/{}", self.vertex, self.subtask)
+    }
+}
+
+/// What the coordinator needs to know of a task's execution state.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskPhase {
+    /// Running: can take barriers.
+    Running,
+    /// Finished: has nothing left to checkpoint.
+    Finished,
+    /// Anything else (created, deploying, failed, cancelled).
+    Other,
+}
+
+/// How the job ended, for the retention decision.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Terminal {
+    /// All tasks finished.
+    Finished,
+    /// Cancelled by the user.
+    Canceled,
+    /// Failed without restart.
+    Failed,
+}
+
+/// What happens to a job's checkpoints when it ends
+/// (`execution.checkpointing.externalized-checkpoint-retention`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Retention {
+    /// Flink's `NO_EXTERNALIZED_CHECKPOINTS` / `DELETE_ON_CANCELLATION`: delete them when the job
+    /// finishes or is cancelled, keep them when it fails (to restart it by hand).
+    DeleteOnCancellation,
+    /// Flink's `RETAIN_ON_CANCELLATION`: keep them when the job is cancelled or fails, delete
+    /// them when it finishes.
+    RetainOnCancellation,
+}
+
+/// The job's checkpoint configuration (Flink's `execution.checkpointing.*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointSettings {
+    /// Periodic interval; `None` turns periodic checkpoints off (savepoints still work).
+    pub interval: Option<Duration>,
+    /// A checkpoint not complete after this long fails (default 10 min).
+    pub timeout: Duration,
+    /// Least time between the end of one checkpoint and the trigger of the next (default 0).
+    pub min_pause: Duration,
+    /// Most periodic checkpoints pending at once (default 1).
+    pub max_concurrent: u32,
+    /// Consecutive failed checkpoints tolerated before the job fails (default 0).
+    pub tolerable_failures: u32,
+    /// Completed checkpoints kept (default 1).
+    pub num_retained: u32,
+    /// Exactly-once (aligned barriers) or at-least-once; reported, enforced by the tasks.
+    pub exactly_once: bool,
+    /// `execution.checkpointing.dir`: where checkpoints go; periodic checkpoints need it.
+    pub dir: Option<String>,
+    /// `execution.checkpointing.savepoint-dir`: the default savepoint target.
+    pub savepoint_dir: Option<String>,
+    /// What happens to checkpoints when the job ends.
+    pub retention: Retention,
+}
+
+impl Default for CheckpointSettings {
+    fn default() -> Self {
+        CheckpointSettings {
+            interval: None,
+            timeout: Duration::from_secs(600),
+            min_pause: Duration::ZERO,
+            max_concurrent: 1,
+            tolerable_failures: 0,
+            num_retained: 1,
+            exactly_once: true,
+            dir: None,
+            savepoint_dir: None,
+            retention: Retention::DeleteOnCancellation,
+        }
+    }
+}
+
+/// One vertex of the job as the coordinator sees it; its index in the topology is the
+/// `vertex` of its [`TaskKey`]s.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VertexTopology {
+    /// Its parallelism.
+    pub parallelism: u32,
+    /// Its max parallelism (number of key groups).
+    pub max_parallelism: u32,
+    /// Indices of its upstream vertices.
+    pub inputs: Vec<usize>,
+    /// Operator ids of its chain, head first.
+    pub operators: Vec<u32>,
+}
+
+/// What the JobMaster must do for the coordinator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CheckpointAction {
+    /// Send a checkpoint barrier trigger to these tasks (sources, and tasks whose inputs all
+    /// finished).
+    Trigger {
+        /// The checkpoint's id.
+        checkpoint_id: u64,
+        /// Trigger time (ms since the epoch).
+        timestamp: u64,
+        /// Where the subtasks write.
+        location: SnapshotLocation,
+        /// The tasks to trigger.
+        tasks: Vec<TaskKey>,
+    },
+    /// The checkpoint completed: tasks may commit side effects (two-phase sinks).
+    NotifyComplete {
+        /// The checkpoint's id.
+        checkpoint_id: u64,
+        /// The tasks to notify.
+        tasks: Vec<TaskKey>,
+    },
+    /// The checkpoint failed: tasks may drop what they prepared for it.
+    NotifyAborted {
+        /// The checkpoint's id.
+        checkpoint_id: u64,
+        /// The tasks to notify.
+        tasks: Vec<TaskKey>,
+    },
+    /// Answer a savepoint request.
+    SavepointDone {
+        /// The request's id.
+        request_id: String,
+        /// The savepoint's directory, or why it failed.
+        result: Result<String, String>,
+    },
+    /// Fail the job (too many consecutive checkpoint failures).
+    FailJob {
+        /// The failure's text.
+        reason: String,
+    },
+}
+
+/// A completed checkpoint or savepoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompletedCheckpoint {
+    /// Its id.
+    pub id: u64,
+    /// When it was triggered (ms since the epoch).
+    pub timestamp: u64,
+    /// Storage path of the directory holding its `_metadata`.
+    pub metadata_dir: String,
+    /// Whether it is a savepoint.
+    pub is_savepoint: bool,
+    /// Bytes written for it.
+    pub checkpointed_size: u64,
+    /// Bytes of the whole state it covers.
+    pub state_size: u64,
+    /// Its metadata, as written.
+    pub metadata: CheckpointMetadata,
+}
+
+impl CompletedCheckpoint {
+    /// A completed checkpoint for metadata found at `metadata_dir`.
+    pub fn from_metadata(metadata_dir: String, metadata: CheckpointMetadata) -> Self {
+        let (checkpointed_size, state_size) = state_sizes(
+            metadata
+                .operators
+                .values()
+                .flat_map(|o| o.subtasks.values()),
+        );
+        CompletedCheckpoint {
+            id: metadata.checkpoint_id,
+            timestamp: metadata.timestamp,
+            metadata_dir,
+            is_savepoint: metadata.is_savepoint,
+            checkpointed_size,
+            state_size,
+            metadata,
+        }
+    }
+}
+
+/// What a failover or a start from a savepoint restores.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestorePlan {
+    /// The checkpoint's id.
+    pub checkpoint_id: u64,
+    /// Its directory.
+    pub metadata_dir: String,
+    /// Whether it is a savepoint.
+    pub is_savepoint: bool,
+    /// The state of every subtask of the job.
+    pub tasks: BTreeMap<TaskKey, TaskRestore>,
+}
+
+/// (bytes written, bytes of state) of some operator states: keyed handles' sizes plus the
+/// operator state's elements, which travel inside `_metadata`.
+fn state_sizes<'a>(states: impl Iterator<Item = &'a OperatorSubtaskState>) -> (u64, u64) {
+    states.fold((0, 0), |(written, full), st| {
+        let inline: u64 = st.operator_state.iter().map(|e| e.len() as u64).sum();
+        let (kw, kf) = st
+            .keyed
+            .as_ref()
+            .map_or((0, 0), |k| (k.checkpointed_size, k.full_size));
+        (written + inline + kw, full + inline + kf)
+    })
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A triggered checkpoint or savepoint waiting for acknowledgements.
+#[derive(Debug)]
+struct PendingCheckpoint {
+    id: u64,
+    timestamp: u64,
+    location: SnapshotLocation,
+    /// The savepoint request it answers; `None` for a periodic checkpoint.
+    savepoint_request: Option<String>,
+    /// Every task not finished at trigger time.
+    expected: BTreeSet<TaskKey>,
+    acks: BTreeMap<TaskKey, SubtaskState>,
+    /// When the latest acknowledgement arrived, if one did.
+    latest_ack: Option<u64>,
+}
+
+impl PendingCheckpoint {
+    fn is_savepoint(&self) -> bool {
+        self.savepoint_request.is_some()
+    }
+
+    fn is_complete(&self) -> bool {
+        self.expected.iter().all(|t| self.acks.contains_key(t))
+    }
+
+    fn shared_files(&self) -> impl Iterator<Item = String> + '_ {
+        self.acks
+            .values()
+            .flat_map(|s| s.operators.values())
+            .filter_map(|o| o.keyed.as_ref())
+            .flat_map(|k| k.files.iter().filter(|f| f.shared))
+            .map(|f| join(&self.location.dir, &f.path))
+    }
+
+    fn entry(&self, status: CheckpointStatus) -> CheckpointEntry {
+        let (checkpointed_size, state_size) =
+            state_sizes(self.acks.values().flat_map(|s| s.operators.values()));
+        CheckpointEntry {
+            id: self.id,
+            status,
+            is_savepoint: self.is_savepoint(),
+            checkpoint_type: if self.is_savepoint() {
+                "SAVEPOINT"
+            } else {
+                "CHECKPOINT"
+            },
+            trigger_timestamp: self.timestamp,
+            latest_ack_timestamp: self.latest_ack.unwrap_or(0),
+            checkpointed_size,
+            state_size,
+            end_to_end_duration: self
+                .latest_ack
+                .map_or(0, |a| a.saturating_sub(self.timestamp)),
+            num_subtasks: self.expected.len() as u64,
+            num_acknowledged_subtasks: self.acks.len() as u64,
+            external_path: None,
+            failure_timestamp: None,
+            failure_message: None,
+        }
+    }
+}
+
+/// The checkpoint coordinator of one job.
+pub struct CheckpointCoordinator {
+    job_id: String,
+    settings: CheckpointSettings,
+    topology: Vec<VertexTopology>,
+    storage: Arc<dyn StateStorage>,
+    /// `<dir>/<job_id>`; `None` without `execution.checkpointing.dir`.
+    root: Option<String>,
+    phases: BTreeMap<TaskKey, TaskPhase>,
+    pending: BTreeMap<u64, PendingCheckpoint>,
+    /// Completed checkpoints (never savepoints), oldest first, at most `num_retained`.
+    retained: VecDeque<CompletedCheckpoint>,
+    /// The savepoint the job was started from (`run -s`), restored until a checkpoint completes.
+    initial_restore: Option<CompletedCheckpoint>,
+    latest_savepoint: Option<CompletedCheckpoint>,
+    savepoint_paths: Vec<String>,
+    next_id: u64,
+    /// When periodic triggering started counting (the first tick).
+    clock_start: Option<u64>,
+    last_trigger: Option<u64>,
+    last_end: Option<u64>,
+    consecutive_failures: u32,
+    /// The latest `now` seen, for events without one (the restore timestamp).
+    last_now: u64,
+    counts: Counts,
+    history: VecDeque<CheckpointEntry>,
+    checkpointed_summary: Summarizer,
+    state_summary: Summarizer,
+    duration_summary: Summarizer,
+    latest: Latest,
+}
+
+impl fmt::Debug for CheckpointCoordinator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckpointCoordinator")
+            .field("job_id", &self.job_id)
+            .field("root", &self.root)
+            .field("pending", &self.pending.keys().collect::<Vec<_>>())
+            .field(
+                "retained",
+                &self.retained.iter().map(|c| c.id).collect::<Vec<_>>(),
+            )
+            .field("next_id", &self.next_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CheckpointCoordinator {
+    /// A coordinator for a job whose tasks are not running yet.
+    pub fn new(
+        job_id: String,
+        settings: CheckpointSettings,
+        topology: Vec<VertexTopology>,
+        storage: Arc<dyn StateStorage>,
+    ) -> Self {
+        let root = settings.dir.as_deref().map(|d| join(d, &job_id));
+        if settings.interval.is_some() && root.is_none() {
+            tracing::warn!(
+                job_id = %job_id,
+                "periodic checkpoints are configured but execution.checkpointing.dir is not set; periodic checkpoints are off"
+            );
+        }
+        CheckpointCoordinator {
+            job_id,
+            settings,
+            topology,
+            storage,
+            root,
+            phases: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            retained: VecDeque::new(),
+            initial_restore: None,
+            latest_savepoint: None,
+            savepoint_paths: Vec::new(),
+            next_id: 1,
+            clock_start: None,
+            last_trigger: None,
+            last_end: None,
+            consecutive_failures: 0,
+            last_now: 0,
+            counts: Counts::default(),
+            history: VecDeque::new(),
+            checkpointed_summary: Summarizer::default(),
+            state_summary: Summarizer::default(),
+            duration_summary: Summarizer::default(),
+            latest: Latest::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &CheckpointSettings {
+        &self.settings
+    }
+
+    /// `<dir>/<job_id>`, if checkpoints have a directory.
+    pub fn checkpoint_root(&self) -> Option<&str> {
+        self.root.as_deref()
+    }
+
+    /// Ids of the pending checkpoints and savepoints, oldest first.
+    pub fn pending_ids(&self) -> Vec<u64> {
+        self.pending.keys().copied().collect()
+    }
+
+    /// Retained completed checkpoints, oldest first.
+    pub fn retained(&self) -> impl Iterator<Item = &CompletedCheckpoint> {
+        self.retained.iter()
+    }
+
+    /// Directories of the savepoints this coordinator completed, oldest first.
+    pub fn savepoint_paths(&self) -> &[String] {
+        &self.savepoint_paths
+    }
+
+    /// The newest completed checkpoint or savepoint.
+    pub fn latest_completed(&self) -> Option<&CompletedCheckpoint> {
+        match (self.retained.back(), self.latest_savepoint.as_ref()) {
+            (Some(c), Some(s)) => Some(if s.id > c.id { s } else { c }),
+            (c, s) => c.or(s),
+        }
+    }
+
+    fn phase(&self, task: TaskKey) -> TaskPhase {
+        self.phases.get(&task).copied().unwrap_or(TaskPhase::Other)
+    }
+
+    fn all_tasks(&self) -> impl Iterator<Item = TaskKey> + '_ {
+        self.topology.iter().enumerate().flat_map(|(v, vertex)| {
+            (0..vertex.parallelism).map(move |s| TaskKey {
+                vertex: v as u32,
+                subtask: s,
+            })
+        })
+    }
+
+    fn vertex_finished(&self, v: usize) -> bool {
+        let parallelism = self.topology.get(v).map_or(0, |x| x.parallelism);
+        (0..parallelism).all(|s| {
+            self.phase(TaskKey {
+                vertex: v as u32,
+                subtask: s,
+            }) == TaskPhase::Finished
+        })
+    }
+
+    /// Why a snapshot cannot be triggered now, if it cannot: every task not finished must be
+    /// running (a task being deployed would miss the barrier), and one must be.
+    fn not_ready(&self) -> Option<String> {
+        let mut any_unfinished = false;
+        for task in self.all_tasks() {
+            match self.phase(task) {
+                TaskPhase::Finished => {}
+                TaskPhase::Running => any_unfinished = true,
+                TaskPhase::Other => {
+                    return Some(format!(
+                        "Not all required tasks are currently running: task {task} is not running"
+                    ));
+                }
+            }
+        }
+        (!any_unfinished).then(|| "All tasks of the job have finished".to_string())
+    }
+
+    /// Tasks to send the trigger to: running sources, and running tasks whose inputs all
+    /// finished (no barrier will reach them from upstream).
+    fn trigger_targets(&self) -> Vec<TaskKey> {
+        self.all_tasks()
+            .filter(|&t| self.phase(t) == TaskPhase::Running)
+            .filter(|t| {
+                self.topology[t.vertex as usize]
+                    .inputs
+                    .iter()
+                    .all(|&v| self.vertex_finished(v))
+            })
+            .collect()
+    }
+
+    /// A task changed state. A task that finishes while a checkpoint waits for it counts as
+    /// acknowledged with empty state for each of its operators: it has nothing left to restore,
+    /// and a restored source must see that it was done.
+    pub fn task_state(
+        &mut self,
+        now: u64,
+        task: TaskKey,
+        phase: TaskPhase,
+    ) -> Vec<CheckpointAction> {
+        self.last_now = now;
+        self.phases.insert(task, phase);
+        if phase != TaskPhase::Finished {
+            return Vec::new();
+        }
+        let operators = self
+            .topology
+            .get(task.vertex as usize)
+            .map(|v| v.operators.clone())
+            .unwrap_or_default();
+        let mut done = Vec::new();
+        for (&id, p) in &mut self.pending {
+            if p.expected.contains(&task) && !p.acks.contains_key(&task) {
+                let state = SubtaskState {
+                    operators: operators
+                        .iter()
+                        .map(|&op| (op, OperatorSubtaskState::default()))
+                        .collect(),
+                };
+                p.acks.insert(task, state);
+                p.latest_ack = Some(now);
+                if p.is_complete() {
+                    done.push(id);
+                }
+            }
+        }
+        let mut actions = Vec::new();
+        for id in done {
+            actions.extend(self.complete(id, now));
+        }
+        actions
+    }
+
+    fn periodic_due(&mut self, now: u64) -> Option<u64> {
+        let interval = ms(self.settings.interval?);
+        self.root.as_ref()?;
+        let start = *self.clock_start.get_or_insert(now);
+        let by_interval = self.last_trigger.unwrap_or(start).saturating_add(interval);
+        let by_pause = self
+            .last_end
+            .map_or(0, |e| e.saturating_add(ms(self.settings.min_pause)));
+        Some(by_interval.max(by_pause))
+    }
+
+    /// Time passes: expires pending checkpoints past the timeout, then triggers a periodic
+    /// checkpoint if one is due. The first tick starts the interval's clock.
+    pub fn tick(&mut self, now: u64) -> Vec<CheckpointAction> {
+        self.last_now = now;
+        let timeout = ms(self.settings.timeout);
+        let expired: Vec<u64> = self
+            .pending
+            .values()
+            .filter(|p| now >= p.timestamp.saturating_add(timeout))
+            .map(|p| p.id)
+            .collect();
+        let mut actions = Vec::new();
+        for id in expired {
+            actions.extend(self.fail_pending(id, now, EXPIRED.to_string(), true));
+        }
+        let Some(due) = self.periodic_due(now) else {
+            return actions;
+        };
+        if now < due {
+            return actions;
+        }
+        let periodic_pending = self.pending.values().filter(|p| !p.is_savepoint()).count();
+        if periodic_pending >= self.settings.max_concurrent.max(1) as usize {
+            tracing::debug!(job_id = %self.job_id, pending = periodic_pending, "checkpoint due but the maximum of concurrent checkpoints is pending");
+            return actions;
+        }
+        if let Some(why) = self.not_ready() {
+            // Not a failure: the trigger is retried at the next tick.
+            tracing::debug!(job_id = %self.job_id, "checkpoint triggering skipped: {why}");
+            return actions;
+        }
+        let Some(root) = self.root.clone() else {
+            return actions;
+        };
+        let id = self.next_id;
+        let location = SnapshotLocation {
+            checkpoint_id: id,
+            kind: SnapshotKind::Checkpoint,
+            dir: join(&root, &format!("chk-{id}")),
+            shared_dir: Some(join(&root, "shared")),
+        };
+        self.last_trigger = Some(now);
+        actions.push(self.start(now, location, None));
+        actions
+    }
+
+    /// A savepoint is requested (`sluice savepoint`, stop-with-savepoint). Works with periodic
+    /// checkpoints off. The answer comes later as [`CheckpointAction::SavepointDone`].
+    pub fn trigger_savepoint(
+        &mut self,
+        now: u64,
+        target_dir: Option<String>,
+        request_id: String,
+    ) -> Result<Vec<CheckpointAction>, String> {
+        self.last_now = now;
+        let Some(target) = target_dir.or_else(|| self.settings.savepoint_dir.clone()) else {
+            return Err(NO_SAVEPOINT_DIR.to_string());
+        };
+        if let Some(why) = self.not_ready() {
+            return Err(why);
+        }
+        let prefix: String = self.job_id.chars().take(6).collect();
+        let suffix = rand::random::<u64>() & 0xffff_ffff_ffff;
+        let id = self.next_id;
+        let location = SnapshotLocation {
+            checkpoint_id: id,
+            kind: SnapshotKind::Savepoint,
+            dir: join(&target, &format!("savepoint-{prefix}-{suffix:012x}")),
+            shared_dir: None,
+        };
+        Ok(vec![self.start(now, location, Some(request_id))])
+    }
+
+    fn start(
+        &mut self,
+        now: u64,
+        location: SnapshotLocation,
+        savepoint_request: Option<String>,
+    ) -> CheckpointAction {
+        let id = location.checkpoint_id;
+        self.next_id = id + 1;
+        let expected: BTreeSet<TaskKey> = self
+            .all_tasks()
+            .filter(|&t| self.phase(t) != TaskPhase::Finished)
+            .collect();
+        let tasks = self.trigger_targets();
+        tracing::info!(
+            job_id = %self.job_id,
+            checkpoint_id = id,
+            savepoint = savepoint_request.is_some(),
+            dir = %location.dir,
+            "triggering checkpoint"
+        );
+        self.counts.total += 1;
+        self.pending.insert(
+            id,
+            PendingCheckpoint {
+                id,
+                timestamp: now,
+                location: location.clone(),
+                savepoint_request,
+                expected,
+                acks: BTreeMap::new(),
+                latest_ack: None,
+            },
+        );
+        CheckpointAction::Trigger {
+            checkpoint_id: id,
+            timestamp: now,
+            location,
+            tasks,
+        }
+    }
+
+    /// A task acknowledged a checkpoint with its state. Completes the checkpoint when it was the
+    /// last one expected.
+    pub fn acknowledge(
+        &mut self,
+        now: u64,
+        task: TaskKey,
+        checkpoint_id: u64,
+        state: SubtaskState,
+    ) -> Vec<CheckpointAction> {
+        self.last_now = now;
+        let Some(p) = self.pending.get_mut(&checkpoint_id) else {
+            tracing::debug!(job_id = %self.job_id, checkpoint_id, %task, "ignoring acknowledgement of a checkpoint that is not pending");
+            return Vec::new();
+        };
+        if !p.expected.contains(&task) || p.acks.contains_key(&task) {
+            tracing::debug!(job_id = %self.job_id, checkpoint_id, %task, "ignoring unexpected or repeated acknowledgement");
+            return Vec::new();
+        }
+        p.acks.insert(task, state);
+        p.latest_ack = Some(now);
+        if p.is_complete() {
+            self.complete(checkpoint_id, now)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// A task declined a checkpoint; `counts_as_failure` says whether it counts against the
+    /// tolerable failures (a task not ready yet does not).
+    pub fn decline(
+        &mut self,
+        now: u64,
+        task: TaskKey,
+        checkpoint_id: u64,
+        reason: String,
+        counts_as_failure: bool,
+    ) -> Vec<CheckpointAction> {
+        self.last_now = now;
+        if !self.pending.contains_key(&checkpoint_id) {
+            tracing::debug!(job_id = %self.job_id, checkpoint_id, %task, "ignoring decline of a checkpoint that is not pending");
+            return Vec::new();
+        }
+        let message = format!("Task {task} declined checkpoint {checkpoint_id}: {reason}");
+        self.fail_pending(checkpoint_id, now, message, counts_as_failure)
+    }
+
+    /// The job fails over: every pending checkpoint and savepoint is aborted (not counted as a
+    /// failure) and task phases are forgotten, since the tasks will be redeployed.
+    pub fn job_reset(&mut self, now: u64) -> Vec<CheckpointAction> {
+        self.last_now = now;
+        let actions = self.abort_all(now, ABORTED_RESTART);
+        self.phases.clear();
+        actions
+    }
+
+    /// The job ended: aborts what is pending and deletes the job's checkpoint directory if the
+    /// retention says so. Savepoints live elsewhere and are never deleted.
+    pub fn job_terminated(&mut self, now: u64, status: Terminal) -> Vec<CheckpointAction> {
+        self.last_now = now;
+        let actions = self.abort_all(now, ABORTED_SHUTDOWN);
+        let delete = match (self.settings.retention, status) {
+            (_, Terminal::Finished) => true,
+            (Retention::DeleteOnCancellation, Terminal::Canceled) => true,
+            (Retention::DeleteOnCancellation, Terminal::Failed) => false,
+            (Retention::RetainOnCancellation, _) => false,
+        };
+        if delete {
+            if let Some(root) = &self.root {
+                tracing::info!(job_id = %self.job_id, ?status, root = %root, "deleting the job's checkpoints");
+                if let Err(e) = self.storage.delete_dir(root) {
+                    tracing::warn!(job_id = %self.job_id, root = %root, "cannot delete the job's checkpoints: {e}");
+                }
+            }
+            self.retained.clear();
+        } else if let Some(latest) = self.retained.back() {
+            tracing::info!(job_id = %self.job_id, ?status, checkpoint = %latest.metadata_dir, "keeping the job's checkpoints");
+        }
+        actions
+    }
+
+    fn abort_all(&mut self, now: u64, reason: &str) -> Vec<CheckpointAction> {
+        let ids: Vec<u64> = self.pending.keys().copied().collect();
+        let mut actions = Vec::new();
+        for id in ids {
+            actions.extend(self.fail_pending(id, now, reason.to_string(), false));
+        }
+        actions
+    }
+
+    /// Storage paths of shared files something still needs: retained checkpoints and the
+    /// acknowledgements of pending ones (an incremental backend may reference a file of a
+    /// checkpoint that is being discarded).
+    fn referenced_shared_files(&self) -> BTreeSet<String> {
+        let mut refs: BTreeSet<String> = self
+            .retained
+            .iter()
+            .flat_map(|c| c.metadata.shared_file_paths(&c.metadata_dir))
+            .collect();
+        refs.extend(self.pending.values().flat_map(|p| p.shared_files()));
+        refs
+    }
+
+    fn delete_unreferenced(&self, dir: &str, shared: impl Iterator<Item = String>) {
+        if let Err(e) = self.storage.delete_dir(dir) {
+            tracing::warn!(job_id = %self.job_id, dir, "cannot delete checkpoint directory: {e}");
+        }
+        let refs = self.referenced_shared_files();
+        let unreferenced: BTreeSet<String> = shared.filter(|f| !refs.contains(f)).collect();
+        for file in unreferenced {
+            if let Err(e) = self.storage.delete_file(&file) {
+                tracing::warn!(job_id = %self.job_id, file = %file, "cannot delete shared checkpoint file: {e}");
+            }
+        }
+    }
+
+    fn unfinished(&self, tasks: &BTreeSet<TaskKey>) -> Vec<TaskKey> {
+        tasks
+            .iter()
+            .copied()
+            .filter(|&t| self.phase(t) != TaskPhase::Finished)
+            .collect()
+    }
+
+    fn record(&mut self, entry: CheckpointEntry) {
+        self.history.push_front(entry);
+        self.history.truncate(HISTORY_SIZE);
+    }
+
+    fn fail_pending(
+        &mut self,
+        id: u64,
+        now: u64,
+        reason: String,
+        counts: bool,
+    ) -> Vec<CheckpointAction> {
+        match self.pending.remove(&id) {
+            Some(p) => self.fail(p, now, reason, counts),
+            None => Vec::new(),
+        }
+    }
+
+    /// Ends a pending checkpoint without success: notifies, deletes what only it wrote, and counts
+    /// the failure if it should (savepoints never count: a user's request must not fail the job).
+    fn fail(
+        &mut self,
+        p: PendingCheckpoint,
+        now: u64,
+        reason: String,
+        counts: bool,
+    ) -> Vec<CheckpointAction> {
+        tracing::warn!(job_id = %self.job_id, checkpoint_id = p.id, savepoint = p.is_savepoint(), "checkpoint failed: {reason}");
+        self.delete_unreferenced(&p.location.dir, p.shared_files());
+        let mut entry = p.entry(CheckpointStatus::Failed);
+        entry.failure_timestamp = Some(now);
+        entry.failure_message = Some(reason.clone());
+        self.counts.failed += 1;
+        self.latest.failed = Some(entry.clone());
+        self.record(entry);
+        let mut actions = vec![CheckpointAction::NotifyAborted {
+            checkpoint_id: p.id,
+            tasks: self.unfinished(&p.expected),
+        }];
+        match p.savepoint_request {
+            Some(request_id) => actions.push(CheckpointAction::SavepointDone {
+                request_id,
+                result: Err(reason),
+            }),
+            None => {
+                self.last_end = Some(now);
+                if counts {
+                    self.consecutive_failures += 1;
+                    if self.consecutive_failures > self.settings.tolerable_failures {
+                        tracing::warn!(job_id = %self.job_id, failures = self.consecutive_failures, "{TOLERABLE_EXCEEDED}");
+                        self.consecutive_failures = 0;
+                        actions.push(CheckpointAction::FailJob {
+                            reason: TOLERABLE_EXCEEDED.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        actions
+    }
+
+    fn build_metadata(&self, p: &PendingCheckpoint) -> CheckpointMetadata {
+        let mut metadata =
+            CheckpointMetadata::new(self.job_id.clone(), p.id, p.timestamp, p.is_savepoint());
+        for (task, state) in &p.acks {
+            let Some(vertex) = self.topology.get(task.vertex as usize) else {
+                continue;
+            };
+            for (&op, st) in &state.operators {
+                metadata
+                    .operators
+                    .entry(op)
+                    .or_insert_with(|| OperatorMetadata {
+                        parallelism: vertex.parallelism,
+                        max_parallelism: vertex.max_parallelism,
+                        subtasks: BTreeMap::new(),
+                    })
+                    .subtasks
+                    .insert(task.subtask, st.clone());
+            }
+        }
+        metadata
+    }
+
+    /// Every expected task acknowledged: write `_metadata`, then notify and retain.
+    fn complete(&mut self, id: u64, now: u64) -> Vec<CheckpointAction> {
+        let Some(p) = self.pending.remove(&id) else {
+            return Vec::new();
+        };
+        let metadata = self.build_metadata(&p);
+        if p.is_savepoint() {
+            // A savepoint must survive the job's directory being deleted and be movable.
+            let escaping = metadata.keyed_handles().find_map(|(_, _, k)| {
+                k.files
+                    .iter()
+                    .find(|f| f.path.starts_with("..") || f.path.starts_with('/'))
+            });
+            if let Some(file) = escaping {
+                let reason = format!(
+                    "Savepoint is not self-contained: it references {} outside its directory",
+                    file.path
+                );
+                return self.fail(p, now, reason, false);
+            }
+        }
+        let path = join(&p.location.dir, METADATA_FILE);
+        let written = metadata
+            .to_bytes()
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| self.storage.write(&path, &bytes).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            let reason = format!("Failed to write checkpoint metadata {path}: {e}");
+            let counts = !p.is_savepoint();
+            return self.fail(p, now, reason, counts);
+        }
+        let completed = CompletedCheckpoint::from_metadata(p.location.dir.clone(), metadata);
+        tracing::info!(job_id = %self.job_id, checkpoint_id = id, dir = %completed.metadata_dir, state_size = completed.state_size, duration_ms = now.saturating_sub(p.timestamp), "checkpoint completed");
+
+        let mut entry = p.entry(CheckpointStatus::Completed);
+        entry.latest_ack_timestamp = now;
+        entry.end_to_end_duration = now.saturating_sub(p.timestamp);
+        entry.checkpointed_size = completed.checkpointed_size;
+        entry.state_size = completed.state_size;
+        entry.external_path = Some(completed.metadata_dir.clone());
+        self.counts.completed += 1;
+        self.checkpointed_summary.add(entry.checkpointed_size);
+        self.state_summary.add(entry.state_size);
+        self.duration_summary.add(entry.end_to_end_duration);
+
+        let mut actions = vec![CheckpointAction::NotifyComplete {
+            checkpoint_id: id,
+            tasks: self.unfinished(&p.expected),
+        }];
+        match p.savepoint_request {
+            Some(request_id) => {
+                self.latest.savepoint = Some(entry.clone());
+                self.record(entry);
+                self.savepoint_paths.push(completed.metadata_dir.clone());
+                actions.push(CheckpointAction::SavepointDone {
+                    request_id,
+                    result: Ok(completed.metadata_dir.clone()),
+                });
+                self.latest_savepoint = Some(completed);
+            }
+            None => {
+                self.latest.completed = Some(entry.clone());
+                self.record(entry);
+                self.consecutive_failures = 0;
+                self.last_end = Some(now);
+                self.retained.push_back(completed);
+                // Older periodic checkpoints still pending can only complete into something the
+                // retention would discard at once.
+                let older: Vec<u64> = self
+                    .pending
+                    .values()
+                    .filter(|q| q.id < id && !q.is_savepoint())
+                    .map(|q| q.id)
+                    .collect();
+                for old in older {
+                    actions.extend(self.fail_pending(old, now, SUBSUMED.to_string(), false));
+                }
+                while self.retained.len() > self.settings.num_retained.max(1) as usize {
+                    if let Some(old) = self.retained.pop_front() {
+                        self.discard(old);
+                    }
+                }
+            }
+        }
+        actions
+    }
+
+    /// Deletes a checkpoint no longer retained: its directory and the shared files no retained
+    /// (or pending) checkpoint references.
+    fn discard(&self, old: CompletedCheckpoint) {
+        tracing::debug!(job_id = %self.job_id, checkpoint_id = old.id, "discarding checkpoint");
+        let shared = old.metadata.shared_file_paths(&old.metadata_dir);
+        self.delete_unreferenced(&old.metadata_dir, shared.into_iter());
+    }
+
+    /// After a JobManager failover (HA): takes over the completed checkpoints a previous
+    /// coordinator of this job left in `<dir>/<job_id>`, so a restore finds them and retention
+    /// keeps counting them. Keeps the newest `num_retained` (discarding older ones as retention
+    /// would have), skips directories without readable `_metadata` (checkpoints that never
+    /// completed; logged), and continues ids above every `chk-<n>` found so no directory is
+    /// reused. Returns the ids now retained.
+    pub fn recover_retained(&mut self) -> Result<Vec<u64>, RestoreError> {
+        let Some(root) = self.root.clone() else {
+            return Ok(Vec::new());
+        };
+        let names = self
+            .storage
+            .list(&root)
+            .map_err(|source| RestoreError::Read {
+                path: root.clone(),
+                source,
+            })?;
+        let mut found: Vec<CompletedCheckpoint> = Vec::new();
+        for name in names {
+            let Some(id) = name
+                .strip_prefix("chk-")
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            self.next_id = self.next_id.max(id + 1);
+            if self.retained.iter().any(|c| c.id == id) {
+                continue;
+            }
+            let dir = join(&root, &name);
+            match load_metadata(self.storage.as_ref(), &dir) {
+                Ok(metadata) if metadata.checkpoint_id == id && !metadata.is_savepoint => {
+                    found.push(CompletedCheckpoint::from_metadata(dir, metadata));
+                }
+                Ok(metadata) => {
+                    tracing::warn!(job_id = %self.job_id, dir = %dir, "ignoring {dir}: its metadata names checkpoint {}", metadata.checkpoint_id);
+                }
+                Err(e) => {
+                    tracing::warn!(job_id = %self.job_id, dir = %dir, "ignoring an incomplete checkpoint: {e}");
+                }
+            }
+        }
+        self.retained.extend(found);
+        self.retained.make_contiguous().sort_by_key(|c| c.id);
+        while self.retained.len() > self.settings.num_retained.max(1) as usize {
+            if let Some(old) = self.retained.pop_front() {
+                self.discard(old);
+            }
+        }
+        let ids: Vec<u64> = self.retained.iter().map(|c| c.id).collect();
+        tracing::info!(job_id = %self.job_id, ?ids, "recovered completed checkpoints");
+        Ok(ids)
+    }
+
+    /// A savepoint (or a retained checkpoint of an earlier run) the job starts from (`run -s`):
+    /// restored until a checkpoint of this job completes; checkpoint ids continue above its id.
+    pub fn set_initial_restore(&mut self, metadata_dir: String, metadata: CheckpointMetadata) {
+        self.next_id = self.next_id.max(metadata.checkpoint_id + 1);
+        self.initial_restore = Some(CompletedCheckpoint::from_metadata(metadata_dir, metadata));
+    }
+
+    /// What a (re)start restores: the newest retained checkpoint whose files are all there, else
+    /// the initial savepoint, else nothing. A retained checkpoint that fails validation is logged
+    /// and the one before it tried; invalid newer ones are then dropped from the retained set
+    /// (their files are kept for inspection). If retained checkpoints exist but none validates,
+    /// the newest one's error is returned: starting empty would silently lose state.
+    pub fn restore_plan(&mut self) -> Result<Option<RestorePlan>, RestoreError> {
+        let mut newest_error = None;
+        let mut chosen = None;
+        for (idx, c) in self.retained.iter().enumerate().rev() {
+            match validate(self.storage.as_ref(), &c.metadata_dir, &c.metadata) {
+                Ok(()) => {
+                    chosen = Some(idx);
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(job_id = %self.job_id, checkpoint_id = c.id, "cannot restore checkpoint {}: {e}; trying the one before", c.metadata_dir);
+                    if newest_error.is_none() {
+                        newest_error = Some(e);
+                    }
+                }
+            }
+        }
+        let candidate = match chosen {
+            Some(idx) => {
+                self.retained.truncate(idx + 1);
+                self.retained.back()
+            }
+            None => {
+                if let Some(e) = newest_error {
+                    return Err(e);
+                }
+                match &self.initial_restore {
+                    Some(c) => {
+                        validate(self.storage.as_ref(), &c.metadata_dir, &c.metadata)?;
+                        Some(c)
+                    }
+                    None => None,
+                }
+            }
+        };
+        let Some(c) = candidate else {
+            return Ok(None);
+        };
+        let tasks = assign(&c.metadata, &c.metadata_dir, &self.topology)?;
+        let plan = RestorePlan {
+            checkpoint_id: c.id,
+            metadata_dir: c.metadata_dir.clone(),
+            is_savepoint: c.is_savepoint,
+            tasks,
+        };
+        tracing::info!(job_id = %self.job_id, checkpoint_id = plan.checkpoint_id, dir = %plan.metadata_dir, "restoring from checkpoint");
+        self.counts.restored += 1;
+        self.latest.restored = Some(RestoredEntry {
+            id: plan.checkpoint_id,
+            restore_timestamp: self.last_now,
+            is_savepoint: plan.is_savepoint,
+            external_path: plan.metadata_dir.clone(),
+        });
+        Ok(Some(plan))
+    }
+
+    /// `GET /jobs/:id/checkpoints`.
+    pub fn stats(&self) -> CheckpointingStatistics {
+        let mut history: Vec<CheckpointEntry> = self
+            .pending
+            .values()
+            .map(|p| p.entry(CheckpointStatus::InProgress))
+            .chain(self.history.iter().cloned())
+            .collect();
+        history.sort_by_key(|e| std::cmp::Reverse(e.id));
+        history.truncate(HISTORY_SIZE);
+        CheckpointingStatistics {
+            counts: Counts {
+                in_progress: self.pending.len() as u64,
+                ..self.counts.clone()
+            },
+            summary: Summary {
+                checkpointed_size: self.checkpointed_summary.view(),
+                state_size: self.state_summary.view(),
+                end_to_end_duration: self.duration_summary.view(),
+            },
+            latest: self.latest.clone(),
+            history,
+        }
+    }
+
+    /// `GET /jobs/:id/checkpoints/config`.
+    pub fn config_view(&self) -> CheckpointConfigInfo {
+        let s = &self.settings;
+        CheckpointConfigInfo {
+            mode: if s.exactly_once {
+                "exactly_once"
+            } else {
+                "at_least_once"
+            },
+            interval: s.interval.map_or(i64::MAX as u64, ms),
+            timeout: ms(s.timeout),
+            min_pause: ms(s.min_pause),
+            max_concurrent: s.max_concurrent,
+            externalization: Externalization {
+                enabled: s.retention == Retention::RetainOnCancellation,
+                delete_on_cancellation: s.retention == Retention::DeleteOnCancellation,
+            },
+            checkpoint_storage: if s.dir.is_some() {
+                "FileSystemCheckpointStorage"
+            } else {
+                "JobManagerCheckpointStorage"
+            },
+            unaligned_checkpoints: false,
+            tolerable_failed_checkpoints: s.tolerable_failures,
+            aligned_checkpoint_timeout: 0,
+            checkpoints_after_tasks_finish: true,
+            state_changelog_enabled: false,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;

@@ -1,0 +1,428 @@
+//! The `_metadata` file of a checkpoint or savepoint: a versioned JSON document that names every
+//! operator's state in every subtask. It is the only file a restore has to find by name; every
+//! other file is reached through the handles it holds, relative to its directory.
+//!
+//! Invariant kept by the coordinator: `_metadata` is written (atomically) only after every
+//! expected subtask acknowledged, so a directory with a `_metadata` is a complete snapshot.
+
+use std::collections::BTreeMap;
+use std::io;
+
+use serde::{Deserialize, Serialize};
+
+use super::storage::{StateStorage, join};
+use super::{KeyedStateHandle, OperatorSubtaskState};
+
+/// The name of the metadata file inside a checkpoint or savepoint directory.
+pub const METADATA_FILE: &str = "_metadata";
+/// The format marker: tells a sluice metadata file from any other JSON a user points `-s` at.
+pub const METADATA_FORMAT: &str = "sluice-checkpoint-metadata";
+/// The version this code writes and the only one it reads; bump it (and keep a reader for the
+/// old one) when the layout changes, so old savepoints stay restorable.
+pub const METADATA_VERSION: u32 = 1;
+
+/// A completed checkpoint or savepoint, as written to `_metadata`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointMetadata {
+    /// Always [`METADATA_FORMAT`].
+    pub format: String,
+    /// Always [`METADATA_VERSION`] for what this code writes.
+    pub version: u32,
+    /// The job that took it (32 hex digits).
+    pub job_id: String,
+    /// The checkpoint's id.
+    pub checkpoint_id: u64,
+    /// When it was triggered (ms since the epoch).
+    pub timestamp: u64,
+    /// Whether it is a (self-contained) savepoint.
+    pub is_savepoint: bool,
+    /// Per operator id.
+    pub operators: BTreeMap<u32, OperatorMetadata>,
+}
+
+/// One operator's state across its subtasks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorMetadata {
+    /// The parallelism it ran with.
+    pub parallelism: u32,
+    /// Its number of key groups; a restore must keep it.
+    pub max_parallelism: u32,
+    /// Per subtask index. A subtask missing here had nothing for this operator; a subtask that had
+    /// finished is present with an empty state, so a restored source knows it is done.
+    pub subtasks: BTreeMap<u32, OperatorSubtaskState>,
+}
+
+impl CheckpointMetadata {
+    /// Metadata in the current format with no operators yet.
+    pub fn new(job_id: String, checkpoint_id: u64, timestamp: u64, is_savepoint: bool) -> Self {
+        CheckpointMetadata {
+            format: METADATA_FORMAT.to_string(),
+            version: METADATA_VERSION,
+            job_id,
+            checkpoint_id,
+            timestamp,
+            is_savepoint,
+            operators: BTreeMap::new(),
+        }
+    }
+
+    /// Every keyed handle, with the operator id and subtask index it belongs to.
+    pub fn keyed_handles(&self) -> impl Iterator<Item = (u32, u32, &KeyedStateHandle)> {
+        self.operators.iter().flat_map(|(&op, m)| {
+            m.subtasks
+                .iter()
+                .filter_map(move |(&s, st)| st.keyed.as_ref().map(|k| (op, s, k)))
+        })
+    }
+
+    /// Storage paths of every file the checkpoint references, resolved against `metadata_dir`.
+    pub fn file_paths(&self, metadata_dir: &str) -> Vec<String> {
+        self.keyed_handles()
+            .flat_map(|(_, _, k)| k.files.iter().map(|f| join(metadata_dir, &f.path)))
+            .collect()
+    }
+
+    /// Storage paths of the shared (incremental) files it references.
+    pub fn shared_file_paths(&self, metadata_dir: &str) -> Vec<String> {
+        self.keyed_handles()
+            .flat_map(|(_, _, k)| {
+                k.files
+                    .iter()
+                    .filter(|f| f.shared)
+                    .map(|f| join(metadata_dir, &f.path))
+            })
+            .collect()
+    }
+
+    /// The JSON bytes written to `_metadata`.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec_pretty(self)
+    }
+}
+
+/// Why a checkpoint or savepoint cannot be restored. Every variant names what is wrong, so the
+/// user can act (`run -s` with a wrong path, a deleted or truncated file, a changed program).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// No `_metadata` where one was expected.
+    #[error("no checkpoint metadata at {path}: the file does not exist")]
+    MetadataMissing {
+        /// The metadata file's storage path.
+        path: String,
+    },
+    /// A file could not be read or its size not queried.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file's storage path.
+        path: String,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The metadata file is not JSON or not in the expected layout.
+    #[error("{path} is not valid checkpoint metadata: {message}")]
+    NotJson {
+        /// The metadata file's storage path.
+        path: String,
+        /// The parser's complaint.
+        message: String,
+    },
+    /// The metadata file lacks the format marker: it is some other JSON file.
+    #[error(
+        "{path} is not sluice checkpoint metadata (format marker {found:?}, expected \"sluice-checkpoint-metadata\")"
+    )]
+    WrongFormat {
+        /// The metadata file's storage path.
+        path: String,
+        /// The marker found, if any.
+        found: Option<String>,
+    },
+    /// The metadata was written by a version of sluice this one cannot read.
+    #[error("{path} has metadata version {version}; this sluice reads version 1")]
+    UnsupportedVersion {
+        /// The metadata file's storage path.
+        path: String,
+        /// The version found.
+        version: u64,
+    },
+    /// A state file the checkpoint references does not exist.
+    #[error("checkpoint {checkpoint_id} references {path}, which does not exist")]
+    FileMissing {
+        /// The checkpoint's id.
+        checkpoint_id: u64,
+        /// The file's storage path.
+        path: String,
+    },
+    /// A state file has another size than recorded: truncated or overwritten.
+    #[error(
+        "checkpoint {checkpoint_id} references {path} with {expected} bytes, but it has {actual} bytes"
+    )]
+    FileSize {
+        /// The checkpoint's id.
+        checkpoint_id: u64,
+        /// The file's storage path.
+        path: String,
+        /// The size recorded in the metadata.
+        expected: u64,
+        /// The size found.
+        actual: u64,
+    },
+    /// An operator of the snapshot does not exist in the job restored into.
+    #[error(
+        "Failed to rollback to checkpoint/savepoint {checkpoint_id}: the state of operator {operator} cannot be mapped to the new program, because the operator is not available in the new program"
+    )]
+    OperatorNotMapped {
+        /// The snapshot's id.
+        checkpoint_id: u64,
+        /// The operator's id.
+        operator: u32,
+    },
+    /// An operator's max parallelism (number of key groups) changed.
+    #[error(
+        "operator {operator} was checkpointed with max parallelism {checkpointed}, but the new program has {new}; the number of key groups cannot change"
+    )]
+    MaxParallelismMismatch {
+        /// The operator's id.
+        operator: u32,
+        /// Its max parallelism in the snapshot.
+        checkpointed: u32,
+        /// Its max parallelism in the new job.
+        new: u32,
+    },
+    /// An operator appears in more than one vertex of the topology given.
+    #[error("operator {operator} appears in more than one vertex of the program")]
+    DuplicateOperator {
+        /// The operator's id.
+        operator: u32,
+    },
+}
+
+impl RestoreError {
+    /// Whether trying again may succeed: an I/O error reading storage may be transient (a
+    /// remote file system); a missing or wrong file, or a program that does not fit, is not.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, RestoreError::Read { .. })
+    }
+}
+
+/// The directory and the `_metadata` file for a path naming either of them.
+pub fn metadata_location(path: &str) -> (String, String) {
+    let trimmed = path.trim_end_matches('/');
+    let trimmed = if trimmed.is_empty() { path } else { trimmed };
+    match trimmed.rsplit_once('/') {
+        Some((dir, file)) if file == METADATA_FILE => {
+            let dir = if dir.is_empty() { "/" } else { dir };
+            (dir.to_string(), trimmed.to_string())
+        }
+        _ => (trimmed.to_string(), join(trimmed, METADATA_FILE)),
+    }
+}
+
+/// Reads the metadata of the checkpoint or savepoint at `path` (its directory or its `_metadata`
+/// file). Checks the format marker and the version before the layout, so a wrong file gets a
+/// message about what it is rather than about a missing field.
+pub fn load_metadata(
+    storage: &dyn StateStorage,
+    path: &str,
+) -> Result<CheckpointMetadata, RestoreError> {
+    let (_, file) = metadata_location(path);
+    let bytes = match storage.read(&file) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(RestoreError::MetadataMissing { path: file });
+        }
+        Err(source) => return Err(RestoreError::Read { path: file, source }),
+    };
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| RestoreError::NotJson {
+            path: file.clone(),
+            message: e.to_string(),
+        })?;
+    let found = value.get("format").and_then(|f| f.as_str());
+    if found != Some(METADATA_FORMAT) {
+        return Err(RestoreError::WrongFormat {
+            path: file,
+            found: found.map(str::to_string),
+        });
+    }
+    let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+    if version != u64::from(METADATA_VERSION) {
+        return Err(RestoreError::UnsupportedVersion {
+            path: file,
+            version,
+        });
+    }
+    serde_json::from_value(value).map_err(|e| RestoreError::NotJson {
+        path: file,
+        message: e.to_string(),
+    })
+}
+
+/// Checks that every file the metadata references exists with its recorded size. A restore that
+/// skipped this would fail later inside a task, far from the cause, or silently lose state.
+pub fn validate(
+    storage: &dyn StateStorage,
+    metadata_dir: &str,
+    metadata: &CheckpointMetadata,
+) -> Result<(), RestoreError> {
+    for (_, _, handle) in metadata.keyed_handles() {
+        for file in &handle.files {
+            let path = join(metadata_dir, &file.path);
+            match storage.size(&path) {
+                Ok(Some(actual)) if actual == file.size => {}
+                Ok(Some(actual)) => {
+                    return Err(RestoreError::FileSize {
+                        checkpoint_id: metadata.checkpoint_id,
+                        path,
+                        expected: file.size,
+                        actual,
+                    });
+                }
+                Ok(None) => {
+                    return Err(RestoreError::FileMissing {
+                        checkpoint_id: metadata.checkpoint_id,
+                        path,
+                    });
+                }
+                Err(source) => return Err(RestoreError::Read { path, source }),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{LocalFileStorage, StateFile};
+
+    fn base() -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().to_string_lossy().into_owned();
+        (dir, base)
+    }
+
+    fn sample() -> CheckpointMetadata {
+        let mut m = CheckpointMetadata::new("ab".repeat(16), 7, 1000, false);
+        m.operators.insert(
+            3,
+            OperatorMetadata {
+                parallelism: 1,
+                max_parallelism: 128,
+                subtasks: BTreeMap::from([(
+                    0,
+                    OperatorSubtaskState {
+                        operator_state: vec![b"offset=5".to_vec()],
+                        keyed: Some(KeyedStateHandle {
+                            backend: "rocksdb".into(),
+                            key_groups: (0, 127),
+                            files: vec![
+                                StateFile {
+                                    path: "private-1".into(),
+                                    size: 3,
+                                    shared: false,
+                                },
+                                StateFile {
+                                    path: "../shared/a.sst".into(),
+                                    size: 4,
+                                    shared: true,
+                                },
+                            ],
+                            checkpointed_size: 7,
+                            full_size: 7,
+                        }),
+                    },
+                )]),
+            },
+        );
+        m
+    }
+
+    #[test]
+    fn metadata_round_trips_from_dir_or_file_path() {
+        let (_t, base) = base();
+        let s = LocalFileStorage;
+        let dir = join(&base, "chk-7");
+        let m = sample();
+        s.write(&join(&dir, METADATA_FILE), &m.to_bytes().expect("json"))
+            .expect("write");
+        assert_eq!(load_metadata(&s, &dir).expect("dir"), m);
+        assert_eq!(
+            load_metadata(&s, &join(&dir, METADATA_FILE)).expect("file"),
+            m
+        );
+        assert_eq!(load_metadata(&s, &format!("{dir}/")).expect("slash"), m);
+        assert_eq!(
+            metadata_location(&join(&dir, METADATA_FILE)).0,
+            dir,
+            "the directory of a _metadata path"
+        );
+    }
+
+    #[test]
+    fn load_errors_name_the_file() {
+        let (_t, base) = base();
+        let s = LocalFileStorage;
+        let file = join(&base, "x/_metadata");
+        let err = load_metadata(&s, &join(&base, "x")).unwrap_err();
+        assert!(matches!(err, RestoreError::MetadataMissing { .. }));
+        assert!(!err.is_retryable());
+        assert!(err.to_string().contains(&file), "{err}");
+
+        s.write(&file, b"not json").expect("write");
+        let err = load_metadata(&s, &file).unwrap_err();
+        assert!(matches!(err, RestoreError::NotJson { .. }), "{err}");
+        assert!(err.to_string().contains(&file), "{err}");
+
+        s.write(&file, br#"{"some": "other json"}"#).expect("write");
+        let err = load_metadata(&s, &file).unwrap_err();
+        assert!(matches!(err, RestoreError::WrongFormat { .. }), "{err}");
+        assert!(err.to_string().contains(&file), "{err}");
+
+        let mut v = serde_json::to_value(sample()).expect("value");
+        v["version"] = serde_json::json!(2);
+        s.write(&file, v.to_string().as_bytes()).expect("write");
+        let err = load_metadata(&s, &file).unwrap_err();
+        assert!(
+            matches!(err, RestoreError::UnsupportedVersion { version: 2, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&file), "{err}");
+
+        v["version"] = serde_json::json!(1);
+        v["operators"] = serde_json::json!("oops");
+        s.write(&file, v.to_string().as_bytes()).expect("write");
+        let err = load_metadata(&s, &file).unwrap_err();
+        assert!(matches!(err, RestoreError::NotJson { .. }), "{err}");
+    }
+
+    #[test]
+    fn validate_names_missing_and_truncated_files() {
+        let (_t, base) = base();
+        let s = LocalFileStorage;
+        let dir = join(&base, "job/chk-7");
+        let m = sample();
+        s.write(&join(&dir, "private-1"), b"abc").expect("write");
+        let shared = join(&base, "job/shared/a.sst");
+        let err = validate(&s, &dir, &m).unwrap_err();
+        assert!(matches!(err, RestoreError::FileMissing { .. }), "{err}");
+        assert!(err.to_string().contains(&shared), "{err}");
+        s.write(&shared, b"ab").expect("write");
+        let err = validate(&s, &dir, &m).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RestoreError::FileSize {
+                    expected: 4,
+                    actual: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&shared), "{err}");
+        s.write(&shared, b"abcd").expect("write");
+        validate(&s, &dir, &m).expect("valid");
+        assert_eq!(m.shared_file_paths(&dir), vec![shared]);
+    }
+}
