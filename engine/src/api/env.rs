@@ -9,12 +9,12 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::checkpointing::SnapshotContext;
 use super::context::{RuntimeContext, TaskError};
 use super::operators::{
     BatchKeyedReduce, BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedProcess,
     KeyedProcessFunction, KeyedReduce, Map, Sink,
 };
-use super::checkpointing::SnapshotContext;
 use super::sinks::{DiscardSink, PrintSink, SinkFunction, TextFileSink, TransactionalFileSink};
 use super::sources::{
     CollectionSource, GeneratorSource, SequenceSource, SourceContext, SourceFunction, SourceHooks,
@@ -709,9 +709,7 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
     }
 }
 
-impl<A: Data, N: Data + Add<Output = N>, K: Data + Hash + Eq>
-    KeyedStream<(A, N), K>
-{
+impl<A: Data, N: Data + Add<Output = N>, K: Data + Hash + Eq> KeyedStream<(A, N), K> {
     /// Sums the second field of each key's pairs (Flink's `sum(1)`), keeping the first field.
     pub fn sum(&self) -> DataStream<(A, N)> {
         self.reduce(|(a, x), (_, y)| (a, x + y)).name("Keyed Sum")

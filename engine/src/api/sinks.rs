@@ -191,9 +191,8 @@ impl TransactionalFileSink {
         writer.get_ref().sync_all().map_err(err)?;
         drop(writer);
         let pending = self.hidden(&name, "pending");
-        std::fs::rename(&inprogress, &pending).map_err(|e| {
-            TaskError::io(format!("cannot pre-commit {}", inprogress.display()), e)
-        })?;
+        std::fs::rename(&inprogress, &pending)
+            .map_err(|e| TaskError::io(format!("cannot pre-commit {}", inprogress.display()), e))?;
         self.pending.push((checkpoint_id, name));
         Ok(())
     }

@@ -221,7 +221,9 @@ impl Progressions {
                 })
                 .collect::<Result<_, _>>()?,
         };
-        Ok(Progressions(list.into_iter().filter(|(s, e, _)| s < e).collect()))
+        Ok(Progressions(
+            list.into_iter().filter(|(s, e, _)| s < e).collect(),
+        ))
     }
 
     /// The next number to emit, without consuming it.

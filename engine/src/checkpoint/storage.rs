@@ -160,7 +160,10 @@ mod tests {
 
     #[test]
     fn join_resolves_parent_segments() {
-        assert_eq!(join("/c/job/chk-3", "../shared/a.sst"), "/c/job/shared/a.sst");
+        assert_eq!(
+            join("/c/job/chk-3", "../shared/a.sst"),
+            "/c/job/shared/a.sst"
+        );
         assert_eq!(join("/c/job/chk-3/", "op-1"), "/c/job/chk-3/op-1");
         assert_eq!(join("/c/job", "/abs/x"), "/abs/x");
     }

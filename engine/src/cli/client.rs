@@ -202,9 +202,7 @@ impl RestClient {
                 json!({ "target-directory": target, "cancel-job": false }),
             )
         };
-        let answer = self
-            .call(reqwest::Method::POST, &path, Some(body))
-            .await?;
+        let answer = self.call(reqwest::Method::POST, &path, Some(body)).await?;
         field_str(&answer, "request-id").map(str::to_string)
     }
 

@@ -149,7 +149,13 @@ impl StateOptions {
     pub fn local_dir(&self, resource_id: &str) -> PathBuf {
         let safe: String = resource_id
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         self.rocksdb_localdir
             .clone()

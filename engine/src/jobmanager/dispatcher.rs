@@ -9,12 +9,12 @@ use super::jobmaster::{Action, JobMaster};
 use super::resourcemanager::{ResourceManager, TaskManagerInfo};
 use super::restart::RestartPolicy;
 use crate::api::StreamExecutionEnvironment;
-use crate::examples;
-use crate::ids::{ExecutionId, JobId, ResourceId};
 use crate::checkpoint::{
     CheckpointCoordinator, CheckpointSettings, LocalFileStorage, Retention, SubtaskState,
 };
 use crate::config::{CheckpointRetention, CheckpointingMode, Config};
+use crate::examples;
+use crate::ids::{ExecutionId, JobId, ResourceId};
 use crate::rpc::messages::{ExecutionState, JmToTm, ProgramSpec, TaskMetrics, TaskStateConfig};
 use std::sync::Arc;
 
@@ -302,7 +302,10 @@ impl Dispatcher {
         stop: bool,
         now: u64,
     ) -> Result<(String, Outbox), SavepointError> {
-        let jm = self.jobs.get_mut(&job).ok_or(SavepointError::NotFound(job))?;
+        let jm = self
+            .jobs
+            .get_mut(&job)
+            .ok_or(SavepointError::NotFound(job))?;
         let (request_id, actions) = jm
             .trigger_savepoint(target, stop, now)
             .map_err(SavepointError::Refused)?;
@@ -508,7 +511,9 @@ mod tests {
     fn too_little_parallelism_waits_then_fails_and_never_runs_smaller() {
         let mut d = Dispatcher::new(settings());
         d.register_taskmanager(tm("a", 2, 0), 0);
-        let out = d.submit(JobId(1), spec("stream-sum", &[]), 3, job(), 0).unwrap();
+        let out = d
+            .submit(JobId(1), spec("stream-sum", &[]), 3, job(), 0)
+            .unwrap();
         assert!(out.is_empty(), "nothing may be deployed with 2 of 3 slots");
         d.heartbeat("a", vec![], 600);
         assert!(d.tick(999).is_empty());
@@ -524,8 +529,12 @@ mod tests {
         let mut d = Dispatcher::new(settings());
         d.register_taskmanager(tm("a", 2, 0), 0);
         d.register_taskmanager(tm("b", 2, 0), 0);
-        let out1 = d.submit(JobId(1), spec("stream-sum", &[]), 2, job(), 0).unwrap();
-        let out2 = d.submit(JobId(2), spec("stream-sum", &[]), 2, job(), 0).unwrap();
+        let out1 = d
+            .submit(JobId(1), spec("stream-sum", &[]), 2, job(), 0)
+            .unwrap();
+        let out2 = d
+            .submit(JobId(2), spec("stream-sum", &[]), 2, job(), 0)
+            .unwrap();
         assert!(!out1.is_empty() && !out2.is_empty());
         assert_eq!(d.rm.free_slots(), 0);
         let out = d.cancel(JobId(1), 1).unwrap();
@@ -571,7 +580,8 @@ mod tests {
     fn a_silent_taskmanager_fails_its_jobs() {
         let mut d = Dispatcher::new(settings());
         d.register_taskmanager(tm("a", 1, 0), 0);
-        d.submit(JobId(1), spec("stream-sum", &[]), 1, job(), 0).unwrap();
+        d.submit(JobId(1), spec("stream-sum", &[]), 1, job(), 0)
+            .unwrap();
         d.tick(501);
         assert_eq!(d.jobs[&JobId(1)].status, JobStatus::Failed);
         assert!(

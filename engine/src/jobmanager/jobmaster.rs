@@ -397,7 +397,10 @@ impl JobMaster {
         if e.state.is_terminal() {
             return None;
         }
-        Some((e.slot.as_ref()?.resource_id.clone(), self.execution_id(v, s)))
+        Some((
+            e.slot.as_ref()?.resource_id.clone(),
+            self.execution_id(v, s),
+        ))
     }
 
     /// A subtask acknowledged a checkpoint.
@@ -432,13 +435,10 @@ impl JobMaster {
         // A task that is not running (yet or any more) declines without its own fault.
         let counts = self.executions[v][s].state == ExecutionState::Running
             && !reason.contains("is not running");
-        let decisions = self.checkpoints.0.decline(
-            now,
-            Self::task_key(v, s),
-            checkpoint_id,
-            reason,
-            counts,
-        );
+        let decisions =
+            self.checkpoints
+                .0
+                .decline(now, Self::task_key(v, s), checkpoint_id, reason, counts);
         self.checkpoint_actions(decisions, now)
     }
 
@@ -464,10 +464,8 @@ impl JobMaster {
             .checkpoints
             .0
             .trigger_savepoint(now, target, request_id.clone())?;
-        self.savepoints.insert(
-            request_id.clone(),
-            SavepointRequest { stop, result: None },
-        );
+        self.savepoints
+            .insert(request_id.clone(), SavepointRequest { stop, result: None });
         if stop {
             self.stop_request = Some(request_id.clone());
         }
@@ -488,7 +486,9 @@ impl JobMaster {
         crate::checkpoint::validate(&storage, &metadata_dir, &metadata)?;
         let topology = Self::topology(&self.graph);
         crate::checkpoint::assign(&metadata, &metadata_dir, &topology)?;
-        self.checkpoints.0.set_initial_restore(metadata_dir, metadata);
+        self.checkpoints
+            .0
+            .set_initial_restore(metadata_dir, metadata);
         Ok(())
     }
 
@@ -497,7 +497,12 @@ impl JobMaster {
     fn prepare_restore(&mut self, now: u64) -> Result<(), String> {
         match self.checkpoints.0.restore_plan() {
             Ok(Some(plan)) => {
-                tracing::info!(job_id = %self.job_id, checkpoint = plan.checkpoint_id, dir = %plan.metadata_dir, "restoring from a checkpoint");
+                tracing::info!(
+                    checkpoint = plan.checkpoint_id,
+                    job_id = %self.job_id,
+                    dir = %plan.metadata_dir,
+                    "restoring from a checkpoint"
+                );
                 self.restores = plan
                     .tasks
                     .into_iter()

@@ -410,10 +410,12 @@ async fn serve_taskmanager(
                     checkpoint_id,
                     reason,
                 } => {
-                    let outbox =
-                        shared
-                            .dispatcher()
-                            .decline_checkpoint(execution, checkpoint_id, reason, now);
+                    let outbox = shared.dispatcher().decline_checkpoint(
+                        execution,
+                        checkpoint_id,
+                        reason,
+                        now,
+                    );
                     shared.deliver(outbox);
                 }
                 TmToJm::Register { .. } => {

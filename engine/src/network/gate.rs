@@ -270,7 +270,10 @@ mod tests {
         tx2.send(NetBuffer::Barrier(barrier(7))).unwrap();
         tx2.send(data(5)).unwrap();
         let seen = drain(&mut gate);
-        let at = seen.iter().position(|s| s == "B7").expect("aligned barrier");
+        let at = seen
+            .iter()
+            .position(|s| s == "B7")
+            .expect("aligned barrier");
         let mut before: Vec<_> = seen[..at].to_vec();
         before.sort();
         assert_eq!(before, ["d1", "d3", "d4"], "{seen:?}");

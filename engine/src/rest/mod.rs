@@ -45,9 +45,15 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
         ("/jobs/{jobid}", get(job_details).patch(terminate_job)),
         ("/jobs/{jobid}/exceptions", get(job_exceptions)),
         ("/jobs/{jobid}/checkpoints", get(job_checkpoints)),
-        ("/jobs/{jobid}/checkpoints/config", get(job_checkpoints_config)),
+        (
+            "/jobs/{jobid}/checkpoints/config",
+            get(job_checkpoints_config),
+        ),
         ("/jobs/{jobid}/savepoints", post(trigger_savepoint)),
-        ("/jobs/{jobid}/savepoints/{triggerid}", get(savepoint_status)),
+        (
+            "/jobs/{jobid}/savepoints/{triggerid}",
+            get(savepoint_status),
+        ),
         ("/jobs/{jobid}/stop", post(stop_job)),
         ("/taskmanagers", get(taskmanagers)),
         ("/taskmanagers/{taskmanagerid}", get(taskmanager)),

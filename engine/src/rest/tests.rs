@@ -697,8 +697,10 @@ mod views_of_a_running_cluster {
             job,
             program,
             2,
-            crate::jobmanager::dispatcher::JobSettings::from_config(&crate::config::Config::default())
-                .unwrap(),
+            crate::jobmanager::dispatcher::JobSettings::from_config(
+                &crate::config::Config::default(),
+            )
+            .unwrap(),
             2_000,
         )
         .unwrap();

@@ -20,11 +20,11 @@ use crate::api::{
     TaskControl, TaskError,
 };
 use crate::checkpoint::{StateStorage, SubtaskState};
-use crate::graph::InputProcessor;
-use crate::network::buffer::CheckpointBarrier;
 use crate::examples;
+use crate::graph::InputProcessor;
 use crate::graph::{AnyBox, NodeKind, StreamGraph};
 use crate::ids::{ExecutionId, PartitionId};
+use crate::network::buffer::CheckpointBarrier;
 use crate::network::buffer::{IoCounters, NetBuffer};
 use crate::network::gate::{GateEvent, InputGate};
 use crate::network::registry::PartitionRegistry;
@@ -511,7 +511,11 @@ struct Input<'a> {
 }
 
 impl Input<'_> {
-    fn snapshot(&mut self, hooks: &Hooks, barrier: &Arc<CheckpointBarrier>) -> Result<(), TaskError> {
+    fn snapshot(
+        &mut self,
+        hooks: &Hooks,
+        barrier: &Arc<CheckpointBarrier>,
+    ) -> Result<(), TaskError> {
         hooks.checkpoints.snapshot(&mut *self.processor, barrier)?;
         self.dirty = false;
         self.last_snapshot = Some(barrier.id());
@@ -519,7 +523,11 @@ impl Input<'_> {
     }
 
     /// Handles the checkpoint messages waiting for this task.
-    fn control(&mut self, hooks: &mut Hooks, message: TaskControl) -> Result<Option<u64>, TaskError> {
+    fn control(
+        &mut self,
+        hooks: &mut Hooks,
+        message: TaskControl,
+    ) -> Result<Option<u64>, TaskError> {
         match message {
             TaskControl::Trigger(barrier) => {
                 if let Some(GateEvent::Barrier(b)) = self.gate.inject(barrier) {
