@@ -20,4 +20,5 @@ pub mod record;
 pub mod rest;
 pub mod rpc;
 pub mod security;
+pub mod state;
 pub mod taskmanager;
