@@ -86,6 +86,16 @@ fn options() -> Options {
     o.set_compression_type(DBCompressionType::Lz4);
     o.set_write_buffer_size(WRITE_BUFFER);
     o.set_max_background_jobs(2);
+    // A keyed aggregation rewrites the same keys: updating them in the memtable, rather than
+    // adding a version per write, keeps the memtable (and each lookup's skiplist search) as
+    // small as the key set. It needs single-writer memtables, which a subtask's thread is; it
+    // does not support RocksDB snapshots, which are not used (checkpoints flush first).
+    o.set_inplace_update_support(true);
+    o.set_allow_concurrent_memtable_write(false);
+    o.set_enable_write_thread_adaptive_yield(false);
+    // Lookups of keys not in the memtable (a key's first record) skip it through a filter.
+    o.set_memtable_whole_key_filtering(true);
+    o.set_memtable_prefix_bloom_ratio(0.1);
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE));
     // Point lookups of absent keys (a key's first record) skip SSTs through the filter.
