@@ -79,6 +79,32 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// Length of the part of a stored key before the map's user key: `[kg][name][kind][key]`.
+fn key_prefix_len(k: &[u8]) -> Option<usize> {
+    let name_len = u16::from_be_bytes([*k.get(2)?, *k.get(3)?]) as usize;
+    let pos = 4 + name_len + 1;
+    let mut len = [0u8; 4];
+    len.copy_from_slice(k.get(pos..pos + 4)?);
+    let end = (pos + 4).checked_add(u32::from_be_bytes(len) as usize)?;
+    (end <= k.len()).then_some(end)
+}
+
+/// RocksDB's prefix extractor: a key's entries (one value, or a map's entries) share a prefix,
+/// which the hash memtable buckets by.
+fn key_prefix(k: &[u8]) -> &[u8] {
+    match key_prefix_len(k) {
+        Some(n) => &k[..n],
+        None => k,
+    }
+}
+
+fn in_prefix_domain(k: &[u8]) -> bool {
+    key_prefix_len(k).is_some()
+}
+
+/// Buckets of the hash memtable: a bucket is a pointer, so 2 MiB per memtable.
+const MEMTABLE_BUCKETS: usize = 1 << 18;
+
 fn options() -> Options {
     let mut o = Options::default();
     o.create_if_missing(true);
@@ -93,9 +119,20 @@ fn options() -> Options {
     o.set_inplace_update_support(true);
     o.set_allow_concurrent_memtable_write(false);
     o.set_enable_write_thread_adaptive_yield(false);
-    // Lookups of keys not in the memtable (a key's first record) skip it through a filter.
-    o.set_memtable_whole_key_filtering(true);
-    o.set_memtable_prefix_bloom_ratio(0.1);
+    // Point lookups and writes find a key through a hash of its prefix instead of a search of
+    // one skiplist over all keys (whose cache misses dominated a keyed count); a map's entries
+    // share the prefix and stay ordered in their bucket's skiplist. Full scans (snapshots are
+    // not scans; rescaling and `entries` are) ask for total order.
+    o.set_prefix_extractor(rocksdb::SliceTransform::create(
+        "sluice-key",
+        key_prefix,
+        Some(in_prefix_domain),
+    ));
+    o.set_memtable_factory(rocksdb::MemtableFactory::HashSkipList {
+        bucket_count: MEMTABLE_BUCKETS,
+        height: 4,
+        branching_factor: 4,
+    });
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE));
     // Point lookups of absent keys (a key's first record) skip SSTs through the filter.
@@ -216,6 +253,7 @@ fn for_each_in(
     opts.set_iterate_upper_bound(((range.last + 1) as u16).to_be_bytes().to_vec());
     // A bulk scan should not evict the working set from the block cache.
     opts.fill_cache(false);
+    opts.set_total_order_seek(true);
     let mut it = db.raw_iterator_opt(opts);
     it.seek_to_first();
     while it.valid() {
@@ -396,6 +434,8 @@ impl RocksBackend {
         if let Some(end) = prefix_end(&self.key) {
             opts.set_iterate_upper_bound(end);
         }
+        // The scan stays within one key's prefix: the hash memtable's bucket suffices.
+        opts.set_prefix_same_as_start(true);
         let mut it = self.db.raw_iterator_opt(opts);
         it.seek_to_first();
         while it.valid() {
