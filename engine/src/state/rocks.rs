@@ -600,6 +600,14 @@ impl RocksBackend {
         })
     }
 
+    pub(crate) fn compact(&self) -> Result<(), StateError> {
+        self.db
+            .flush()
+            .map_err(|e| StateError::rocks(&self.path, e))?;
+        self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+        Ok(())
+    }
+
     pub(crate) fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) {
         if let Some(uploaded) = self.pending.remove(&checkpoint_id) {
             self.confirmed.extend(uploaded);
