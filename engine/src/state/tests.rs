@@ -596,3 +596,36 @@ fn dropping_the_store_deletes_its_local_directory() -> Result<(), StateError> {
     }
     Ok(())
 }
+
+#[test]
+fn restore_refuses_unknown_backends_and_a_changed_max_parallelism() -> Result<(), StateError> {
+    let env = Env::new();
+    let store = env.fresh(BackendKind::HashMap, "mp");
+    fill(&store, 0..10)?;
+    let loc = env.checkpoint(1);
+    let h = store.snapshot(&loc, &env.storage, "op")?;
+    let err = KeyedStateStore::open(
+        &env.settings(BackendKind::HashMap, "mp2"),
+        MAX_P * 2,
+        KeyGroupRange::new(0, MAX_P * 2 - 1),
+        std::slice::from_ref(&h),
+        &env.storage,
+        &loc.dir,
+    )
+    .err();
+    assert!(
+        matches!(&err, Some(StateError::Config(m)) if m.contains("max parallelism")),
+        "{err:?}"
+    );
+    let mut other = h.clone();
+    other.backend = "memory".into();
+    let all = KeyGroupRange::new(0, MAX_P - 1);
+    let err = env
+        .open(BackendKind::HashMap, "mp3", all, &[other], &loc.dir)
+        .err();
+    assert!(
+        matches!(err, Some(StateError::UnknownBackend { .. })),
+        "{err:?}"
+    );
+    Ok(())
+}
