@@ -4,11 +4,13 @@
 //! memory under a slow sink, and the JobManager's control-plane bytes for 1x and 10x the
 //! records, and prints markdown tables with ratios against the baselines of the same run.
 //!
-//! `cargo run -p sluice-bench -- [--quick]`. Nothing here asserts on time: it prints numbers.
+//! `cargo run -p sluice-bench -- [--quick]`; `cargo run -p sluice-bench -- state [--quick]` measures
+//! the keyed-state backends alone (see `state.rs`). Nothing here asserts on time: it prints numbers.
 
 mod baseline;
 mod cluster;
 mod procs;
+mod state;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,7 +34,7 @@ const CLUSTER_CONFIG: &str = "heartbeat.interval: 1 s\ntaskmanager.network.quic.
 #[command(name = "sluice-bench", about = "sluice's data-plane benchmarks")]
 struct Cli {
     /// Small sizes and one repetition: a smoke run of well under a minute.
-    #[arg(long)]
+    #[arg(long, global = true)]
     quick: bool,
     /// The sluice binary (default: `$SLUICE_BIN`, else build it with cargo next to this one).
     #[arg(long, value_name = "PATH")]
@@ -49,6 +51,9 @@ enum Sub {
         #[arg(value_enum)]
         transport: Transport,
     },
+    /// The keyed-state backends: keyed aggregation throughput (hashmap vs RocksDB) and
+    /// RocksDB full and incremental checkpoints.
+    State,
 }
 
 /// How big each measurement is.
@@ -89,6 +94,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Sub::Receive { transport }) => baseline::receive(transport),
+        Some(Sub::State) => state::run(cli.quick),
         None => run(&cli),
     };
     match result {

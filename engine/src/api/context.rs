@@ -36,6 +36,9 @@ pub enum TaskError {
     /// The task could not be set up (a job graph mismatch, a missing partition, ...).
     #[error("task setup failed: {0}")]
     Setup(String),
+    /// Keyed state could not be read, written, snapshotted or restored.
+    #[error("state: {0}")]
+    State(String),
 }
 
 impl TaskError {

@@ -1,0 +1,243 @@
+//! `sluice-bench state [--quick]`: the keyed-state backends measured in this process.
+//!
+//! 1. Keyed aggregation through `KeyedStateStore`: per record `set_current_key` and a
+//!    `ValueState<u64>` read-modify-write, over uniformly random keys, for the hashmap and the
+//!    RocksDB backend; records/s and RocksDB's ratio to the hashmap.
+//! 2. RocksDB checkpoints: a full checkpoint of a large state (100-byte incompressible values),
+//!    then ~1% of the keys changed and an incremental checkpoint: duration and uploaded bytes.
+//!
+//! Files go to a temporary directory under `$TMPDIR` (a real disk, not tmpfs, for meaningful
+//! checkpoint times). Nothing here asserts on time.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use sluice::checkpoint::{
+    KeyedStateHandle, LocalFileStorage, SnapshotKind, SnapshotLocation, StateStorage,
+};
+use sluice::state::{BackendKind, BackendSettings, KeyGroupRange, KeyedStateStore};
+
+use crate::{Stat, mib};
+
+const MAX_PARALLELISM: u32 = 128;
+/// Bytes of each value in the checkpoint measurement.
+const VALUE_BYTES: usize = 100;
+
+struct Sizes {
+    repetitions: usize,
+    keys: u64,
+    records: u64,
+    /// Approximate state size of the checkpoint measurement.
+    checkpoint_state: u64,
+}
+
+impl Sizes {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Sizes {
+                repetitions: 1,
+                keys: 100_000,
+                records: 1_000_000,
+                checkpoint_state: 50 << 20,
+            }
+        } else {
+            Sizes {
+                repetitions: 3,
+                keys: 100_000,
+                records: 5_000_000,
+                checkpoint_state: 1 << 30,
+            }
+        }
+    }
+}
+
+/// A small xorshift generator: the key sequence must cost little next to the state access.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+fn open(kind: BackendKind, dir: &std::path::Path, name: &str) -> Result<KeyedStateStore> {
+    let settings = BackendSettings {
+        kind,
+        local_dir: dir.join(name),
+        incremental: true,
+    };
+    KeyedStateStore::open(
+        &settings,
+        MAX_PARALLELISM,
+        KeyGroupRange::new(0, MAX_PARALLELISM - 1),
+        &[],
+        &LocalFileStorage,
+        "",
+    )
+    .with_context(|| format!("open the {kind} state store"))
+}
+
+/// Keyed count: the per-record work of a keyed aggregation. Returns records/s.
+fn aggregation(kind: BackendKind, dir: &std::path::Path, sizes: &Sizes, run: usize) -> Result<f64> {
+    let store = open(kind, dir, &format!("agg-{kind}-{run}"))?;
+    let count = store.value_state::<u64>("count")?;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 + run as u64);
+    let started = Instant::now();
+    for _ in 0..sizes.records {
+        let key = rng.next() % sizes.keys;
+        store.set_current_key(&key)?;
+        let c = count.value()?.unwrap_or(0);
+        count.update(c + 1)?;
+    }
+    let elapsed = started.elapsed();
+    // Every record was counted once.
+    let mut total = 0;
+    for key in 0..sizes.keys {
+        store.set_current_key(&key)?;
+        total += count.value()?.unwrap_or(0);
+    }
+    anyhow::ensure!(
+        total == sizes.records,
+        "{kind}: counted {total} of {} records",
+        sizes.records
+    );
+    Ok(sizes.records as f64 / elapsed.as_secs_f64())
+}
+
+fn fill(store: &KeyedStateStore, keys: impl Iterator<Item = u64>, salt: u64) -> Result<()> {
+    let blob = store.value_state::<Vec<u8>>("blob")?;
+    let mut value = vec![0u8; VALUE_BYTES];
+    for key in keys {
+        let mut rng = Rng((key + 1).wrapping_mul(0x2545_f491_4f6c_dd1d) ^ salt);
+        for chunk in value.chunks_mut(8) {
+            let r = rng.next().to_le_bytes();
+            chunk.copy_from_slice(&r[..chunk.len()]);
+        }
+        store.set_current_key(&key)?;
+        blob.update(value.clone())?;
+    }
+    Ok(())
+}
+
+struct CheckpointRun {
+    keys: u64,
+    fill: Duration,
+    changed: u64,
+    /// (label, duration, handle) per checkpoint.
+    rows: Vec<(&'static str, Duration, KeyedStateHandle)>,
+}
+
+fn checkpoints(dir: &std::path::Path, sizes: &Sizes) -> Result<CheckpointRun> {
+    // ~ key, value archive and RocksDB's per-entry overhead.
+    let keys = sizes.checkpoint_state / (VALUE_BYTES as u64 + 28);
+    let store = open(BackendKind::RocksDb, dir, "checkpoint")?;
+    let started = Instant::now();
+    fill(&store, 0..keys, 0)?;
+    let fill_time = started.elapsed();
+    let storage = LocalFileStorage;
+    let base = dir.join("checkpoints").to_string_lossy().into_owned();
+    let mut rows = Vec::new();
+    let mut checkpoint = |id: u64, label: &'static str| -> Result<()> {
+        let location = SnapshotLocation {
+            checkpoint_id: id,
+            kind: SnapshotKind::Checkpoint,
+            dir: format!("{base}/job/chk-{id}"),
+            shared_dir: Some(format!("{base}/job/shared")),
+        };
+        let started = Instant::now();
+        let handle = store.snapshot(&location, &storage, "op1-sub0-att0")?;
+        rows.push((label, started.elapsed(), handle));
+        store.notify_checkpoint_complete(id);
+        Ok(())
+    };
+    // ~1% of the keys, spread over the key space (and so over every key group).
+    let changed = keys / 100;
+    checkpoint(1, "full, right after the bulk load")?;
+    fill(&store, (0..keys).step_by(100), 1)?;
+    checkpoint(
+        2,
+        "incremental, ~1% changed, compactions of the load still running",
+    )?;
+    store.compact()?;
+    checkpoint(3, "after a full compaction (every SST new)")?;
+    fill(&store, (1..keys).step_by(100), 2)?;
+    checkpoint(4, "incremental, ~1% changed, compacted state")?;
+    drop(store);
+    storage
+        .delete_dir(&base)
+        .with_context(|| format!("delete {base}"))?;
+    Ok(CheckpointRun {
+        keys,
+        fill: fill_time,
+        changed,
+        rows,
+    })
+}
+
+pub(crate) fn run(quick: bool) -> Result<()> {
+    let sizes = Sizes::new(quick);
+    let dir = tempfile::tempdir().context("temporary directory")?;
+    eprintln!(
+        "sluice-bench state ({} mode) in {}",
+        if quick { "quick" } else { "full" },
+        dir.path().display()
+    );
+    let mut rates = Vec::new();
+    for kind in [BackendKind::HashMap, BackendKind::RocksDb] {
+        let mut samples = Vec::new();
+        for run in 0..sizes.repetitions {
+            let r = aggregation(kind, dir.path(), &sizes, run)?;
+            eprintln!("  {kind} keyed count: {:.2} M records/s", r / 1e6);
+            samples.push(r / 1e6);
+        }
+        rates.push((kind, Stat::of(&samples)));
+    }
+    let cp = checkpoints(dir.path(), &sizes)?;
+    eprintln!(
+        "  filled {} keys in {:.1} s",
+        cp.keys,
+        cp.fill.as_secs_f64()
+    );
+
+    println!();
+    println!(
+        "Keyed count through `KeyedStateStore` ({} keys, {} records, uniform keys, {} run(s)):",
+        sizes.keys, sizes.records, sizes.repetitions
+    );
+    println!();
+    println!("| backend | median | min–max | unit | ns/record | vs hashmap |");
+    println!("|---|---:|---:|---|---:|---:|");
+    let heap = rates[0].1.median;
+    for (kind, s) in &rates {
+        println!(
+            "| {kind} | {:.2} | {} | M records/s | {:.0} | {:.2}x |",
+            s.median,
+            s.range(2),
+            1e3 / s.median,
+            heap / s.median
+        );
+    }
+    println!();
+    println!(
+        "RocksDB checkpoints in sequence ({} keys x {VALUE_BYTES}-byte values; {} keys changed each time):",
+        cp.keys, cp.changed
+    );
+    println!();
+    println!("| checkpoint | duration | uploaded | referenced (full size) | uploaded / full |");
+    println!("|---|---:|---:|---:|---:|");
+    for (label, time, h) in &cp.rows {
+        println!(
+            "| {label} | {:.2} s | {:.1} MiB | {:.1} MiB | {:.2}% |",
+            time.as_secs_f64(),
+            mib(h.checkpointed_size),
+            mib(h.full_size),
+            100.0 * h.checkpointed_size as f64 / h.full_size.max(1) as f64
+        );
+    }
+    Ok(())
+}

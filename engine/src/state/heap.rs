@@ -1,0 +1,299 @@
+//! The hashmap backend: entries in memory, one table per key group and state, so that a
+//! snapshot writes key groups in order and a key group's entries can be found without a scan.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::rc::Rc;
+
+use crate::checkpoint::storage::{self, StateStorage};
+use crate::checkpoint::{KeyedStateHandle, SnapshotLocation, StateFile};
+
+use super::format;
+use super::{BackendKind, BytesVisitor, KeyGroupRange, RawEntry, StateError, StateId, StorageKind};
+
+/// A fast hasher for the per-record path (SipHash costs more than the rest of a lookup).
+/// Multiply-rotate over 8-byte words, then a mix so that hashbrown's low bucket bits and high
+/// tag bits both depend on every input bit.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FastHasher(u64);
+
+const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FastHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(SEED);
+    }
+}
+
+impl Hasher for FastHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 32;
+        h = h.wrapping_mul(0xd6e8_feb8_6659_fd93);
+        h ^ (h >> 32)
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+/// Key (or user key) archive -> value archive.
+type Table = FastMap<Vec<u8>, Vec<u8>>;
+/// Key archive -> the key's map.
+type MapTable = FastMap<Vec<u8>, Table>;
+
+/// The tables of one key group, indexed by state id.
+#[derive(Default)]
+struct Group {
+    values: Vec<Table>,
+    maps: Vec<MapTable>,
+}
+
+impl Group {
+    fn values_mut(&mut self, id: u32) -> &mut Table {
+        let i = id as usize;
+        if self.values.len() <= i {
+            self.values.resize_with(i + 1, FastMap::default);
+        }
+        &mut self.values[i]
+    }
+
+    fn maps_mut(&mut self, id: u32) -> &mut MapTable {
+        let i = id as usize;
+        if self.maps.len() <= i {
+            self.maps.resize_with(i + 1, FastMap::default);
+        }
+        &mut self.maps[i]
+    }
+}
+
+pub(crate) struct HeapBackend {
+    first: u32,
+    groups: Vec<Group>,
+}
+
+impl HeapBackend {
+    pub(crate) fn new(range: KeyGroupRange) -> Self {
+        HeapBackend {
+            first: range.first,
+            groups: (0..range.len()).map(|_| Group::default()).collect(),
+        }
+    }
+
+    /// The group of `kg`, which the store checked is in range.
+    #[inline]
+    fn group(&self, kg: u32) -> &Group {
+        &self.groups[(kg - self.first) as usize]
+    }
+
+    #[inline]
+    fn group_mut(&mut self, kg: u32) -> &mut Group {
+        &mut self.groups[(kg - self.first) as usize]
+    }
+
+    #[inline]
+    pub(crate) fn value_get(&self, kg: u32, id: &StateId, key: &[u8]) -> Option<&[u8]> {
+        self.group(kg)
+            .values
+            .get(id.id as usize)?
+            .get(key)
+            .map(|v| v.as_slice())
+    }
+
+    #[inline]
+    pub(crate) fn value_put(&mut self, kg: u32, id: &StateId, key: &[u8], value: &[u8]) {
+        let table = self.group_mut(kg).values_mut(id.id);
+        // Overwrite in place: no allocation when a key is updated with a value of similar size.
+        if let Some(v) = table.get_mut(key) {
+            v.clear();
+            v.extend_from_slice(value);
+        } else {
+            table.insert(key.to_vec(), value.to_vec());
+        }
+    }
+
+    pub(crate) fn value_delete(&mut self, kg: u32, id: &StateId, key: &[u8]) {
+        if let Some(table) = self.group_mut(kg).values.get_mut(id.id as usize) {
+            table.remove(key);
+        }
+    }
+
+    pub(crate) fn map_get(&self, kg: u32, id: &StateId, key: &[u8], uk: &[u8]) -> Option<&[u8]> {
+        self.group(kg)
+            .maps
+            .get(id.id as usize)?
+            .get(key)?
+            .get(uk)
+            .map(|v| v.as_slice())
+    }
+
+    pub(crate) fn map_put(&mut self, kg: u32, id: &StateId, key: &[u8], uk: &[u8], value: &[u8]) {
+        let table = self.group_mut(kg).maps_mut(id.id);
+        let map = match table.get_mut(key) {
+            Some(m) => m,
+            None => table.entry(key.to_vec()).or_default(),
+        };
+        map.insert(uk.to_vec(), value.to_vec());
+    }
+
+    pub(crate) fn map_remove(&mut self, kg: u32, id: &StateId, key: &[u8], uk: &[u8]) {
+        if let Some(table) = self.group_mut(kg).maps.get_mut(id.id as usize)
+            && let Some(map) = table.get_mut(key)
+        {
+            map.remove(uk);
+            // An empty map is no map: do not keep (or snapshot) the key.
+            if map.is_empty() {
+                table.remove(key);
+            }
+        }
+    }
+
+    pub(crate) fn map_for_each(
+        &self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+        f: &mut BytesVisitor<'_>,
+    ) -> Result<(), StateError> {
+        if let Some(map) = self
+            .group(kg)
+            .maps
+            .get(id.id as usize)
+            .and_then(|t| t.get(key))
+        {
+            for (uk, v) in map {
+                f(uk, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn map_is_empty(&self, kg: u32, id: &StateId, key: &[u8]) -> bool {
+        self.group(kg)
+            .maps
+            .get(id.id as usize)
+            .and_then(|t| t.get(key))
+            .is_none_or(|m| m.is_empty())
+    }
+
+    pub(crate) fn map_clear(&mut self, kg: u32, id: &StateId, key: &[u8]) {
+        if let Some(table) = self.group_mut(kg).maps.get_mut(id.id as usize) {
+            table.remove(key);
+        }
+    }
+
+    /// Visits the entries of one key group, values first, then map entries.
+    fn for_each_in_group(
+        &self,
+        index: usize,
+        states: &[(Rc<str>, StorageKind)],
+        f: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
+    ) -> Result<(), StateError> {
+        let group = &self.groups[index];
+        let key_group = self.first + index as u32;
+        for (id, table) in group.values.iter().enumerate() {
+            let Some((name, _)) = states.get(id) else {
+                continue;
+            };
+            for (key, value) in table {
+                f(RawEntry {
+                    key_group,
+                    state: name,
+                    kind: StorageKind::Value,
+                    key,
+                    user_key: &[],
+                    value,
+                })?;
+            }
+        }
+        for (id, table) in group.maps.iter().enumerate() {
+            let Some((name, _)) = states.get(id) else {
+                continue;
+            };
+            for (key, map) in table {
+                for (uk, value) in map {
+                    f(RawEntry {
+                        key_group,
+                        state: name,
+                        kind: StorageKind::Map,
+                        key,
+                        user_key: uk,
+                        value,
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn for_each(
+        &self,
+        states: &[(Rc<str>, StorageKind)],
+        f: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
+    ) -> Result<(), StateError> {
+        for index in 0..self.groups.len() {
+            self.for_each_in_group(index, states, f)?;
+        }
+        Ok(())
+    }
+
+    /// A full snapshot: one file in the checkpoint's directory with every key group in order.
+    /// Serialized in the task thread (the tables are not shared), then written atomically.
+    pub(crate) fn snapshot(
+        &self,
+        states: &[(Rc<str>, StorageKind)],
+        max_parallelism: u32,
+        location: &SnapshotLocation,
+        storage: &dyn StateStorage,
+        file_prefix: &str,
+    ) -> Result<KeyedStateHandle, StateError> {
+        let range = KeyGroupRange::new(self.first, self.first + self.groups.len() as u32 - 1);
+        let mut writer = format::HashMapFileWriter::new(max_parallelism, range, states);
+        for index in 0..self.groups.len() {
+            writer.begin_group();
+            self.for_each_in_group(index, states, &mut |e| {
+                writer.entry(&e);
+                Ok(())
+            })?;
+        }
+        let bytes = writer.finish();
+        let name = format!("{file_prefix}-chk{}-keyed.hashmap", location.checkpoint_id);
+        let path = storage::join(&location.dir, &name);
+        storage
+            .write(&path, &bytes)
+            .map_err(|e| StateError::io("write state file", &path, e))?;
+        let size = bytes.len() as u64;
+        Ok(KeyedStateHandle {
+            backend: BackendKind::HashMap.name().to_string(),
+            key_groups: range.as_tuple(),
+            files: vec![StateFile {
+                path: name,
+                size,
+                shared: false,
+            }],
+            checkpointed_size: size,
+            full_size: size,
+        })
+    }
+}

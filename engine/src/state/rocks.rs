@@ -1,0 +1,619 @@
+//! The RocksDB backend: one instance in the subtask's local directory.
+//!
+//! Key layout: `[key group u16 BE][name length u16 BE][name][kind u8][key length u32 BE][key]`,
+//! followed by the user key for map state. The key group comes first so that a key-group range
+//! is one contiguous key range (rescaling reads exactly its groups); the length prefixes keep a
+//! key from being a prefix of another key's entries.
+//!
+//! The write-ahead log is disabled: durability comes from checkpoints, as in Flink, and a
+//! snapshot flushes the memtables first.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use rocksdb::checkpoint::Checkpoint;
+use rocksdb::{
+    BlockBasedOptions, Cache, DB, DBCompressionType, Options, ReadOptions, WriteBatch, WriteOptions,
+};
+
+use crate::checkpoint::storage::{self, StateStorage};
+use crate::checkpoint::{KeyedStateHandle, SnapshotLocation, StateFile};
+
+use super::{
+    BackendKind, BackendSettings, BytesVisitor, KeyGroupRange, RawEntry, StateError, StateId,
+    StorageKind,
+};
+
+/// Memtable size: large enough that a checkpoint interval's updates of a hot key set mostly
+/// overwrite each other in memory instead of producing SSTs.
+const WRITE_BUFFER: usize = 64 << 20;
+/// Block cache per instance.
+const BLOCK_CACHE: usize = 64 << 20;
+
+/// Writes `[kg][name][kind][key]` into `buf`.
+#[inline]
+pub(crate) fn encode_key(buf: &mut Vec<u8>, kg: u32, name: &str, kind: StorageKind, key: &[u8]) {
+    buf.clear();
+    // Key groups are below MAX_MAX_PARALLELISM (2^15), checked when the store opens.
+    buf.extend_from_slice(&(kg as u16).to_be_bytes());
+    buf.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    buf.extend_from_slice(name.as_bytes());
+    buf.push(kind.tag());
+    buf.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    buf.extend_from_slice(key);
+}
+
+/// Splits a stored key into its parts; `None` if it is not one of ours.
+fn decode_key(k: &[u8]) -> Option<RawEntry<'_>> {
+    let kg = u16::from_be_bytes([*k.first()?, *k.get(1)?]) as u32;
+    let name_len = u16::from_be_bytes([*k.get(2)?, *k.get(3)?]) as usize;
+    let name = std::str::from_utf8(k.get(4..4 + name_len)?).ok()?;
+    let mut pos = 4 + name_len;
+    let kind = StorageKind::from_tag(*k.get(pos)?)?;
+    pos += 1;
+    let mut len = [0u8; 4];
+    len.copy_from_slice(k.get(pos..pos + 4)?);
+    pos += 4;
+    let key_len = u32::from_be_bytes(len) as usize;
+    let key = k.get(pos..pos.checked_add(key_len)?)?;
+    let user_key = &k[pos + key_len..];
+    Some(RawEntry {
+        key_group: kg,
+        state: name,
+        kind,
+        key,
+        user_key,
+        value: &[],
+    })
+}
+
+/// The smallest key greater than every key starting with `prefix`.
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Length of the part of a stored key before the map's user key: `[kg][name][kind][key]`.
+fn key_prefix_len(k: &[u8]) -> Option<usize> {
+    let name_len = u16::from_be_bytes([*k.get(2)?, *k.get(3)?]) as usize;
+    let pos = 4 + name_len + 1;
+    let mut len = [0u8; 4];
+    len.copy_from_slice(k.get(pos..pos + 4)?);
+    let end = (pos + 4).checked_add(u32::from_be_bytes(len) as usize)?;
+    (end <= k.len()).then_some(end)
+}
+
+/// RocksDB's prefix extractor: a key's entries (one value, or a map's entries) share a prefix,
+/// which the hash memtable buckets by.
+fn key_prefix(k: &[u8]) -> &[u8] {
+    match key_prefix_len(k) {
+        Some(n) => &k[..n],
+        None => k,
+    }
+}
+
+fn in_prefix_domain(k: &[u8]) -> bool {
+    key_prefix_len(k).is_some()
+}
+
+/// Buckets of the hash memtable: a bucket is a pointer, so 2 MiB per memtable.
+const MEMTABLE_BUCKETS: usize = 1 << 18;
+
+fn options() -> Options {
+    let mut o = Options::default();
+    o.create_if_missing(true);
+    // The crate is built with lz4 only; the default (snappy) is not linked.
+    o.set_compression_type(DBCompressionType::Lz4);
+    o.set_write_buffer_size(WRITE_BUFFER);
+    o.set_max_background_jobs(2);
+    // A keyed aggregation rewrites the same keys: updating them in the memtable, rather than
+    // adding a version per write, keeps the memtable (and each lookup's skiplist search) as
+    // small as the key set. It needs single-writer memtables, which a subtask's thread is; it
+    // does not support RocksDB snapshots, which are not used (checkpoints flush first).
+    o.set_inplace_update_support(true);
+    o.set_allow_concurrent_memtable_write(false);
+    o.set_enable_write_thread_adaptive_yield(false);
+    // Point lookups and writes find a key through a hash of its prefix instead of a search of
+    // one skiplist over all keys (whose cache misses dominated a keyed count); a map's entries
+    // share the prefix and stay ordered in their bucket's skiplist. Full scans (snapshots are
+    // not scans; rescaling and `entries` are) ask for total order.
+    o.set_prefix_extractor(rocksdb::SliceTransform::create(
+        "sluice-key",
+        key_prefix,
+        Some(in_prefix_domain),
+    ));
+    o.set_memtable_factory(rocksdb::MemtableFactory::HashSkipList {
+        bucket_count: MEMTABLE_BUCKETS,
+        height: 4,
+        branching_factor: 4,
+    });
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE));
+    // Point lookups of absent keys (a key's first record) skip SSTs through the filter.
+    table.set_bloom_filter(10.0, false);
+    o.set_block_based_table_factory(&table);
+    o
+}
+
+fn open_db(dir: &Path) -> Result<DB, StateError> {
+    DB::open(&options(), dir).map_err(|e| StateError::rocks(dir, e))
+}
+
+/// Removes a local directory when dropped (temporary checkpoints and restore copies), so an
+/// error path does not leave hard links or downloads behind.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn create(path: PathBuf) -> Result<Self, StateError> {
+        if path.exists() {
+            std::fs::remove_dir_all(&path)
+                .map_err(|e| StateError::io("remove directory", path.display(), e))?;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| StateError::io("create directory", parent.display(), e))?;
+        }
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An SST file in the shared directory that later checkpoints may reference.
+#[derive(Clone, Debug)]
+struct SharedSst {
+    /// Its name in the shared directory.
+    shared_name: String,
+    /// Its storage path, to check it is the shared directory of the checkpoint being taken
+    /// (a job restored from another job's checkpoint has another shared directory).
+    storage_path: String,
+    size: u64,
+}
+
+pub(crate) struct RocksBackend {
+    db: DB,
+    path: PathBuf,
+    read: ReadOptions,
+    write: WriteOptions,
+    key: Vec<u8>,
+    incremental: bool,
+    /// Local SST name -> its upload by a completed checkpoint. SST files are immutable and
+    /// RocksDB never reuses a file number, so the name identifies the contents.
+    confirmed: HashMap<String, SharedSst>,
+    /// Uploads of checkpoints not yet known to be complete, by checkpoint id.
+    pending: BTreeMap<u64, Vec<(String, SharedSst)>>,
+}
+
+/// The name a downloaded file must have locally: shared SSTs were uploaded as
+/// `<prefix>-chk<id>-<sst>`, private files under their own name in a per-snapshot directory.
+fn local_name(file: &StateFile) -> &str {
+    let base = file.path.rsplit('/').next().unwrap_or(&file.path);
+    if file.shared {
+        base.rsplit('-').next().unwrap_or(base)
+    } else {
+        base
+    }
+}
+
+/// Downloads a handle's files into `dir` under their RocksDB names.
+fn download(
+    handle: &KeyedStateHandle,
+    storage: &dyn StateStorage,
+    metadata_dir: &str,
+    dir: &Path,
+) -> Result<(), StateError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| StateError::io("create directory", dir.display(), e))?;
+    for file in &handle.files {
+        let from = storage::join(metadata_dir, &file.path);
+        storage
+            .download(&from, &dir.join(local_name(file)))
+            .map_err(|e| StateError::io("download state file", &from, e))?;
+    }
+    Ok(())
+}
+
+/// Visits the entries in `range` of a RocksDB snapshot (rescaling, or importing into the
+/// hashmap backend), using `dir` as a temporary local copy.
+pub(crate) fn read_checkpoint(
+    handle: &KeyedStateHandle,
+    storage: &dyn StateStorage,
+    metadata_dir: &str,
+    dir: &Path,
+    range: KeyGroupRange,
+    visit: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
+) -> Result<(), StateError> {
+    let tmp = TempDir::create(dir.to_path_buf())?;
+    download(handle, storage, metadata_dir, &tmp.0)?;
+    let db = open_db(&tmp.0)?;
+    let r = for_each_in(&db, &tmp.0, range, visit);
+    drop(db);
+    r
+}
+
+fn for_each_in(
+    db: &DB,
+    path: &Path,
+    range: KeyGroupRange,
+    visit: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
+) -> Result<(), StateError> {
+    let mut opts = ReadOptions::default();
+    opts.set_iterate_lower_bound((range.first as u16).to_be_bytes().to_vec());
+    // last + 1 <= MAX_MAX_PARALLELISM fits in 16 bits.
+    opts.set_iterate_upper_bound(((range.last + 1) as u16).to_be_bytes().to_vec());
+    // A bulk scan should not evict the working set from the block cache.
+    opts.fill_cache(false);
+    opts.set_total_order_seek(true);
+    let mut it = db.raw_iterator_opt(opts);
+    it.seek_to_first();
+    while it.valid() {
+        if let (Some(k), Some(v)) = (it.key(), it.value()) {
+            let entry = decode_key(k).ok_or_else(|| StateError::Corrupted {
+                path: path.display().to_string(),
+                reason: "a key not written by sluice".into(),
+            })?;
+            visit(RawEntry { value: v, ..entry })?;
+        }
+        it.next();
+    }
+    it.status().map_err(|e| StateError::rocks(path, e))
+}
+
+impl RocksBackend {
+    fn new(db: DB, path: PathBuf, incremental: bool) -> Self {
+        let mut write = WriteOptions::default();
+        write.disable_wal(true);
+        RocksBackend {
+            db,
+            path,
+            read: ReadOptions::default(),
+            write,
+            key: Vec::with_capacity(64),
+            incremental,
+            confirmed: HashMap::new(),
+            pending: BTreeMap::new(),
+        }
+    }
+
+    fn db_dir(settings: &BackendSettings) -> PathBuf {
+        settings.local_dir.join("db")
+    }
+
+    pub(crate) fn open_fresh(settings: &BackendSettings) -> Result<Self, StateError> {
+        let dir = Self::db_dir(settings);
+        // The directory is private to this attempt; anything there is a leftover.
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| StateError::io("remove stale state directory", dir.display(), e))?;
+        }
+        let db = open_db(&dir)?;
+        Ok(Self::new(db, dir, settings.incremental))
+    }
+
+    /// Restores a snapshot of exactly our key groups: its files become the instance, and its
+    /// shared SSTs count as uploaded, so the next incremental checkpoint references them.
+    pub(crate) fn restore_exact(
+        settings: &BackendSettings,
+        handle: &KeyedStateHandle,
+        storage: &dyn StateStorage,
+        metadata_dir: &str,
+    ) -> Result<Self, StateError> {
+        let dir = Self::db_dir(settings);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| StateError::io("remove stale state directory", dir.display(), e))?;
+        }
+        download(handle, storage, metadata_dir, &dir)?;
+        let db = open_db(&dir)?;
+        let mut backend = Self::new(db, dir, settings.incremental);
+        for file in handle.files.iter().filter(|f| f.shared) {
+            let shared_name = file.path.rsplit('/').next().unwrap_or(&file.path);
+            backend.confirmed.insert(
+                local_name(file).to_string(),
+                SharedSst {
+                    shared_name: shared_name.to_string(),
+                    storage_path: storage::join(metadata_dir, &file.path),
+                    size: file.size,
+                },
+            );
+        }
+        Ok(backend)
+    }
+
+    pub(crate) fn write_batch(&self, batch: WriteBatch) -> Result<(), StateError> {
+        self.db
+            .write_opt(batch, &self.write)
+            .map_err(|e| StateError::rocks(&self.path, e))
+    }
+
+    #[inline]
+    pub(crate) fn value_get<R>(
+        &mut self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R, StateError> {
+        encode_key(&mut self.key, kg, &id.name, StorageKind::Value, key);
+        self.get(f)
+    }
+
+    #[inline]
+    fn get<R>(&self, f: impl FnOnce(Option<&[u8]>) -> R) -> Result<R, StateError> {
+        let v = self
+            .db
+            .get_pinned_opt(&self.key, &self.read)
+            .map_err(|e| StateError::rocks(&self.path, e))?;
+        Ok(f(v.as_deref()))
+    }
+
+    #[inline]
+    pub(crate) fn value_put(
+        &mut self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError> {
+        encode_key(&mut self.key, kg, &id.name, StorageKind::Value, key);
+        self.db
+            .put_opt(&self.key, value, &self.write)
+            .map_err(|e| StateError::rocks(&self.path, e))
+    }
+
+    pub(crate) fn value_delete(
+        &mut self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+    ) -> Result<(), StateError> {
+        encode_key(&mut self.key, kg, &id.name, StorageKind::Value, key);
+        self.db
+            .delete_opt(&self.key, &self.write)
+            .map_err(|e| StateError::rocks(&self.path, e))
+    }
+
+    pub(crate) fn map_get<R>(
+        &mut self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+        uk: &[u8],
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R, StateError> {
+        encode_key(&mut self.key, kg, &id.name, StorageKind::Map, key);
+        self.key.extend_from_slice(uk);
+        self.get(f)
+    }
+
+    pub(crate) fn map_put(
+        &mut self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+        uk: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError> {
+        encode_key(&mut self.key, kg, &id.name, StorageKind::Map, key);
+        self.key.extend_from_slice(uk);
+        self.db
+            .put_opt(&self.key, value, &self.write)
+            .map_err(|e| StateError::rocks(&self.path, e))
+    }
+
+    pub(crate) fn map_remove(
+        &mut self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+        uk: &[u8],
+    ) -> Result<(), StateError> {
+        encode_key(&mut self.key, kg, &id.name, StorageKind::Map, key);
+        self.key.extend_from_slice(uk);
+        self.db
+            .delete_opt(&self.key, &self.write)
+            .map_err(|e| StateError::rocks(&self.path, e))
+    }
+
+    /// Visits the map entries of the current key (keys starting with the prefix in `self.key`),
+    /// stopping early when `f` returns `false`.
+    fn scan_prefix(&self, f: &mut BytesVisitor<'_, bool>) -> Result<(), StateError> {
+        let prefix_len = self.key.len();
+        let mut opts = ReadOptions::default();
+        opts.set_iterate_lower_bound(self.key.clone());
+        if let Some(end) = prefix_end(&self.key) {
+            opts.set_iterate_upper_bound(end);
+        }
+        // The scan stays within one key's prefix: the hash memtable's bucket suffices.
+        opts.set_prefix_same_as_start(true);
+        let mut it = self.db.raw_iterator_opt(opts);
+        it.seek_to_first();
+        while it.valid() {
+            if let (Some(k), Some(v)) = (it.key(), it.value())
+                && !f(&k[prefix_len..], v)?
+            {
+                return Ok(());
+            }
+            it.next();
+        }
+        it.status().map_err(|e| StateError::rocks(&self.path, e))
+    }
+
+    pub(crate) fn map_for_each(
+        &mut self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+        f: &mut BytesVisitor<'_>,
+    ) -> Result<(), StateError> {
+        encode_key(&mut self.key, kg, &id.name, StorageKind::Map, key);
+        self.scan_prefix(&mut |uk, v| f(uk, v).map(|()| true))
+    }
+
+    pub(crate) fn map_is_empty(
+        &mut self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+    ) -> Result<bool, StateError> {
+        encode_key(&mut self.key, kg, &id.name, StorageKind::Map, key);
+        let mut empty = true;
+        self.scan_prefix(&mut |_, _| {
+            empty = false;
+            Ok(false)
+        })?;
+        Ok(empty)
+    }
+
+    pub(crate) fn map_clear(
+        &mut self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+    ) -> Result<(), StateError> {
+        encode_key(&mut self.key, kg, &id.name, StorageKind::Map, key);
+        let prefix = self.key.clone();
+        let mut batch = WriteBatch::default();
+        self.scan_prefix(&mut |uk, _| {
+            let mut k = prefix.clone();
+            k.extend_from_slice(uk);
+            batch.delete(k);
+            Ok(true)
+        })?;
+        self.write_batch(batch)
+    }
+
+    pub(crate) fn for_each(
+        &self,
+        range: KeyGroupRange,
+        f: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
+    ) -> Result<(), StateError> {
+        for_each_in(&self.db, &self.path, range, f)
+    }
+
+    /// Takes a RocksDB checkpoint (hard links of the SSTs after a flush) and uploads it: new
+    /// SSTs to the shared directory when incremental, everything else privately.
+    pub(crate) fn snapshot(
+        &mut self,
+        range: KeyGroupRange,
+        location: &SnapshotLocation,
+        storage: &dyn StateStorage,
+        file_prefix: &str,
+        local_dir: &Path,
+    ) -> Result<KeyedStateHandle, StateError> {
+        let id = location.checkpoint_id;
+        self.db
+            .flush()
+            .map_err(|e| StateError::rocks(&self.path, e))?;
+        let cp = TempDir::create(local_dir.join(format!("snapshot-{id}")))?;
+        Checkpoint::new(&self.db)
+            .and_then(|c| c.create_checkpoint(&cp.0))
+            .map_err(|e| StateError::rocks(&self.path, e))?;
+        let mut names = Vec::new();
+        let entries = std::fs::read_dir(&cp.0)
+            .map_err(|e| StateError::io("list checkpoint", cp.0.display(), e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| StateError::io("list checkpoint", cp.0.display(), e))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+
+        let shared_dir = location.shared_dir.as_deref().filter(|_| self.incremental);
+        let mut files = Vec::with_capacity(names.len());
+        let mut uploaded_now = Vec::new();
+        let (mut checkpointed, mut full) = (0u64, 0u64);
+        for name in &names {
+            let local = cp.0.join(name);
+            match shared_dir {
+                Some(sd) if name.ends_with(".sst") => {
+                    if let Some(prev) = self.confirmed.get(name.as_str())
+                        && prev.storage_path == storage::join(sd, &prev.shared_name)
+                    {
+                        files.push(StateFile {
+                            path: SnapshotLocation::shared_reference(&prev.shared_name),
+                            size: prev.size,
+                            shared: true,
+                        });
+                        full += prev.size;
+                        continue;
+                    }
+                    let shared_name = format!("{file_prefix}-chk{id}-{name}");
+                    let to = storage::join(sd, &shared_name);
+                    let size = storage
+                        .upload(&local, &to)
+                        .map_err(|e| StateError::io("upload state file", &to, e))?;
+                    files.push(StateFile {
+                        path: SnapshotLocation::shared_reference(&shared_name),
+                        size,
+                        shared: true,
+                    });
+                    checkpointed += size;
+                    full += size;
+                    uploaded_now.push((
+                        name.clone(),
+                        SharedSst {
+                            shared_name,
+                            storage_path: to,
+                            size,
+                        },
+                    ));
+                }
+                _ => {
+                    let rel = format!("{file_prefix}-chk{id}-rocksdb/{name}");
+                    let to = storage::join(&location.dir, &rel);
+                    let size = storage
+                        .upload(&local, &to)
+                        .map_err(|e| StateError::io("upload state file", &to, e))?;
+                    files.push(StateFile {
+                        path: rel,
+                        size,
+                        shared: false,
+                    });
+                    checkpointed += size;
+                    full += size;
+                }
+            }
+        }
+        if shared_dir.is_some() {
+            // SSTs compacted away never come back (file numbers are not reused).
+            let live: HashSet<&str> = names.iter().map(String::as_str).collect();
+            self.confirmed.retain(|n, _| live.contains(n.as_str()));
+            self.pending.insert(id, uploaded_now);
+        }
+        drop(cp);
+        Ok(KeyedStateHandle {
+            backend: BackendKind::RocksDb.name().to_string(),
+            key_groups: range.as_tuple(),
+            files,
+            checkpointed_size: checkpointed,
+            full_size: full,
+        })
+    }
+
+    pub(crate) fn compact(&self) -> Result<(), StateError> {
+        self.db
+            .flush()
+            .map_err(|e| StateError::rocks(&self.path, e))?;
+        self.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+        Ok(())
+    }
+
+    pub(crate) fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) {
+        if let Some(uploaded) = self.pending.remove(&checkpoint_id) {
+            self.confirmed.extend(uploaded);
+        }
+        // Older pending checkpoints are subsumed: their uploads were never confirmed, and a
+        // later checkpoint is complete, so the coordinator may delete their files.
+        self.pending.retain(|&id, _| id > checkpoint_id);
+    }
+}
