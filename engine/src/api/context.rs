@@ -30,9 +30,6 @@ pub enum TaskError {
     /// An exchange with another subtask broke: a peer vanished or sent garbage.
     #[error("network: {0}")]
     Network(String),
-    /// Keyed or operator state could not be read, written or restored.
-    #[error("state: {0}")]
-    State(String),
     /// The task could not be set up (a job graph mismatch, a missing partition, ...).
     #[error("task setup failed: {0}")]
     Setup(String),
