@@ -8,6 +8,7 @@
 //! the keyed-state backends alone (see `state.rs`). Nothing here asserts on time: it prints numbers.
 
 mod baseline;
+mod checkpoints;
 mod cluster;
 mod procs;
 mod state;
@@ -54,6 +55,9 @@ enum Sub {
     /// The keyed-state backends: keyed aggregation throughput (hashmap vs RocksDB) and
     /// RocksDB full and incremental checkpoints.
     State,
+    /// What checkpointing costs stream-sum on a cluster: none vs every second (hashmap,
+    /// RocksDB).
+    Checkpoints,
 }
 
 /// How big each measurement is.
@@ -95,6 +99,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Some(Sub::Receive { transport }) => baseline::receive(transport),
         Some(Sub::State) => state::run(cli.quick),
+        Some(Sub::Checkpoints) => sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick)),
         None => run(&cli),
     };
     match result {

@@ -495,6 +495,193 @@ mod tests {
             .collect()
     }
 
+    /// Triggers checkpoint 1 after `after` ticks and keeps what the source acknowledges.
+    struct TriggerOnce {
+        ticks: u32,
+        after: u32,
+        fired: bool,
+        acked: Rc<RefCell<Option<SubtaskState>>>,
+    }
+
+    impl SourceHooks for TriggerOnce {
+        fn tick(&mut self) -> Result<(), TaskError> {
+            self.ticks += 1;
+            Ok(())
+        }
+        fn control(&mut self) -> Option<TaskControl> {
+            if self.ticks < self.after || self.fired {
+                return None;
+            }
+            self.fired = true;
+            Some(TaskControl::Trigger(Arc::new(CheckpointBarrier {
+                timestamp: 0,
+                location: crate::checkpoint::SnapshotLocation {
+                    checkpoint_id: 1,
+                    kind: crate::checkpoint::SnapshotKind::Checkpoint,
+                    dir: "/unused".into(),
+                    shared_dir: None,
+                },
+            })))
+        }
+        fn wait_control(&mut self, _timeout: Duration) -> Option<TaskControl> {
+            self.control()
+        }
+        fn acknowledge(&mut self, _id: u64, state: Result<SubtaskState, String>) {
+            *self.acked.borrow_mut() = Some(state.unwrap());
+        }
+        fn storage(&self) -> (&dyn StateStorage, &str) {
+            (&crate::checkpoint::LocalFileStorage, "test")
+        }
+        fn checkpointing(&self) -> bool {
+            true
+        }
+    }
+
+    /// Collects records until the barrier passes; what follows is lost in the "failure".
+    struct UntilBarrier<T>(Rc<RefCell<Vec<T>>>, bool);
+
+    impl<T> Output<T> for UntilBarrier<T> {
+        fn push(&mut self, record: T) -> Result<(), TaskError> {
+            if !self.1 {
+                self.0.borrow_mut().push(record);
+            }
+            Ok(())
+        }
+        fn finish(&mut self) -> Result<(), TaskError> {
+            Ok(())
+        }
+        fn snapshot(&mut self, _snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+            self.1 = true;
+            Ok(())
+        }
+        fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
+            Ok(())
+        }
+    }
+
+    /// Runs `p1` instances until a checkpoint after `after` ticks, then restores the snapshot
+    /// into `p2` instances that run to the end; everything emitted before the barriers and
+    /// after the restore, together.
+    fn run_restored<T: 'static>(
+        make: impl Fn() -> Box<dyn SourceFunction<T>>,
+        p1: u32,
+        p2: u32,
+        after: u32,
+    ) -> Vec<T> {
+        let mut emitted = Vec::new();
+        let mut elements: Vec<Vec<u8>> = Vec::new();
+        for i in 0..p1 {
+            let got = Rc::new(RefCell::new(Vec::new()));
+            let acked = Rc::new(RefCell::new(None));
+            let mut out = UntilBarrier(got.clone(), false);
+            let runtime = RuntimeContext::standalone(i, p1);
+            let mut hooks = TriggerOnce {
+                ticks: 0,
+                after,
+                fired: false,
+                acked: acked.clone(),
+            };
+            let mut ctx = SourceContext::new(&mut out, &runtime, &mut hooks);
+            make().run(&mut ctx).unwrap();
+            if acked.borrow().is_none() {
+                // The source ended before the trigger: its final checkpoint takes it.
+                ctx.final_checkpoint().unwrap();
+            }
+            emitted.extend(got.take());
+            let state = acked.take().expect("the source took the checkpoint");
+            elements.extend(state.operators[&0].operator_state.clone());
+        }
+        for i in 0..p2 {
+            let mine: Vec<Vec<u8>> = elements
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j as u32 % p2 == i)
+                .map(|(_, e)| e.clone())
+                .collect();
+            let got = Rc::new(RefCell::new(Vec::new()));
+            let mut out = Collect(got.clone(), Rc::new(RefCell::new(false)));
+            let mut runtime = RuntimeContext::standalone(i, p2);
+            runtime.state = Arc::new(crate::api::StateInit {
+                restore: Some(crate::checkpoint::TaskRestore {
+                    checkpoint_id: 1,
+                    metadata_dir: "/unused".into(),
+                    operators: [(
+                        0,
+                        crate::checkpoint::OperatorRestore {
+                            operator_state: mine,
+                            keyed: Vec::new(),
+                        },
+                    )]
+                    .into(),
+                }),
+                ..crate::api::StateInit::in_memory()
+            });
+            let mut hooks = NoHooks;
+            let mut ctx = SourceContext::new(&mut out, &runtime, &mut hooks);
+            make().run(&mut ctx).unwrap();
+            emitted.extend(got.take());
+        }
+        emitted
+    }
+
+    #[test]
+    fn sources_resume_from_their_snapshot_at_another_parallelism_without_loss_or_repeat() {
+        for (p1, p2, after) in [(2, 3, 3), (3, 1, 1), (1, 2, 10), (4, 4, 2)] {
+            let mut got = run_restored(
+                || {
+                    Box::new(GeneratorSource {
+                        rate: 0,
+                        count: Some(5_000),
+                        f: Arc::new(|i| i),
+                    })
+                },
+                p1,
+                p2,
+                after,
+            );
+            got.sort();
+            assert_eq!(got, (0..5_000).collect::<Vec<_>>(), "generator {p1}->{p2}");
+            let mut got = run_restored(|| Box::new(SequenceSource { from: 1, to: 3_000 }), p1, p2, after);
+            got.sort();
+            assert_eq!(got, (1..=3_000).collect::<Vec<_>>(), "sequence {p1}->{p2}");
+            let items = Arc::new((0..2_000u32).collect::<Vec<_>>());
+            let mut got = run_restored(
+                move || {
+                    Box::new(CollectionSource {
+                        items: items.clone(),
+                    })
+                },
+                p1,
+                p2,
+                after,
+            );
+            got.sort();
+            assert_eq!(got, (0..2_000).collect::<Vec<_>>(), "collection {p1}->{p2}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut expected = Vec::new();
+        for f in 0..2 {
+            let mut file = File::create(dir.path().join(format!("f{f}"))).unwrap();
+            for l in 0..700 {
+                let line = format!("f{f} l{l}");
+                writeln!(file, "{line}").unwrap();
+                expected.push(line);
+            }
+        }
+        expected.sort();
+        for (p1, p2) in [(2, 3), (3, 2), (1, 1)] {
+            let path = dir.path().to_path_buf();
+            let mut got = run_restored(
+                move || Box::new(TextFileSource { path: path.clone() }),
+                p1,
+                p2,
+                4,
+            );
+            got.sort();
+            assert_eq!(got, expected, "text {p1}->{p2}");
+        }
+    }
+
     #[test]
     fn text_files_split_into_every_line_exactly_once_at_any_parallelism() {
         let dir = tempfile::tempdir().unwrap();
