@@ -11,12 +11,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The repository root.
+/// The repository root. `cargo test` sets `CARGO_MANIFEST_DIR` when it runs a test, so that
+/// comes first: the compile-time value is baked into this library, which a shared
+/// `CARGO_TARGET_DIR` may hold as built from another checkout (whose scripts then ran, or, once
+/// that checkout was gone, "No such file or directory").
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
 /// The sluice binary under test.
