@@ -13,6 +13,7 @@ pub mod config;
 pub mod embedded;
 pub mod examples;
 pub mod graph;
+pub mod ha;
 pub mod ids;
 pub mod jobmanager;
 pub mod network;

@@ -76,6 +76,8 @@ pub struct StandaloneCluster {
     pub rest_port: u16,
     /// The RPC port.
     pub rpc_port: u16,
+    /// Every JobManager's REST port (several with HA), in start order.
+    pub rest_ports: Vec<u16>,
     http: reqwest::blocking::Client,
 }
 
@@ -83,20 +85,38 @@ impl StandaloneCluster {
     /// Writes a configuration (extra `key: value` lines appended) and starts a JobManager and
     /// `taskmanagers` TaskManagers of `slots` slots each.
     pub fn start(taskmanagers: usize, slots: u32, extra_config: &str) -> StandaloneCluster {
+        Self::start_with_jobmanagers(1, taskmanagers, slots, extra_config)
+    }
+
+    /// As [`start`](Self::start) with `jobmanagers` lines in conf/masters (several need
+    /// ZooKeeper HA in `extra_config`; the scripts then give each its own ports).
+    pub fn start_with_jobmanagers(
+        jobmanagers: usize,
+        taskmanagers: usize,
+        slots: u32,
+        extra_config: &str,
+    ) -> StandaloneCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let (rest_port, rpc_port) = (free_port(), free_port());
+        let mut rest_ports = vec![rest_port];
+        rest_ports.extend((1..jobmanagers).map(|_| free_port()));
         let conf = dir.path().join("conf");
         std::fs::create_dir_all(&conf).expect("conf dir");
         let config = format!(
             "rest.port: {rest_port}\nrest.address: 127.0.0.1\nrest.bind-address: 127.0.0.1\njobmanager.rpc.address: 127.0.0.1\njobmanager.rpc.port: {rpc_port}\njobmanager.bind-host: 127.0.0.1\ntaskmanager.host: 127.0.0.1\ntaskmanager.bind-host: 127.0.0.1\ntaskmanager.numberOfTaskSlots: {slots}\n{extra_config}\n"
         );
         std::fs::write(conf.join("config.yaml"), config).expect("config");
-        std::fs::write(conf.join("masters"), format!("localhost:{rest_port}\n")).expect("masters");
+        let masters: String = rest_ports
+            .iter()
+            .map(|p| format!("localhost:{p}\n"))
+            .collect();
+        std::fs::write(conf.join("masters"), masters).expect("masters");
         std::fs::write(conf.join("workers"), "localhost\n".repeat(taskmanagers)).expect("workers");
         let cluster = StandaloneCluster {
             dir,
             rest_port,
             rpc_port,
+            rest_ports,
             http: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .build()
@@ -149,7 +169,18 @@ impl StandaloneCluster {
 
     /// `host:port` of the REST API.
     pub fn rest(&self) -> String {
-        format!("127.0.0.1:{}", self.rest_port)
+        // The first JobManager that answers (with HA a standby redirects to the leader).
+        self.rest_ports
+            .iter()
+            .find(|p| {
+                std::net::TcpStream::connect_timeout(
+                    &std::net::SocketAddr::from(([127, 0, 0, 1], **p)),
+                    Duration::from_millis(200),
+                )
+                .is_ok()
+            })
+            .map(|p| format!("127.0.0.1:{p}"))
+            .unwrap_or_else(|| format!("127.0.0.1:{}", self.rest_port))
     }
 
     /// Runs the CLI against this cluster's configuration.

@@ -191,16 +191,24 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
         }
         Command::Taskmanager { jobmanager } => {
             let secret = ClusterSecret::resolve(&config, dir.as_deref())?;
+            let jobmanager_given = jobmanager.is_some();
             let address = jobmanager.unwrap_or_else(|| {
                 format!(
                     "{}:{}",
                     config.jobmanager.rpc_address, config.jobmanager.rpc_port
                 )
             });
+            let ha = crate::ha::services(&config)?;
             let tm = TaskManager::start(config, secret).await?;
             let worker = tm.clone();
+            let work = async move {
+                match (ha, jobmanager_given) {
+                    (Some(ha), false) => worker.run_ha(ha).await,
+                    _ => worker.run(address).await,
+                }
+            };
             tokio::select! {
-                err = worker.run(address) => {
+                err = work => {
                     tm.shutdown();
                     Err(anyhow!(err))
                 }
@@ -232,7 +240,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::List { target, all } => {
-            let client = RestClient::new(&rest_address(&config, &target))?;
+            let client = RestClient::new(&rest_address(&config, &target).await?)?;
             let jobs = client.jobs_overview().await?;
             let offset =
                 super::client::local_utc_offset_seconds(crate::jobmanager::service::now_ms());
@@ -241,7 +249,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
         }
         Command::Cancel { target, job_id } => {
             let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
-            let client = RestClient::new(&rest_address(&config, &target))?;
+            let client = RestClient::new(&rest_address(&config, &target).await?)?;
             client.cancel(id).await?;
             println!("Cancelled job {id}.");
             Ok(std::process::ExitCode::SUCCESS)
@@ -252,7 +260,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             target_directory,
         } => {
             let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
-            let client = RestClient::new(&rest_address(&config, &target))?;
+            let client = RestClient::new(&rest_address(&config, &target).await?)?;
             println!("Triggering savepoint for job {id}.");
             let request = client
                 .trigger_savepoint(id, target_directory.as_deref(), false)
@@ -266,7 +274,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             job_id,
         } => {
             let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
-            let client = RestClient::new(&rest_address(&config, &target))?;
+            let client = RestClient::new(&rest_address(&config, &target).await?)?;
             println!("Suspending job \"{id}\" with a savepoint.");
             let request = client
                 .trigger_savepoint(id, savepoint_path.as_deref(), true)
@@ -305,11 +313,19 @@ fn savepoint_outcome(outcome: Result<String, String>) -> Result<std::process::Ex
     }
 }
 
-fn rest_address(config: &Config, target: &Target) -> String {
-    target
-        .jobmanager
-        .clone()
-        .unwrap_or_else(|| format!("{}:{}", config.rest.address, config.rest.port))
+/// The JobManager's REST address: `-m`, else (with ZooKeeper HA) the leader's as published,
+/// else `rest.address:rest.port`.
+async fn rest_address(config: &Config, target: &Target) -> Result<String> {
+    if let Some(m) = &target.jobmanager {
+        return Ok(m.clone());
+    }
+    if let Some(leader) = crate::ha::leader_rest_address(config)
+        .await
+        .map_err(|e| anyhow!(e))?
+    {
+        return Ok(leader);
+    }
+    Ok(format!("{}:{}", config.rest.address, config.rest.port))
 }
 
 async fn wait_for_shutdown() {
@@ -347,7 +363,10 @@ async fn run(
         // Without -m, fall back to an embedded cluster when nothing answers at the configured address.
         None => {
             args.target.jobmanager.is_none()
-                && !cluster_answers(&rest_address(&config, &args.target)).await
+                && match rest_address(&config, &args.target).await {
+                    Ok(address) => !cluster_answers(&address).await,
+                    Err(_) => true,
+                }
         }
     };
     if local && args.detached {
@@ -363,7 +382,7 @@ async fn run(
         let address = cluster.rest_address();
         (Some(cluster), address)
     } else {
-        (None, rest_address(&config, &args.target))
+        (None, rest_address(&config, &args.target).await?)
     };
     let client = RestClient::new(&address)?;
     let started = Instant::now();

@@ -67,6 +67,28 @@ pub struct Config {
     pub checkpointing: CheckpointingOptions,
     /// State backend options (`state.backend.*`).
     pub state: StateOptions,
+    /// High availability (`high-availability.*`).
+    pub ha: HaOptions,
+}
+
+/// Flink's `high-availability.*` keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HaOptions {
+    /// `high-availability.type` (default NONE): `zookeeper` elects a leader among JobManagers.
+    pub zookeeper: bool,
+    /// `high-availability.zookeeper.quorum`: `host:port,host:port,...`.
+    pub quorum: Option<String>,
+    /// `high-availability.storageDir`: where job graphs and results are kept (shared by all
+    /// JobManagers).
+    pub storage_dir: Option<PathBuf>,
+    /// `high-availability.cluster-id` (default `default`).
+    pub cluster_id: String,
+    /// `high-availability.zookeeper.path.root` (default `/sluice`).
+    pub root: String,
+    /// `high-availability.zookeeper.client.session-timeout` (default 6 s).
+    pub session_timeout: Duration,
+    /// `high-availability.zookeeper.client.connection-timeout` (default 6 s).
+    pub connection_timeout: Duration,
 }
 
 /// Which keyed-state backend jobs use (`state.backend.type`).
@@ -427,6 +449,15 @@ impl Config {
             state: StateOptions {
                 backend: StateBackendKind::HashMap,
                 rocksdb_localdir: None,
+            },
+            ha: HaOptions {
+                zookeeper: false,
+                quorum: None,
+                storage_dir: None,
+                cluster_id: String::new(),
+                root: String::new(),
+                session_timeout: Duration::ZERO,
+                connection_timeout: Duration::ZERO,
             },
         }
     }

@@ -113,6 +113,28 @@ pub(super) struct Rule {
 /// Cross-option rules, checked after the file and all overrides are applied.
 pub(super) static RULES: &[Rule] = &[
     Rule {
+        key: "high-availability.type",
+        other_key: "high-availability.zookeeper.quorum",
+        check: |c| {
+            if c.ha.zookeeper && c.ha.quorum.is_none() {
+                Err("zookeeper high availability needs the ZooKeeper servers".into())
+            } else {
+                Ok(())
+            }
+        },
+    },
+    Rule {
+        key: "high-availability.type",
+        other_key: "high-availability.storageDir",
+        check: |c| {
+            if c.ha.zookeeper && c.ha.storage_dir.is_none() {
+                Err("zookeeper high availability needs a storage directory shared by all JobManagers".into())
+            } else {
+                Ok(())
+            }
+        },
+    },
+    Rule {
         key: "taskmanager.memory.network.min",
         other_key: "taskmanager.memory.network.max",
         check: |c| {
@@ -422,6 +444,26 @@ impl ConfigEnum for CheckpointRetention {
     ];
 }
 
+/// `high-availability.type`: NONE or zookeeper.
+struct HaType;
+
+impl Codec for HaType {
+    type Value = bool;
+    const TYPE_NAME: &'static str = "enum";
+    fn parse(&self, raw: &str) -> Result<bool, Rejection> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "none" | "" => Ok(false),
+            "zookeeper" => Ok(true),
+            _ => Err(Rejection::Invalid(
+                "expected \"NONE\" or \"zookeeper\"".into(),
+            )),
+        }
+    }
+    fn render(&self, value: &bool) -> String {
+        if *value { "zookeeper" } else { "NONE" }.into()
+    }
+}
+
 /// `true` or `false`.
 struct Bool;
 
@@ -605,6 +647,27 @@ options! {
     "heartbeat.timeout" => heartbeat.timeout: POSITIVE_DURATION,
         default "50 s",
         doc "How long without a heartbeat before a peer is considered dead.";
+    "high-availability.cluster-id" => ha.cluster_id: Text,
+        default "default",
+        doc "Names this cluster's HA data in ZooKeeper and the storage directory (one per cluster sharing a quorum).";
+    "high-availability.storageDir" => ha.storage_dir: OptionalPath,
+        default "",
+        doc "Directory (shared by all JobManagers) for job graphs and results; required with zookeeper HA.";
+    "high-availability.type" => ha.zookeeper: HaType,
+        default "NONE",
+        doc "NONE, or zookeeper: JobManagers elect a leader and a standby takes over the jobs.";
+    "high-availability.zookeeper.client.connection-timeout" => ha.connection_timeout: POSITIVE_DURATION,
+        default "6 s",
+        doc "How long a ZooKeeper connection attempt may take.";
+    "high-availability.zookeeper.client.session-timeout" => ha.session_timeout: POSITIVE_DURATION,
+        default "6 s",
+        doc "ZooKeeper session timeout: a dead leader's leadership ends after it (no GC pauses to ride out, so shorter than Flink's 60 s).";
+    "high-availability.zookeeper.path.root" => ha.root: Text,
+        default "/sluice",
+        doc "Root node of sluice's data in ZooKeeper.";
+    "high-availability.zookeeper.quorum" => ha.quorum: OptionalText,
+        default "",
+        doc "ZooKeeper servers, host:port,host:port; required with zookeeper HA.";
     "jobmanager.bind-host" => jobmanager.bind_host: Text,
         default "localhost",
         doc "Local address the JobManager's RPC endpoint binds to (0.0.0.0 for all interfaces).";

@@ -1,0 +1,181 @@
+//! JobManager high availability with a real ZooKeeper: two JobManagers elect a leader, the
+//! standby takes over when the leader dies or is frozen past its session, and the job resumes
+//! from its last checkpoint with every record exactly once.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sluice_integration::{StandaloneCluster, wait_for};
+use zk_ha::testkit::ZkServer;
+
+fn ha_config(zk: &ZkServer, scratch: &Path) -> String {
+    format!(
+        "high-availability.type: zookeeper\nhigh-availability.zookeeper.quorum: {}\nhigh-availability.storageDir: {}\nexecution.checkpointing.interval: 1 s\nexecution.checkpointing.dir: {}\nrestart-strategy.type: fixed-delay\nrestart-strategy.fixed-delay.attempts: 100\nrestart-strategy.fixed-delay.delay: 200 ms\n",
+        zk.connect_string(),
+        scratch.join("ha").display(),
+        scratch.join("checkpoints").display(),
+    )
+}
+
+fn job(cluster: &StandaloneCluster, id: &str) -> Value {
+    cluster.get(&format!("/jobs/{id}")).unwrap_or(Value::Null)
+}
+
+fn all_running(j: &Value) -> bool {
+    j["state"] == "RUNNING"
+        && j["vertices"]
+            .as_array()
+            .is_some_and(|vs| !vs.is_empty() && vs.iter().all(|v| v["status"] == "RUNNING"))
+}
+
+fn completed_checkpoints(cluster: &StandaloneCluster, id: &str) -> u64 {
+    cluster
+        .get(&format!("/jobs/{id}/checkpoints"))
+        .ok()
+        .and_then(|c| c["counts"]["completed"].as_u64())
+        .unwrap_or(0)
+}
+
+/// The pid of the JobManager whose log says it leads, and the other one.
+fn leader_and_standby(cluster: &StandaloneCluster) -> (u32, u32) {
+    let pids = cluster.pids("jobmanager");
+    assert_eq!(pids.len(), 2, "two JobManagers run");
+    let leader = wait_for(Duration::from_secs(30), "a JobManager to lead", || {
+        pids.iter()
+            .copied()
+            .find(|&p| cluster.logs_of_pid_mention(p, "granted leadership"))
+    });
+    let standby = pids.into_iter().find(|&p| p != leader).expect("standby");
+    (leader, standby)
+}
+
+fn signal(sig: &str, pid: u32) {
+    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+}
+
+fn check_exactly_once(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) {
+    let out = cluster.cli(&[
+        "check-counting",
+        "--records",
+        &records.to_string(),
+        "--keys",
+        &keys.to_string(),
+        &dir.display().to_string(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "not exactly once:\n{text}");
+}
+
+fn start_counting(cluster: &StandaloneCluster, records: u64, keys: u64, out: &Path) -> String {
+    cluster.submit_detached(&[
+        "-p",
+        "2",
+        "counting",
+        "--records",
+        &records.to_string(),
+        "--keys",
+        &keys.to_string(),
+        "--output",
+        &out.display().to_string(),
+        "--rate",
+        "5000",
+    ])
+}
+
+#[test]
+fn killing_the_leader_lets_the_standby_resume_the_job_from_its_checkpoint_exactly_once() {
+    let zk = ZkServer::start();
+    let scratch = tempfile::tempdir().expect("scratch");
+    let cluster =
+        StandaloneCluster::start_with_jobmanagers(2, 2, 1, &ha_config(&zk, scratch.path()));
+    let (leader, standby) = leader_and_standby(&cluster);
+    // The standby's REST API points at the leader.
+    let standby_port = cluster.rest_ports[cluster
+        .pids("jobmanager")
+        .iter()
+        .position(|&p| p == standby)
+        .expect("index")];
+    let (status, _) = {
+        let r = reqwest::blocking::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client")
+            .get(format!("http://127.0.0.1:{standby_port}/overview"))
+            .send()
+            .expect("standby answers");
+        (r.status().as_u16(), r.headers().get("location").cloned())
+    };
+    assert_eq!(status, 307, "a standby redirects to the leader");
+
+    let out = scratch.path().join("out");
+    let (records, keys) = (60_000u64, 5u64);
+    let id = start_counting(&cluster, records, keys, &out);
+    wait_for(Duration::from_secs(40), "a completed checkpoint", || {
+        (completed_checkpoints(&cluster, &id) >= 1).then_some(())
+    });
+    let killed = Instant::now();
+    signal("-9", leader);
+    let back = wait_for(
+        Duration::from_secs(60),
+        "the job RUNNING under the new leader",
+        || all_running(&job(&cluster, &id)).then(|| killed.elapsed()),
+    );
+    println!(
+        "kill -9 of the leader -> job RUNNING under the standby: {} ms",
+        back.as_millis()
+    );
+    assert!(cluster.logs_of_pid_mention(standby, "granted leadership"));
+    wait_for(Duration::from_secs(90), "the job to finish", || {
+        let s = job(&cluster, &id)["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert_ne!(s, "FAILED", "the job failed");
+        (s == "FINISHED").then_some(())
+    });
+    check_exactly_once(&cluster, records, keys, &out);
+}
+
+#[test]
+fn a_leader_frozen_past_its_session_is_deposed_and_acts_no_more() {
+    let zk = ZkServer::start();
+    let scratch = tempfile::tempdir().expect("scratch");
+    let cluster =
+        StandaloneCluster::start_with_jobmanagers(2, 2, 1, &ha_config(&zk, scratch.path()));
+    let (leader, standby) = leader_and_standby(&cluster);
+    let out = scratch.path().join("out");
+    let (records, keys) = (60_000u64, 5u64);
+    let id = start_counting(&cluster, records, keys, &out);
+    wait_for(Duration::from_secs(40), "a completed checkpoint", || {
+        (completed_checkpoints(&cluster, &id) >= 1).then_some(())
+    });
+    // Longer than the session timeout (6 s): ZooKeeper expires the session, the standby leads.
+    signal("-STOP", leader);
+    wait_for(Duration::from_secs(40), "the standby to lead", || {
+        cluster
+            .logs_of_pid_mention(standby, "granted leadership")
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    signal("-CONT", leader);
+    wait_for(
+        Duration::from_secs(30),
+        "the old leader to notice it was deposed",
+        || {
+            cluster
+                .logs_of_pid_mention(leader, "leadership revoked")
+                .then_some(())
+        },
+    );
+    wait_for(Duration::from_secs(90), "the job to finish", || {
+        let s = job(&cluster, &id)["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert_ne!(s, "FAILED", "the job failed");
+        (s == "FINISHED").then_some(())
+    });
+    check_exactly_once(&cluster, records, keys, &out);
+}
