@@ -8,12 +8,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sluice_integration::{StandaloneCluster, wait_for};
-use zk_ha::testkit::ZkServer;
+use zk_ha::testkit::{ZkEnsemble, ZkServer};
 
 fn ha_config(zk: &ZkServer, scratch: &Path) -> String {
+    ha_config_for(&zk.connect_string(), scratch)
+}
+
+fn ha_config_for(quorum: &str, scratch: &Path) -> String {
     format!(
         "high-availability.type: zookeeper\nhigh-availability.zookeeper.quorum: {}\nhigh-availability.storageDir: {}\nexecution.checkpointing.interval: 1 s\nexecution.checkpointing.dir: {}\nrestart-strategy.type: fixed-delay\nrestart-strategy.fixed-delay.attempts: 100\nrestart-strategy.fixed-delay.delay: 200 ms\n",
-        zk.connect_string(),
+        quorum,
         scratch.join("ha").display(),
         scratch.join("checkpoints").display(),
     )
@@ -178,4 +182,56 @@ fn a_leader_frozen_past_its_session_is_deposed_and_acts_no_more() {
         (s == "FINISHED").then_some(())
     });
     check_exactly_once(&cluster, records, keys, &out);
+}
+
+/// Whether the job ever left RUNNING: a restart shows as a RESTARTING timestamp.
+fn restarted(cluster: &StandaloneCluster, id: &str) -> bool {
+    let j = job(cluster, id);
+    j["timestamps"]["RESTARTING"].as_u64().unwrap_or(0) > 0 || j["state"] != "RUNNING"
+}
+
+#[test]
+fn losing_the_zookeeper_leader_or_restarting_the_whole_ensemble_restarts_no_job() {
+    let mut zk = ZkEnsemble::start(3);
+    let scratch = tempfile::tempdir().expect("scratch");
+    let cluster = StandaloneCluster::start_with_jobmanagers(
+        2,
+        1,
+        2,
+        &ha_config_for(&zk.connect_string(), scratch.path()),
+    );
+    let (leader, _) = leader_and_standby(&cluster);
+    let id = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "2000"]);
+    wait_for(Duration::from_secs(30), "the job to run", || {
+        all_running(&job(&cluster, &id)).then_some(())
+    });
+    // Kill the ensemble's leader: the others elect a new one; sessions move over.
+    let zk_leader = zk.wait_leader(Duration::from_secs(30));
+    zk.members[zk_leader].kill();
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(
+        !restarted(&cluster, &id),
+        "the job restarted when ZooKeeper's leader died"
+    );
+    zk.members[zk_leader].restart();
+    zk.wait_leader(Duration::from_secs(30));
+    // Restart every member, within the session timeout (6 s): sessions survive.
+    for m in zk.members.iter_mut() {
+        m.kill();
+    }
+    for m in zk.members.iter_mut() {
+        m.restart();
+    }
+    zk.wait_leader(Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(
+        !restarted(&cluster, &id),
+        "the job restarted when the ensemble restarted"
+    );
+    assert!(
+        !cluster.logs_of_pid_mention(leader, "leadership revoked"),
+        "the JobManager kept its leadership"
+    );
+    let out = cluster.cli(&["cancel", "-m", &cluster.rest(), &id]);
+    assert!(out.status.success());
 }
