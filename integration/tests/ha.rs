@@ -235,3 +235,126 @@ fn losing_the_zookeeper_leader_or_restarting_the_whole_ensemble_restarts_no_job(
     let out = cluster.cli(&["cancel", "-m", &cluster.rest(), &id]);
     assert!(out.status.success());
 }
+
+/// The REST port of the JobManager that leads now: a standby redirects, the leader answers.
+fn leading_port(ports: &[u16]) -> Option<u16> {
+    let http = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(2))
+        .build()
+        .ok()?;
+    ports.iter().copied().find(|p| {
+        http.get(format!("http://127.0.0.1:{p}/overview"))
+            .send()
+            .is_ok_and(|r| r.status().as_u16() == 200)
+    })
+}
+
+/// A seeded schedule of JobManager failures while `counting` runs under checkpoints: the
+/// leader is killed (and started again later as a standby) or frozen past its session, a few
+/// times; then the job must finish with every record exactly once. The seed is printed; set
+/// `SLUICE_CHAOS_SEED` to replay a schedule and `SLUICE_HA_CHAOS_EVENTS` for a longer one.
+#[test]
+fn seeded_jobmanager_chaos_keeps_counting_exactly_once() {
+    let seed: u64 = std::env::var("SLUICE_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        })
+        | 1;
+    let events: usize = std::env::var("SLUICE_HA_CHAOS_EVENTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    println!("HA chaos seed {seed} ({events} events); replay with SLUICE_CHAOS_SEED={seed}");
+    let mut rng = seed;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let zk = ZkServer::start();
+    let scratch = tempfile::tempdir().expect("scratch");
+    let cluster =
+        StandaloneCluster::start_with_jobmanagers(2, 2, 1, &ha_config(&zk, scratch.path()));
+    let ports = cluster.rest_ports.clone();
+    // Port -> pid, in start order as the pid file lists them.
+    let mut pid_of: Vec<(u16, u32)> = ports
+        .iter()
+        .copied()
+        .zip(cluster.pids("jobmanager"))
+        .collect();
+    let out = scratch.path().join("out");
+    let (records, keys) = (40_000u64 * (events as u64 + 1), 5u64);
+    let id = start_counting(&cluster, records, keys, &out);
+    for event in 0..events {
+        wait_for(Duration::from_secs(60), "a completed checkpoint", || {
+            (completed_checkpoints(&cluster, &id) >= 1).then_some(())
+        });
+        let port = wait_for(Duration::from_secs(60), "a leader", || leading_port(&ports));
+        let pid = pid_of
+            .iter()
+            .find(|(p, _)| *p == port)
+            .map(|(_, pid)| *pid)
+            .expect("the leader's pid");
+        if next() % 2 == 0 {
+            println!("event {event} (seed {seed}): kill -9 the leader on port {port}");
+            signal("-9", pid);
+            wait_for(Duration::from_secs(60), "another leader", || {
+                leading_port(&ports).filter(|p| *p != port)
+            });
+            // Start it again as a standby on its port.
+            let o = cluster.script(
+                "jobmanager.sh",
+                &[
+                    "start",
+                    "-D",
+                    "jobmanager.rpc.port=0",
+                    "-D",
+                    &format!("rest.port={port}"),
+                ],
+            );
+            assert!(o.status.success(), "seed {seed}: restart a JobManager");
+            let new_pid = *cluster.pids("jobmanager").last().expect("a pid");
+            pid_of.retain(|(p, _)| *p != port);
+            pid_of.push((port, new_pid));
+        } else {
+            println!(
+                "event {event} (seed {seed}): SIGSTOP the leader on port {port} past its session"
+            );
+            signal("-STOP", pid);
+            wait_for(Duration::from_secs(60), "another leader", || {
+                leading_port(&ports).filter(|p| *p != port)
+            });
+            signal("-CONT", pid);
+        }
+        let wait = Duration::from_millis(1_000 + next() % 3_000);
+        std::thread::sleep(wait);
+    }
+    wait_for(Duration::from_secs(180), "the job to finish", || {
+        let s = job(&cluster, &id)["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert_ne!(s, "FAILED", "seed {seed}: the job failed");
+        (s == "FINISHED").then_some(())
+    });
+    let report = cluster.cli(&[
+        "check-counting",
+        "--records",
+        &records.to_string(),
+        "--keys",
+        &keys.to_string(),
+        &out.display().to_string(),
+    ]);
+    assert!(
+        report.status.success(),
+        "seed {seed}: not exactly once:\n{}",
+        String::from_utf8_lossy(&report.stdout)
+    );
+}
