@@ -21,7 +21,11 @@ struct Variant {
 }
 
 pub fn run(bin: &Path, quick: bool) -> Result<()> {
-    let (repetitions, records) = if quick { (1, 4_000_000u64) } else { (3, 40_000_000) };
+    let (repetitions, records) = if quick {
+        (1, 4_000_000u64)
+    } else {
+        (3, 40_000_000)
+    };
     let scratch = tempfile::Builder::new()
         .prefix("sluice-bench-checkpoints-")
         .tempdir()?;

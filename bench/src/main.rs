@@ -99,7 +99,9 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Some(Sub::Receive { transport }) => baseline::receive(transport),
         Some(Sub::State) => state::run(cli.quick),
-        Some(Sub::Checkpoints) => sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick)),
+        Some(Sub::Checkpoints) => {
+            sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick))
+        }
         None => run(&cli),
     };
     match result {

@@ -22,3 +22,4 @@ pub mod rpc;
 pub mod security;
 pub mod state;
 pub mod taskmanager;
+pub mod yarn;

@@ -641,7 +641,12 @@ mod tests {
             );
             got.sort();
             assert_eq!(got, (0..5_000).collect::<Vec<_>>(), "generator {p1}->{p2}");
-            let mut got = run_restored(|| Box::new(SequenceSource { from: 1, to: 3_000 }), p1, p2, after);
+            let mut got = run_restored(
+                || Box::new(SequenceSource { from: 1, to: 3_000 }),
+                p1,
+                p2,
+                after,
+            );
             got.sort();
             assert_eq!(got, (1..=3_000).collect::<Vec<_>>(), "sequence {p1}->{p2}");
             let items = Arc::new((0..2_000u32).collect::<Vec<_>>());
