@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
