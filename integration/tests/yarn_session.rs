@@ -325,6 +325,57 @@ fn a_detached_session_grows_taskmanagers_on_demand_and_kill_leaves_nothing() {
         || (client.sluice_rest(&rest, "/overview")["taskmanagers"] == 0).then_some(()),
     );
 
+    // A TaskManager container's process dies: the JobManager loses it, the pool asks YARN for
+    // a replacement, and the job (with a restart strategy) runs again on the new container.
+    let run = client.sluice(&[
+        "-D",
+        "restart-strategy.type=fixed-delay",
+        "-D",
+        "restart-strategy.fixed-delay.attempts=5",
+        "run",
+        "-t",
+        "yarn-session",
+        "-d",
+        "-p",
+        "1",
+        "stream-sum",
+        "--rate",
+        "200",
+    ]);
+    assert!(run.status.success(), "{}", text(&run));
+    let job = sluice_integration::job_id_of(&String::from_utf8_lossy(&run.stdout));
+    let job_running =
+        || (client.sluice_rest(&rest, &format!("/jobs/{job}"))["state"] == "RUNNING").then_some(());
+    let first_tm = wait_for(Duration::from_secs(30), "stream-sum to run", || {
+        job_running()?;
+        let tms = client.sluice_rest(&rest, "/taskmanagers");
+        tms["taskmanagers"][0]["id"].as_str().map(str::to_string)
+    });
+    let victim = container_processes(&app)
+        .into_iter()
+        .find(|p| p.2.contains(&first_tm))
+        .unwrap_or_else(|| panic!("no process for {first_tm}"));
+    let killed_at = Instant::now();
+    let status = Command::new("kill")
+        .args(["-9", &victim.0.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let replacement = wait_for(
+        Duration::from_secs(60),
+        "the job to run again on a replacement TaskManager",
+        || {
+            job_running()?;
+            let tms = client.sluice_rest(&rest, "/taskmanagers");
+            let id = tms["taskmanagers"][0]["id"].as_str()?.to_string();
+            (id != first_tm).then_some(id)
+        },
+    );
+    let recovery = killed_at.elapsed();
+    assert!(replacement.starts_with("container_"), "{replacement}");
+    let cancel = client.sluice(&["cancel", "-m", "yarn-session", &job]);
+    assert!(cancel.status.success(), "{}", text(&cancel));
+
     // Kill through the CLI: KILLED, no process of the application left, no properties file.
     let kill = client.sluice(&["yarn-session", "--kill"]);
     assert!(kill.status.success(), "{}", text(&kill));
@@ -340,8 +391,9 @@ fn a_detached_session_grows_taskmanagers_on_demand_and_kill_leaves_nothing() {
     assert!(text(&after).contains("no YARN session"), "{}", text(&after));
 
     println!(
-        "MEASURED submission-to-serving {startup_ms} ms (client wall {} ms); wordcount -p 2 with 2 new TaskManager containers {} ms; AM RSS {am_rss} KiB; TaskManager RSS {tm_rss:?} KiB",
+        "MEASURED submission-to-serving {startup_ms} ms (client wall {} ms); wordcount -p 2 with 2 new TaskManager containers {} ms; AM RSS {am_rss} KiB; TaskManager RSS {tm_rss:?} KiB; TaskManager killed to job RUNNING on a replacement container {} ms",
         wall.as_millis(),
-        job_wall.as_millis()
+        job_wall.as_millis(),
+        recovery.as_millis()
     );
 }
