@@ -390,10 +390,69 @@ fn a_detached_session_grows_taskmanagers_on_demand_and_kill_leaves_nothing() {
     assert!(!after.status.success());
     assert!(text(&after).contains("no YARN session"), "{}", text(&after));
 
+    // One job, one application: it ends with the job, SUCCEEDED or FAILED.
+    let app_output = client.tmp.path().join("app-out");
+    let small = [
+        "-D",
+        "taskmanager.memory.process.size=256m",
+        "-D",
+        "jobmanager.memory.process.size=256m",
+    ];
+    let mut args: Vec<&str> = small.to_vec();
+    args.extend([
+        "run",
+        "-t",
+        "yarn-application",
+        "-p",
+        "2",
+        "wordcount",
+        "--input",
+        input.to_str().expect("utf-8"),
+        "--output",
+        app_output.to_str().expect("utf-8"),
+    ]);
+    let application_started = Instant::now();
+    let run = client.sluice(&args);
+    let application_wall = application_started.elapsed();
+    let printed = text(&run);
+    assert!(run.status.success(), "{printed}");
+    assert_eq!(read_counts(&app_output), reference_counts(&text_in));
+    let one_job_app = field_after(&printed, "Submitted YARN application ").to_string();
+    let report = client.app(&one_job_app);
+    assert_eq!(
+        (report["state"].as_str(), report["finalStatus"].as_str()),
+        (Some("FINISHED"), Some("SUCCEEDED")),
+        "{report}"
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "the one-job application's processes to end",
+        || container_processes(&one_job_app).is_empty().then_some(()),
+    );
+    let mut args: Vec<&str> = small.to_vec();
+    args.extend([
+        "run",
+        "-t",
+        "yarn-application",
+        "wordcount",
+        "--input",
+        "/no/such/input",
+    ]);
+    let failing = client.sluice(&args);
+    let printed = text(&failing);
+    assert!(!failing.status.success(), "{printed}");
+    assert!(
+        printed.contains("FAILED") && printed.contains("/no/such/input"),
+        "{printed}"
+    );
+    let failed_app = field_after(&printed, "Submitted YARN application ").to_string();
+    assert_eq!(client.app(&failed_app)["finalStatus"], "FAILED");
+
     println!(
-        "MEASURED submission-to-serving {startup_ms} ms (client wall {} ms); wordcount -p 2 with 2 new TaskManager containers {} ms; AM RSS {am_rss} KiB; TaskManager RSS {tm_rss:?} KiB; TaskManager killed to job RUNNING on a replacement container {} ms",
+        "MEASURED submission-to-serving {startup_ms} ms (client wall {} ms); wordcount -p 2 with 2 new TaskManager containers {} ms; AM RSS {am_rss} KiB; TaskManager RSS {tm_rss:?} KiB; TaskManager killed to job RUNNING on a replacement container {} ms; run -t yarn-application wordcount -p 2 submission to FINISHED/SUCCEEDED {} ms",
         wall.as_millis(),
         job_wall.as_millis(),
-        recovery.as_millis()
+        recovery.as_millis(),
+        application_wall.as_millis()
     );
 }

@@ -113,8 +113,13 @@ pub struct RunArgs {
     pub target: Target,
     /// `local`: run in an embedded cluster in this process; `remote` (default when -m is given
     /// or a cluster answers at the configured address); `yarn-session`: the YARN session
-    /// started with `sluice yarn-session -d`.
-    #[arg(short = 't', long = "target", value_name = "local|remote|yarn-session")]
+    /// started with `sluice yarn-session -d`; `yarn-application`: a YARN application of its own
+    /// that ends with the job.
+    #[arg(
+        short = 't',
+        long = "target",
+        value_name = "local|remote|yarn-session|yarn-application"
+    )]
     pub deployment: Option<String>,
     /// Parallelism of the job's operators (default: parallelism.default).
     #[arg(short = 'p', long = "parallelism")]
@@ -363,6 +368,16 @@ async fn run(
     args: RunArgs,
     job_config: Vec<(String, String)>,
 ) -> Result<std::process::ExitCode> {
+    if args.deployment.as_deref() == Some("yarn-application") {
+        let job = crate::yarn::ApplicationJob {
+            name: args.job,
+            args: args.args,
+            parallelism: args.parallelism,
+            overrides: job_config,
+            savepoint: args.from_savepoint,
+        };
+        return crate::yarn::session::run_application(config, job, args.detached).await;
+    }
     let local = match args.deployment.as_deref() {
         Some("local") => true,
         Some("remote") | Some("yarn-session") => false,

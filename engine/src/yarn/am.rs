@@ -15,9 +15,12 @@ use yarn_am::{
 };
 
 use super::pool::{Command, SlotView, TASKMANAGER_PRIORITY, TaskManagerPool};
-use super::{SCHEDULER_ENV, SHIP_DIR_ENV, SHIPPED_FILES, YarnError};
+use super::{ApplicationJob, JOB_ENV, SCHEDULER_ENV, SHIP_DIR_ENV, SHIPPED_FILES, YarnError};
 use crate::config::Config;
+use crate::ids::JobId;
+use crate::jobmanager::jobmaster::JobStatus;
 use crate::jobmanager::service::{JobManager, JobManagerShared, now_ms};
+use crate::rpc::messages::ProgramSpec;
 use crate::security::ClusterSecret;
 
 /// How often the driver looks at the slot demand. YARN is only called when the pool changed
@@ -99,6 +102,47 @@ enum Outcome {
     Stopped(String),
     /// It gives up: unregister with FAILED and this diagnostic.
     Failed(String),
+    /// Its one job ended (`run -t yarn-application`): unregister with this status.
+    Finished(FinalStatus, String),
+}
+
+/// Submits the one job of a `run -t yarn-application` application, if this is one.
+fn submit_application_job(shared: &JobManagerShared) -> Result<Option<JobId>, String> {
+    let Ok(json) = std::env::var(JOB_ENV) else {
+        return Ok(None);
+    };
+    let job = ApplicationJob::from_env(&json)?;
+    let program = ProgramSpec {
+        name: job.name.clone(),
+        args: job.args,
+    };
+    shared
+        .submit(program, job.parallelism, &job.overrides, job.savepoint)
+        .map(Some)
+        .map_err(|e| format!("the job {} was refused: {e}", job.name))
+}
+
+/// The YARN outcome of a job that ended, if it did.
+fn job_outcome(shared: &JobManagerShared, job: JobId) -> Option<Outcome> {
+    let dispatcher = shared.dispatcher();
+    let jm = dispatcher.jobs.get(&job)?;
+    if !jm.status.is_globally_terminal() {
+        return None;
+    }
+    let status = match jm.status {
+        JobStatus::Finished => FinalStatus::Succeeded,
+        JobStatus::Canceled => FinalStatus::Killed,
+        _ => FinalStatus::Failed,
+    };
+    let cause = jm
+        .exceptions
+        .first()
+        .map(|e| format!(": {}", e.exception))
+        .unwrap_or_default();
+    Some(Outcome::Finished(
+        status,
+        format!("job {job} ({}) {}{cause}", jm.name, jm.status.name()),
+    ))
 }
 
 /// Runs the ApplicationMaster until YARN stops it; returns the process's exit code.
@@ -176,7 +220,21 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         config.yarn.maximum_failed_containers,
     );
     let me = (host.clone(), i32::from(rest_port), tracking_url.clone());
-    let outcome = drive(&mut rm, &mut pool, &jm.shared, &launch, &jobmanager, &me).await;
+    let outcome = match submit_application_job(&jm.shared) {
+        Ok(job) => {
+            drive(
+                &mut rm,
+                &mut pool,
+                &jm.shared,
+                &launch,
+                &jobmanager,
+                &me,
+                job,
+            )
+            .await
+        }
+        Err(diagnostics) => Outcome::Failed(diagnostics),
+    };
     let code = match outcome {
         Outcome::Stopped(why) => {
             info!(%why, "ApplicationMaster stopping");
@@ -197,6 +255,22 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
             }
             1
         }
+        Outcome::Finished(status, diagnostics) => {
+            info!(?status, %diagnostics, "the application's job ended; unregistering");
+            if let Err(e) = rm
+                .finish(
+                    status,
+                    &diagnostics,
+                    Some(&tracking_url),
+                    Duration::from_secs(30),
+                )
+                .await
+            {
+                warn!(error = %e, "unregistering failed");
+                return Ok(1);
+            }
+            0
+        }
     };
     drop(jm);
     Ok(code)
@@ -210,6 +284,7 @@ async fn drive(
     launch: &LaunchContext,
     jobmanager: &str,
     me: &(String, i32, String),
+    job: Option<JobId>,
 ) -> Outcome {
     let mut terminate =
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -222,6 +297,9 @@ async fn drive(
         tokio::select! {
             _ = tokio::time::sleep(TICK) => {}
             _ = terminate.recv() => return Outcome::Stopped("SIGTERM (YARN killed the application)".into()),
+        }
+        if let Some(outcome) = job.and_then(|j| job_outcome(shared, j)) {
+            return outcome;
         }
         let commands = pool.tick(&slot_view(shared), now_ms());
         let changed = !commands.is_empty();

@@ -26,3 +26,69 @@ pub const SHIP_DIR_ENV: &str = "SLUICE_YARN_SHIP_DIR";
 pub const APPLICATION_TYPE: &str = "sluice";
 /// File names shipped to each container (their link names in its working directory).
 pub const SHIPPED_FILES: [&str; 3] = ["sluice", "config.yaml", ".cluster-secret"];
+/// Environment variable (set at submission by `run -t yarn-application`) holding the one job
+/// the AM runs: [`ApplicationJob`] as hex-encoded JSON, since the NodeManager's launch script
+/// does not preserve quotes in environment values.
+pub const JOB_ENV: &str = "SLUICE_YARN_JOB";
+
+/// The job of a one-job application (`run -t yarn-application`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ApplicationJob {
+    /// A bundled program's name.
+    pub name: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its parallelism (default: parallelism.default).
+    pub parallelism: Option<u32>,
+    /// Job-scoped configuration (`-D execution.checkpointing.…` and the like).
+    pub overrides: Vec<(String, String)>,
+    /// A savepoint to start from.
+    pub savepoint: Option<String>,
+}
+
+impl ApplicationJob {
+    /// The value of [`JOB_ENV`].
+    pub fn to_env(&self) -> String {
+        serde_json::to_vec(self)
+            .unwrap_or_default()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Parses the value of [`JOB_ENV`].
+    pub fn from_env(value: &str) -> Result<Self, String> {
+        let bytes = (0..value.len())
+            .step_by(2)
+            .map(|i| {
+                value
+                    .get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| format!("{JOB_ENV} is not hex"))
+            })
+            .collect::<Result<Vec<u8>, String>>()?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("{JOB_ENV} is not a job: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_application_job_survives_the_environment_and_garbage_is_an_error() {
+        let job = ApplicationJob {
+            name: "wordcount".into(),
+            args: vec!["--input".into(), "/a \"b\" c".into()],
+            parallelism: Some(2),
+            overrides: vec![("restart-strategy.type".into(), "none".into())],
+            savepoint: None,
+        };
+        let env = job.to_env();
+        assert!(env.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(ApplicationJob::from_env(&env), Ok(job));
+        assert!(ApplicationJob::from_env("zz").is_err());
+        assert!(ApplicationJob::from_env("7b").is_err());
+        assert!(ApplicationJob::from_env("7").is_err());
+    }
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use yarn_am::{AppState, AppSubmission, LaunchContext, Resource, RestClient, YarnSite};
 
 use super::am::container_mb;
-use super::{APPLICATION_TYPE, SCHEDULER_ENV, SHIP_DIR_ENV, YarnError};
+use super::{APPLICATION_TYPE, ApplicationJob, JOB_ENV, SCHEDULER_ENV, SHIP_DIR_ENV, YarnError};
 use crate::config::Config;
 
 /// How long YARN may take to accept a submission.
@@ -208,7 +208,11 @@ fn staging_dir(application_id: &str) -> PathBuf {
 /// Submits a session cluster and waits until its JobManager's REST API answers. On any
 /// failure after the application id was reserved, the application is killed and its staging
 /// directory removed, so nothing is left behind.
-pub async fn deploy(config: &Config) -> Result<Session, YarnError> {
+///
+/// With `job`, the application is a one-job cluster (`run -t yarn-application`): the AM
+/// submits the job itself and the application ends with it; this returns as soon as the AM
+/// registered (its REST address may then be empty if the job already ended).
+pub async fn deploy(config: &Config, job: Option<&ApplicationJob>) -> Result<Session, YarnError> {
     let web = webapp_address(config)?;
     let scheduler = scheduler_address(config)?;
     let rest = rest_client(&web)?;
@@ -219,7 +223,8 @@ pub async fn deploy(config: &Config) -> Result<Session, YarnError> {
         .map_err(|e| YarnError::rest(&web, None, e))?;
     let id = app.id.to_string();
     let staging = staging_dir(&id);
-    let result = submit_and_wait(config, &rest, &web, &scheduler, app, &staging, started).await;
+    let result =
+        submit_and_wait(config, &rest, &web, &scheduler, app, &staging, started, job).await;
     if result.is_err() {
         let _ = rest.kill(&id, KILL_TIMEOUT).await;
         let _ = std::fs::remove_dir_all(&staging);
@@ -235,6 +240,7 @@ async fn submit_and_wait(
     app: yarn_am::NewApplication,
     staging: &Path,
     started: Instant,
+    job: Option<&ApplicationJob>,
 ) -> Result<Session, YarnError> {
     let id = app.id.to_string();
     let am_resource = Resource::new(container_mb(config.yarn.jobmanager_memory), 1);
@@ -262,6 +268,9 @@ async fn submit_and_wait(
     launch
         .environment
         .insert(SHIP_DIR_ENV.into(), staging.display().to_string());
+    if let Some(job) = job {
+        launch.environment.insert(JOB_ENV.into(), job.to_env());
+    }
     launch.environment.insert(
         "RUST_LOG".into(),
         std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
@@ -285,7 +294,10 @@ async fn submit_and_wait(
     rest.submit_checked(&submission, ACCEPT_TIMEOUT)
         .await
         .map_err(|e| YarnError::rest(web, Some(&id), e))?;
-    let rest_address = wait_until_serving(rest, web, &id).await?;
+    let rest_address = match job {
+        None => wait_until_serving(rest, web, &id).await?,
+        Some(_) => wait_until_registered(rest, web, &id).await?,
+    };
     Ok(Session {
         application_id: id,
         rest_address,
@@ -330,6 +342,102 @@ async fn wait_until_serving(rest: &RestClient, web: &str, id: &str) -> Result<St
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until the AM registered its REST address (returned) or the application ended
+/// (empty address): a one-job application may end before a client would see its REST API.
+async fn wait_until_registered(
+    rest: &RestClient,
+    web: &str,
+    id: &str,
+) -> Result<String, YarnError> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let report = rest
+            .application(id)
+            .await
+            .map_err(|e| YarnError::rest(web, Some(id), e))?;
+        if report.state.is_terminal() {
+            return Ok(String::new());
+        }
+        if report.state == AppState::Running
+            && let Some(address) = registered_address(&report)
+        {
+            return Ok(address);
+        }
+        if Instant::now() >= deadline {
+            return Err(YarnError::Timeout {
+                what: format!(
+                    "the ApplicationMaster of {id} to register (state {:?}: {})",
+                    report.state, report.diagnostics
+                ),
+                seconds: START_TIMEOUT.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the application ends; returns its final report.
+async fn wait_until_ended(
+    rest: &RestClient,
+    web: &str,
+    id: &str,
+) -> Result<yarn_am::AppReport, YarnError> {
+    loop {
+        let report = rest
+            .application(id)
+            .await
+            .map_err(|e| YarnError::rest(web, Some(id), e))?;
+        if report.state.is_terminal() {
+            return Ok(report);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// `sluice run -t yarn-application JOB ARGS`: a YARN application whose JobManager runs this
+/// one job and ends with it (FINISHED/SUCCEEDED when the job finishes, FAILED when it fails,
+/// KILLED when it is cancelled). Without `detached`, waits for the end; exit code 0 only on
+/// SUCCEEDED.
+pub async fn run_application(
+    mut config: Config,
+    job: ApplicationJob,
+    detached: bool,
+) -> anyhow::Result<std::process::ExitCode> {
+    if config.yarn.application_name == Config::default().yarn.application_name {
+        config.set("yarn.application.name", &format!("sluice: {}", job.name))?;
+    }
+    let session = deploy(&config, Some(&job)).await?;
+    let id = &session.application_id;
+    println!("Submitted YARN application {id} running {}.", job.name);
+    if !session.rest_address.is_empty() {
+        println!("JobManager Web Interface: http://{}", session.rest_address);
+    }
+    if detached {
+        println!("Stop it with `sluice yarn-session -id {id} --kill`.");
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    let web = webapp_address(&config)?;
+    let rest = rest_client(&web)?;
+    let report = tokio::select! {
+        r = wait_until_ended(&rest, &web, id) => r?,
+        _ = tokio::signal::ctrl_c() => {
+            kill(&config, id).await?;
+            println!("Killed YARN application {id}.");
+            return Ok(std::process::ExitCode::FAILURE);
+        }
+    };
+    let _ = std::fs::remove_dir_all(staging_dir(id));
+    println!(
+        "YARN application {id} ended {:?}/{:?}: {}",
+        report.state, report.final_status, report.diagnostics
+    );
+    Ok(if report.final_status == yarn_am::FinalStatus::Succeeded {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    })
 }
 
 /// Attaches to a running session by application id.
@@ -517,7 +625,7 @@ pub async fn main(mut config: Config, args: SessionArgs) -> anyhow::Result<std::
     let session = match &args.application_id {
         Some(id) => attach(&config, id).await?,
         None => {
-            let s = deploy(&config).await?;
+            let s = deploy(&config, None).await?;
             println!(
                 "YARN application {} is RUNNING; its JobManager answered {} ms after submission.",
                 s.application_id,
