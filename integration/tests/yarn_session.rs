@@ -244,6 +244,49 @@ fn a_detached_session_grows_taskmanagers_on_demand_and_kill_leaves_nothing() {
         "a failed submission left an application behind"
     );
 
+    // TaskManagers that cannot start (their data port is taken): after more failed containers
+    // than yarn.maximum-failed-containers the application fails, naming the cause.
+    let busy = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp");
+    let busy_port = busy.local_addr().expect("addr").port();
+    let port_arg = format!("taskmanager.data.port={busy_port}");
+    let out = client.sluice(&[
+        "-D",
+        &port_arg,
+        "-D",
+        "yarn.maximum-failed-containers=1",
+        "yarn-session",
+        "-d",
+        "-tm",
+        "256",
+        "-jm",
+        "256",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let doomed = field_after(&text(&out), "YARN application ").to_string();
+    let run = client.sluice(&["run", "-t", "yarn-session", "-d", "wordcount"]);
+    assert!(run.status.success(), "{}", text(&run));
+    let report = wait_for(
+        Duration::from_secs(60),
+        "the doomed session to fail",
+        || {
+            let a = client.app(&doomed);
+            (a["state"] == "FINISHED").then_some(a)
+        },
+    );
+    let diagnostics = report["diagnostics"].as_str().unwrap_or_default();
+    assert_eq!(report["finalStatus"], "FAILED", "{report}");
+    assert!(
+        diagnostics.contains("2 TaskManager containers failed")
+            && diagnostics.contains("Address already in use"),
+        "{diagnostics}"
+    );
+    drop(busy);
+    wait_for(
+        Duration::from_secs(20),
+        "the failed session's processes to end",
+        || container_processes(&doomed).is_empty().then_some(()),
+    );
+
     // A detached session: 1 slot per TaskManager, idle ones given back after 3 s.
     let started = Instant::now();
     let out = client.sluice(&[

@@ -26,6 +26,8 @@ use crate::security::ClusterSecret;
 /// How often the driver looks at the slot demand. YARN is only called when the pool changed
 /// something or the heartbeat interval YARN's client suggests (0.5 s / 5 s) has passed.
 const TICK: Duration = Duration::from_millis(250);
+/// Heartbeat interval while containers are outstanding or starting (Flink's 500 ms).
+const FAST_HEARTBEAT: Duration = Duration::from_millis(500);
 /// RPC timeout towards the scheduler and NodeManagers.
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 /// Consecutive failed heartbeats after which the AM gives up (YARN's liveness monitor would
@@ -73,8 +75,10 @@ pub fn taskmanager_command(container: &Container, jobmanager: &str) -> Vec<Strin
             "./sluice --config-dir . -D taskmanager.resource-id={} -D taskmanager.host={} -D taskmanager.bind-host=0.0.0.0 taskmanager --jobmanager {jobmanager}",
             container.id, container.node.host
         ),
-        "1><LOG_DIR>/taskmanager.out".into(),
-        "2><LOG_DIR>/taskmanager.log".into(),
+        // YARN's names: the NodeManager quotes the tail of `stderr` in the diagnostics of a
+        // container that failed, which is where a TaskManager's start-up error lands.
+        "1><LOG_DIR>/stdout".into(),
+        "2><LOG_DIR>/stderr".into(),
     ]
 }
 
@@ -306,7 +310,14 @@ async fn drive(
         if let Some(outcome) = execute(rm, pool, shared, launch, jobmanager, commands).await {
             return outcome;
         }
-        let due = last_heartbeat.is_none_or(|t| t.elapsed() >= rm.suggested_interval());
+        // Heartbeat fast while TaskManagers are on their way: a container that fails to start
+        // is then noticed (and replaced) within a second.
+        let interval = if pool.starting() > 0 {
+            FAST_HEARTBEAT
+        } else {
+            rm.suggested_interval()
+        };
+        let due = last_heartbeat.is_none_or(|t| t.elapsed() >= interval);
         if !changed && !due {
             continue;
         }

@@ -111,6 +111,16 @@ impl TaskManagerPool {
         self.matcher.pending_len() as u32
     }
 
+    /// Containers asked for or started whose TaskManager has not registered yet.
+    pub fn starting(&self) -> usize {
+        self.outstanding() as usize
+            + self
+                .workers
+                .values()
+                .filter(|w| w.state == WorkerState::Starting)
+                .count()
+    }
+
     /// Containers granted and not ended (starting, running or stopping).
     pub fn containers(&self) -> usize {
         self.workers.len()
@@ -355,6 +365,7 @@ mod tests {
         // It registered: 2 free of 2 slots, 3 wanted → still one more container.
         assert_eq!(pool.tick(&view(3, &[(&c1, 2, 2)]), 4), vec![]);
         assert_eq!(pool.outstanding(), 1);
+        assert_eq!(pool.starting(), 1, "only the outstanding one");
     }
 
     #[test]

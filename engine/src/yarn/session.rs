@@ -277,8 +277,9 @@ async fn submit_and_wait(
     );
     launch.commands = vec![
         "./sluice --config-dir . yarn-appmaster".into(),
-        "1><LOG_DIR>/jobmanager.out".into(),
-        "2><LOG_DIR>/jobmanager.log".into(),
+        // YARN's names, so its diagnostics quote the JobManager's last words on failure.
+        "1><LOG_DIR>/stdout".into(),
+        "2><LOG_DIR>/stderr".into(),
     ];
     let submission = AppSubmission {
         id: app.id,
