@@ -185,7 +185,7 @@ fn write_input(dir: &Path) -> (PathBuf, String) {
 }
 
 #[test]
-fn a_detached_session_grows_taskmanagers_on_demand_and_kill_leaves_nothing() {
+fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_leave_nothing() {
     if std::env::var("SLUICE_SKIP_YARN").as_deref() == Ok("1") {
         println!("SKIPPED: SLUICE_SKIP_YARN=1, not starting a MiniYARNCluster");
         return;
@@ -432,6 +432,42 @@ fn a_detached_session_grows_taskmanagers_on_demand_and_kill_leaves_nothing() {
     let after = client.sluice(&["run", "-t", "yarn-session", "wordcount"]);
     assert!(!after.status.success());
     assert!(text(&after).contains("no YARN session"), "{}", text(&after));
+
+    // An attached session lives until Ctrl-C, which kills the application.
+    let mut attached = Command::new(sluice_bin())
+        .args(["yarn-session", "-tm", "256", "-jm", "256"])
+        .env("HADOOP_CONF_DIR", &cluster.dir)
+        .env("TMPDIR", client.tmp.path())
+        .env("USER", "sluice-it")
+        .env_remove("SLUICE_CONF_DIR")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn yarn-session");
+    let stdout = attached.stdout.take().expect("stdout");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let attached_app = loop {
+        let line = lines
+            .next()
+            .expect("yarn-session ended before it was up")
+            .expect("read");
+        if let Some(rest) = line.strip_prefix("YARN application ") {
+            break rest.split_whitespace().next().expect("id").to_string();
+        }
+    };
+    assert_eq!(client.app(&attached_app)["state"], "RUNNING");
+    let status = Command::new("kill")
+        .args(["-INT", &attached.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(status.success());
+    let exit = attached.wait().expect("wait");
+    assert!(exit.success(), "{exit:?}");
+    assert_eq!(client.app(&attached_app)["state"], "KILLED");
+    wait_for(
+        Duration::from_secs(20),
+        "the attached session's processes to end",
+        || container_processes(&attached_app).is_empty().then_some(()),
+    );
 
     // One job, one application: it ends with the job, SUCCEEDED or FAILED.
     let app_output = client.tmp.path().join("app-out");
