@@ -321,6 +321,12 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
     assert_eq!(client.sluice_rest(&rest, "/overview")["taskmanagers"], 0);
     let list = client.sluice(&["list", "-m", "yarn-session"]);
     assert!(list.status.success(), "{}", text(&list));
+    let listed = client.sluice(&["yarn-session", "--list"]);
+    assert!(text(&listed).contains(&app), "{}", text(&listed));
+    // Attaching by id finds the same JobManager.
+    let attach = client.sluice(&["yarn-session", "-id", &app, "-d"]);
+    assert!(attach.status.success(), "{}", text(&attach));
+    assert!(text(&attach).contains(&rest), "{}", text(&attach));
 
     // wordcount at parallelism 2 needs two 1-slot TaskManagers: YARN grows them.
     let (input, text_in) = write_input(client.tmp.path());

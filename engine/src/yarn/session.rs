@@ -409,13 +409,14 @@ pub async fn run_application(
     if config.yarn.application_name == Config::default().yarn.application_name {
         config.set("yarn.application.name", &format!("sluice: {}", job.name))?;
     }
+    let mut interrupt = Interrupt::install()?;
     let session = deploy(&config, Some(&job)).await?;
     let id = &session.application_id;
     println!("Submitted YARN application {id} running {}.", job.name);
     if !session.rest_address.is_empty() {
         println!("JobManager Web Interface: http://{}", session.rest_address);
     }
-    if detached {
+    if detached && !interrupt.happened() {
         println!("Stop it with `sluice yarn-session -id {id} --kill`.");
         return Ok(std::process::ExitCode::SUCCESS);
     }
@@ -423,7 +424,7 @@ pub async fn run_application(
     let rest = rest_client(&web)?;
     let report = tokio::select! {
         r = wait_until_ended(&rest, &web, id) => r?,
-        _ = tokio::signal::ctrl_c() => {
+        _ = interrupt.wait() => {
             kill(&config, id).await?;
             println!("Killed YARN application {id}.");
             return Ok(std::process::ExitCode::FAILURE);
@@ -623,6 +624,7 @@ pub async fn main(mut config: Config, args: SessionArgs) -> anyhow::Result<std::
             config.set(key, &v)?;
         }
     }
+    let mut interrupt = Interrupt::install()?;
     let session = match &args.application_id {
         Some(id) => attach(&config, id).await?,
         None => {
@@ -635,6 +637,14 @@ pub async fn main(mut config: Config, args: SessionArgs) -> anyhow::Result<std::
             s
         }
     };
+    if interrupt.happened() && args.application_id.is_none() {
+        kill(&config, &session.application_id).await?;
+        println!(
+            "Interrupted: killed YARN application {}.",
+            session.application_id
+        );
+        return Ok(std::process::ExitCode::FAILURE);
+    }
     println!("JobManager Web Interface: http://{}", session.rest_address);
     let path = write_properties(&session)?;
     if args.detached {
@@ -649,7 +659,7 @@ pub async fn main(mut config: Config, args: SessionArgs) -> anyhow::Result<std::
         return Ok(std::process::ExitCode::SUCCESS);
     }
     println!("Press Ctrl-C to stop the session (kills the YARN application).");
-    let ended = watch(&config, &session.application_id).await;
+    let ended = watch(&config, &session.application_id, &mut interrupt).await?;
     match ended {
         Some(e) => {
             let _ = std::fs::remove_file(&path);
@@ -663,22 +673,62 @@ pub async fn main(mut config: Config, args: SessionArgs) -> anyhow::Result<std::
     }
 }
 
+/// Ctrl-C and SIGTERM, caught from the moment the client starts submitting: a signal during
+/// submission must not kill the client before it can kill the application it created.
+struct Interrupt(tokio::sync::watch::Receiver<bool>);
+
+impl Interrupt {
+    fn install() -> Result<Self, YarnError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let io = |source| YarnError::Io {
+            what: "cannot watch signals",
+            path: "SIGINT/SIGTERM".into(),
+            source,
+        };
+        let mut int = signal(SignalKind::interrupt()).map_err(io)?;
+        let mut term = signal(SignalKind::terminate()).map_err(io)?;
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            let _ = tx.send(true);
+        });
+        Ok(Interrupt(rx))
+    }
+
+    fn happened(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    async fn wait(&mut self) {
+        while !*self.0.borrow_and_update() {
+            if self.0.changed().await.is_err() {
+                // The watcher is gone: no signal will ever come.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
 /// Waits for Ctrl-C or SIGTERM (`None`), or for the application to end on its own (its error).
-async fn watch(config: &Config, id: &str) -> Option<YarnError> {
-    let web = webapp_address(config).ok()?;
-    let rest = rest_client(&web).ok()?;
-    let mut term =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok()?;
+async fn watch(
+    config: &Config,
+    id: &str,
+    interrupt: &mut Interrupt,
+) -> Result<Option<YarnError>, YarnError> {
+    let web = webapp_address(config)?;
+    let rest = rest_client(&web)?;
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => return None,
-            _ = term.recv() => return None,
+            _ = interrupt.wait() => return Ok(None),
             _ = tokio::time::sleep(Duration::from_secs(2)) => {}
         }
         if let Ok(report) = rest.application(id).await
             && report.state.is_terminal()
         {
-            return Some(ended(&report));
+            return Ok(Some(ended(&report)));
         }
     }
 }
