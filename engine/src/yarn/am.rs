@@ -352,7 +352,7 @@ async fn drive(
                 "YARN granted TaskManager containers"
             );
         }
-        let mut commands = pool.on_allocated(allocation.allocated);
+        let mut commands = pool.on_allocated(allocation.allocated, now_ms());
         commands.extend(pool.on_completed(&allocation.completed));
         if let Some(outcome) = execute(rm, pool, shared, launch, jobmanager, commands).await {
             return outcome;

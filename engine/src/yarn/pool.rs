@@ -13,6 +13,9 @@ use yarn_am::{AllocationMatcher, Container, ContainerId, ContainerStatus, Decisi
 /// The one priority sluice asks TaskManager containers at (one resource profile, as in Flink).
 pub const TASKMANAGER_PRIORITY: i32 = 1;
 
+/// How long a started TaskManager container may take to register with the JobManager.
+pub const REGISTRATION_TIMEOUT_MS: u64 = 120_000;
+
 /// What the ResourceManager (sluice's, not YARN's) looks like at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlotView {
@@ -52,8 +55,8 @@ pub enum Command {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum WorkerState {
-    /// Granted and being started; not registered with the JobManager yet.
-    Starting,
+    /// Granted and being started since `since` (ms); not registered with the JobManager yet.
+    Starting { since: u64 },
     /// Registered; `idle_since` is when all its slots became free.
     Registered { idle_since: Option<u64> },
     /// Asked to stop; its completion is expected.
@@ -72,6 +75,7 @@ pub struct TaskManagerPool {
     capability: Resource,
     slots_per_taskmanager: u32,
     idle_timeout_ms: u64,
+    registration_timeout_ms: u64,
     max_failed: u32,
     matcher: AllocationMatcher<u64>,
     workers: BTreeMap<ContainerId, Worker>,
@@ -82,7 +86,9 @@ pub struct TaskManagerPool {
 impl TaskManagerPool {
     /// A pool of TaskManagers of `capability` with `slots_per_taskmanager` slots each;
     /// TaskManagers idle for `idle_timeout_ms` are released; the application fails after
-    /// `max_failed` containers ended without being asked to.
+    /// `max_failed` containers ended without being asked to. A started container whose
+    /// TaskManager has not registered within [`REGISTRATION_TIMEOUT_MS`] is stopped and
+    /// counted as failed (it would otherwise count as "coming" forever and block replacements).
     pub fn new(
         capability: Resource,
         slots_per_taskmanager: u32,
@@ -93,6 +99,7 @@ impl TaskManagerPool {
             capability,
             slots_per_taskmanager: slots_per_taskmanager.max(1),
             idle_timeout_ms,
+            registration_timeout_ms: REGISTRATION_TIMEOUT_MS,
             max_failed,
             matcher: AllocationMatcher::new(),
             workers: BTreeMap::new(),
@@ -117,7 +124,7 @@ impl TaskManagerPool {
             + self
                 .workers
                 .values()
-                .filter(|w| w.state == WorkerState::Starting)
+                .filter(|w| matches!(w.state, WorkerState::Starting { .. }))
                 .count()
     }
 
@@ -145,7 +152,7 @@ impl TaskManagerPool {
             .workers
             .values()
             .filter(|w| {
-                w.state == WorkerState::Starting
+                matches!(w.state, WorkerState::Starting { .. })
                     && !view.taskmanagers.contains_key(&w.container.id.to_string())
             })
             .count() as i64;
@@ -175,6 +182,22 @@ impl TaskManagerPool {
                     (_, false) => WorkerState::Registered { idle_since: None },
                 };
             }
+        }
+        let mut late = Vec::new();
+        for w in self.workers.values_mut() {
+            if let WorkerState::Starting { since } = w.state
+                && now.saturating_sub(since) >= self.registration_timeout_ms
+            {
+                w.state = WorkerState::Stopping;
+                out.push(Command::Stop(w.container.clone()));
+                late.push(w.container.id);
+            }
+        }
+        for id in late {
+            out.extend(self.count_failure(&format!(
+                "the TaskManager in {id} did not register within {} s",
+                self.registration_timeout_ms / 1000
+            )));
         }
         let shortfall = self.shortfall(view);
         if shortfall > 0 {
@@ -214,7 +237,7 @@ impl TaskManagerPool {
     }
 
     /// YARN granted containers: launch those a request waits for, give back the rest.
-    pub fn on_allocated(&mut self, containers: Vec<Container>) -> Vec<Command> {
+    pub fn on_allocated(&mut self, containers: Vec<Container>, now: u64) -> Vec<Command> {
         let mut out = Vec::new();
         for decision in self.matcher.on_allocated(containers) {
             match decision {
@@ -223,7 +246,7 @@ impl TaskManagerPool {
                         container.id,
                         Worker {
                             container: container.clone(),
-                            state: WorkerState::Starting,
+                            state: WorkerState::Starting { since: now },
                         },
                     );
                     out.push(Command::Launch(container));
@@ -357,7 +380,7 @@ mod tests {
         // One granted: launched, one still outstanding.
         let c1 = container(1);
         assert_eq!(
-            pool.on_allocated(vec![c1.clone()]),
+            pool.on_allocated(vec![c1.clone()], 0),
             vec![Command::Launch(c1.clone()), Command::SetRequest(1)]
         );
         // The started container counts as coming: no new ask while it registers.
@@ -377,7 +400,7 @@ mod tests {
         // Grants in flight arrive anyway: given back.
         let (c1, c2) = (container(1), container(2));
         assert_eq!(
-            pool.on_allocated(vec![c1.clone(), c2.clone()]),
+            pool.on_allocated(vec![c1.clone(), c2.clone()], 0),
             vec![Command::Release(c1.id), Command::Release(c2.id)]
         );
         assert_eq!(pool.containers(), 0);
@@ -388,7 +411,7 @@ mod tests {
         let mut pool = TaskManagerPool::new(CAP, 1, 30_000, 3);
         pool.tick(&view(1, &[]), 0);
         let c1 = container(1);
-        pool.on_allocated(vec![c1.clone()]);
+        pool.on_allocated(vec![c1.clone()], 0);
         // Busy: the job holds its slot.
         assert_eq!(pool.tick(&view(0, &[(&c1, 0, 1)]), 1_000), vec![]);
         // The job ended at 2 s: idle from then.
@@ -397,7 +420,7 @@ mod tests {
         // A job waits for more slots than exist: keep it even though it is idle.
         let mut busy_pool = TaskManagerPool::new(CAP, 1, 30_000, 3);
         busy_pool.tick(&view(1, &[]), 0);
-        busy_pool.on_allocated(vec![c1.clone()]);
+        busy_pool.on_allocated(vec![c1.clone()], 0);
         busy_pool.tick(&view(0, &[(&c1, 1, 1)]), 0);
         assert!(
             !busy_pool
@@ -429,7 +452,7 @@ mod tests {
         let mut pool = TaskManagerPool::new(CAP, 1, 30_000, 1);
         pool.tick(&view(1, &[]), 0);
         let c1 = container(1);
-        pool.on_allocated(vec![c1.clone()]);
+        pool.on_allocated(vec![c1.clone()], 0);
         pool.tick(&view(0, &[(&c1, 0, 1)]), 1);
         let out = pool.on_completed(&[completed(&c1, 1)]);
         assert!(
@@ -438,13 +461,55 @@ mod tests {
         // The job fails over and asks for its slot again: a replacement is requested.
         assert_eq!(pool.tick(&view(1, &[]), 2), vec![Command::SetRequest(1)]);
         let c2 = container(2);
-        pool.on_allocated(vec![c2.clone()]);
+        pool.on_allocated(vec![c2.clone()], 0);
         // The replacement cannot even start: the second failure exceeds the limit of 1.
         let out = pool.on_launch_failed(c2.id, "no such file");
         assert_eq!(out[0], Command::Release(c2.id));
         assert!(
             matches!(&out[1], Command::Fail(m) if m.contains("2 TaskManager containers failed") && m.contains("no such file")),
             "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_taskmanager_that_never_registers_is_stopped_counted_and_replaced() {
+        let mut pool = TaskManagerPool::new(CAP, 1, 30_000, 0);
+        pool.tick(&view(1, &[]), 0);
+        let c1 = container(1);
+        pool.on_allocated(vec![c1.clone()], 1_000);
+        assert_eq!(
+            pool.tick(&view(1, &[]), 1_000 + REGISTRATION_TIMEOUT_MS - 1),
+            vec![]
+        );
+        let out = pool.tick(&view(1, &[]), 1_000 + REGISTRATION_TIMEOUT_MS);
+        assert_eq!(out[0], Command::Stop(c1.clone()));
+        assert!(
+            matches!(&out[1], Command::Fail(m) if m.contains("did not register within 120 s")),
+            "{out:?}"
+        );
+        // It no longer counts as coming: a replacement is asked for in the same tick.
+        assert_eq!(out[2], Command::SetRequest(1));
+        // Its completion is the expected end of a stop, not a second failure.
+        assert!(
+            !pool
+                .on_completed(&[completed(&c1, 143)])
+                .iter()
+                .any(|c| matches!(c, Command::Fail(_)))
+        );
+    }
+
+    #[test]
+    fn several_waiting_jobs_add_up_and_free_slots_count_against_them() {
+        let mut pool = TaskManagerPool::new(CAP, 2, 30_000, 3);
+        let c1 = container(1);
+        pool.tick(&view(1, &[]), 0);
+        pool.on_allocated(vec![c1.clone()], 0);
+        // Two jobs wait for 2 + 3 slots; the registered TaskManager has 1 of 2 free:
+        // 4 missing slots → 2 more containers.
+        assert_eq!(pool.shortfall(&view(5, &[(&c1, 1, 2)])), 2);
+        assert_eq!(
+            pool.tick(&view(5, &[(&c1, 1, 2)]), 1),
+            vec![Command::SetRequest(2)]
         );
     }
 
