@@ -109,6 +109,25 @@ impl Client<'_> {
         self.yarn(&format!("/ws/v1/cluster/apps/{id}"))["app"].clone()
     }
 
+    /// Ids of sluice applications YARN has not finished.
+    fn live_sluice_apps(&self) -> Vec<String> {
+        let apps = self.yarn("/ws/v1/cluster/apps?applicationTypes=sluice&states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING");
+        let mut ids: Vec<String> = match &apps["apps"]["app"] {
+            Value::Array(list) => list
+                .iter()
+                .filter_map(|a| a["id"].as_str().map(str::to_string))
+                .collect(),
+            Value::Object(_) => apps["apps"]["app"]["id"]
+                .as_str()
+                .map(str::to_string)
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        ids.sort();
+        ids
+    }
+
     fn running_containers(&self, id: &str) -> i64 {
         self.app(id)["runningContainers"].as_i64().unwrap_or(-1)
     }
@@ -201,7 +220,7 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
     };
 
     // Errors first: they must leave no application behind.
-    let before = client.yarn("/ws/v1/cluster/apps?applicationTypes=sluice&states=ACCEPTED,RUNNING");
+    let before = client.live_sluice_apps();
     let unreachable = client.sluice(&[
         "-D",
         "yarn.resourcemanager.webapp.address=127.0.0.1:1",
@@ -239,7 +258,7 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
         text(&bad_queue)
     );
     assert_eq!(
-        client.yarn("/ws/v1/cluster/apps?applicationTypes=sluice&states=ACCEPTED,RUNNING"),
+        client.live_sluice_apps(),
         before,
         "a failed submission left an application behind"
     );
@@ -292,6 +311,8 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
     let out = client.sluice(&[
         "-D",
         "resourcemanager.taskmanager-timeout=3 s",
+        "-D",
+        "yarn.application-attempts=2",
         "yarn-session",
         "-d",
         "-nm",
@@ -424,6 +445,26 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
     assert!(replacement.starts_with("container_"), "{replacement}");
     let cancel = client.sluice(&["cancel", "-m", "yarn-session", &job]);
     assert!(cancel.status.success(), "{}", text(&cancel));
+
+    // The AM process dies: YARN starts attempt 2, a fresh JobManager (jobs are not recovered
+    // without HA), and `run -t yarn-session` finds its new address through YARN.
+    let am = container_processes(&app)
+        .into_iter()
+        .find(|p| p.2.contains("yarn-appmaster"))
+        .expect("the AM process");
+    let status = Command::new("kill")
+        .args(["-9", &am.0.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let second = wait_for(Duration::from_secs(60), "attempt 2 to register", || {
+        let a = client.app(&app);
+        let address = a["amRPCAddress"].as_str()?.to_string();
+        (a["state"] == "RUNNING" && address != rest && address.contains(':')).then_some(address)
+    });
+    let run = client.sluice(&["run", "-t", "yarn-session", "-p", "1", "wordcount"]);
+    assert!(run.status.success(), "{}", text(&run));
+    assert_eq!(client.sluice_rest(&second, "/overview")["jobs-finished"], 1);
 
     // Kill through the CLI: KILLED, no process of the application left, no properties file.
     let kill = client.sluice(&["yarn-session", "--kill"]);
