@@ -305,6 +305,17 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
         "the failed session's processes to end",
         || container_processes(&doomed).is_empty().then_some(()),
     );
+    // The AM unregistered for good and removed the files it shipped.
+    let staging = client
+        .tmp
+        .path()
+        .join("sluice-yarn-sluice-it")
+        .join(&doomed);
+    wait_for(
+        Duration::from_secs(20),
+        "the failed session's staging directory to go",
+        || (!staging.exists()).then_some(()),
+    );
 
     // A detached session: 1 slot per TaskManager, idle ones given back after 3 s.
     let started = Instant::now();

@@ -239,45 +239,66 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         }
         Err(diagnostics) => Outcome::Failed(diagnostics),
     };
-    let code = match outcome {
+    let last_attempt = env
+        .max_app_attempts
+        .is_none_or(|max| env.attempt().attempt >= max);
+    let (code, unregistered) = match outcome {
         Outcome::Stopped(why) => {
             info!(%why, "ApplicationMaster stopping");
-            0
+            (0, false)
         }
         Outcome::Failed(diagnostics) => {
             warn!(%diagnostics, "ApplicationMaster failing the application");
-            if let Err(e) = rm
-                .finish(
-                    FinalStatus::Failed,
-                    &diagnostics,
-                    Some(&tracking_url),
-                    Duration::from_secs(30),
-                )
-                .await
-            {
-                warn!(error = %e, "unregistering failed");
-            }
-            1
+            let done = unregister(&mut rm, FinalStatus::Failed, &diagnostics, &tracking_url).await;
+            (1, done)
         }
         Outcome::Finished(status, diagnostics) => {
             info!(?status, %diagnostics, "the application's job ended; unregistering");
-            if let Err(e) = rm
-                .finish(
-                    status,
-                    &diagnostics,
-                    Some(&tracking_url),
-                    Duration::from_secs(30),
-                )
-                .await
-            {
-                warn!(error = %e, "unregistering failed");
-                return Ok(1);
-            }
-            0
+            let done = unregister(&mut rm, status, &diagnostics, &tracking_url).await;
+            (if done { 0 } else { 1 }, done)
         }
     };
+    // Once the application is over for good, nothing will localize the shipped files again.
+    if unregistered || last_attempt {
+        remove_ship_dir(&ship_dir, &env);
+    }
     drop(jm);
     Ok(code)
+}
+
+async fn unregister(
+    rm: &mut AmRmClient,
+    status: FinalStatus,
+    diagnostics: &str,
+    tracking_url: &str,
+) -> bool {
+    match rm
+        .finish(
+            status,
+            diagnostics,
+            Some(tracking_url),
+            Duration::from_secs(30),
+        )
+        .await
+    {
+        Ok(()) => true,
+        Err(e) => {
+            warn!(error = %e, "unregistering failed");
+            false
+        }
+    }
+}
+
+/// Removes the client's staging directory, but only one named after this application: the
+/// path comes from the environment, and the AM must never delete anything else.
+fn remove_ship_dir(dir: &Path, env: &ContainerEnv) {
+    let ours = env.container_id.attempt.application.to_string();
+    if dir.file_name().is_some_and(|n| n.to_string_lossy() == ours) {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => info!(dir = %dir.display(), "removed the shipped files"),
+            Err(e) => warn!(dir = %dir.display(), error = %e, "cannot remove the shipped files"),
+        }
+    }
 }
 
 /// The resource driver's loop.
