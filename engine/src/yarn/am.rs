@@ -99,6 +99,14 @@ pub fn shipped_resources(dir: &Path) -> Result<BTreeMap<String, LocalResource>, 
         .collect()
 }
 
+/// What the AM registered with, to register again when YARN asks for a resync.
+#[derive(Debug)]
+struct Registered {
+    host: String,
+    port: i32,
+    tracking_url: String,
+}
+
 /// How the ApplicationMaster ended.
 #[derive(Debug)]
 enum Outcome {
@@ -223,7 +231,11 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         config.yarn.taskmanager_timeout.as_millis() as u64,
         config.yarn.maximum_failed_containers,
     );
-    let me = (host.clone(), i32::from(rest_port), tracking_url.clone());
+    let me = Registered {
+        host: host.clone(),
+        port: i32::from(rest_port),
+        tracking_url: tracking_url.clone(),
+    };
     let outcome = match submit_application_job(&jm.shared) {
         Ok(job) => {
             drive(
@@ -308,7 +320,7 @@ async fn drive(
     shared: &Arc<JobManagerShared>,
     launch: &LaunchContext,
     jobmanager: &str,
-    me: &(String, i32, String),
+    me: &Registered,
     job: Option<JobId>,
 ) -> Outcome {
     let mut terminate =
@@ -361,7 +373,7 @@ async fn drive(
             }
             Some(AmCommand::Resync) => {
                 warn!("YARN asked for a resync; registering again");
-                if let Err(e) = rm.register(&me.0, me.1, &me.2).await {
+                if let Err(e) = rm.register(&me.host, me.port, &me.tracking_url).await {
                     return Outcome::Failed(format!("re-registering after a resync: {e}"));
                 }
             }
