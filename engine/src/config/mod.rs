@@ -92,7 +92,8 @@ pub struct YarnOptions {
     /// `yarn.maximum-failed-containers` (default 10): TaskManager containers that may end
     /// unasked before the application fails.
     pub maximum_failed_containers: u32,
-    /// `yarn.resourcemanager.scheduler.address` (default unset: from yarn-site.xml).
+    /// `yarn.resourcemanager.scheduler.address` (default unset: from yarn-site.xml, else the
+    /// web address's host with port 8030).
     pub scheduler_address: Option<String>,
     /// `yarn.resourcemanager.webapp.address` (default unset: from yarn-site.xml).
     pub webapp_address: Option<String>,

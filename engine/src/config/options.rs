@@ -752,7 +752,7 @@ options! {
         doc "TaskManager containers that may end unasked (crash, fail to start) before the application fails.";
     "yarn.resourcemanager.scheduler.address" => yarn.scheduler_address: OptionalText,
         default "",
-        doc "YARN scheduler address (host:port) the ApplicationMaster registers with; unset: from $HADOOP_CONF_DIR/yarn-site.xml.";
+        doc "YARN scheduler address (host:port) the ApplicationMaster registers with; unset: from $HADOOP_CONF_DIR/yarn-site.xml, else the web address's host with port 8030.";
     "yarn.resourcemanager.webapp.address" => yarn.webapp_address: OptionalText,
         default "",
         doc "YARN ResourceManager web address (host:port) for submitting and killing; unset: from $HADOOP_CONF_DIR/yarn-site.xml.";

@@ -90,10 +90,10 @@ pub fn shipped_resources(dir: &Path) -> Result<BTreeMap<String, LocalResource>, 
             let path = dir.join(name);
             LocalResource::local_file(&path)
                 .map(|r| (name.to_string(), r))
-                .map_err(|source| YarnError::Io {
+                .map_err(|cause| YarnError::Io {
                     what: "cannot ship",
                     path: path.display().to_string(),
-                    source,
+                    cause,
                 })
         })
         .collect()
@@ -203,9 +203,9 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
     let registration = rm
         .register(&host, i32::from(rest_port), &tracking_url)
         .await
-        .map_err(|source| YarnError::Rpc {
+        .map_err(|cause| YarnError::Rpc {
             peer: peer.clone(),
-            source,
+            cause,
         })?;
     info!(
         attempt = %env.attempt(),
@@ -463,9 +463,9 @@ async fn start_taskmanager(
     launch.commands = taskmanager_command(container, jobmanager);
     nm.start_container(container, &launch)
         .await
-        .map_err(|source| YarnError::Rpc {
+        .map_err(|cause| YarnError::Rpc {
             peer: format!("NodeManager {}", container.node),
-            source,
+            cause,
         })
 }
 

@@ -12,15 +12,17 @@ pub enum YarnError {
     )]
     NoResourceManager,
     /// `yarn-site.xml` exists but cannot be read.
-    #[error("cannot read yarn-site.xml: {0}")]
+    #[error(transparent)]
     YarnSite(#[from] yarn_am::ConfigError),
     /// YARN's REST API failed (unreachable, refused, timed out).
-    #[error("YARN ResourceManager at {address}: {source}")]
+    // The cause is part of the message (not a `source`), so it is printed once, whether a
+    // caller shows only the message or the whole chain.
+    #[error("YARN ResourceManager at {address}: {cause}")]
     Rest {
         /// The web address used.
         address: String,
         /// What went wrong.
-        source: RestError,
+        cause: RestError,
     },
     /// YARN refused the application (queue, memory over the maximum, ...).
     #[error("YARN refused the application {id}: {message}")]
@@ -51,25 +53,25 @@ pub enum YarnError {
         seconds: u64,
     },
     /// Hadoop RPC with the scheduler or a NodeManager failed.
-    #[error("YARN {peer}: {source}")]
+    #[error("YARN {peer}: {cause}")]
     Rpc {
         /// Which server (`scheduler at HOST:PORT`, `NodeManager HOST:PORT`).
         peer: String,
         /// What went wrong.
-        source: RpcError,
+        cause: RpcError,
     },
     /// The AM's container environment or token file is missing or broken.
     #[error("not a usable YARN container: {0}")]
     Container(String),
     /// A local file could not be written or read.
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {cause}")]
     Io {
         /// What was being done.
         what: &'static str,
         /// The path.
         path: String,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// No session was found for `run -t yarn-session`, `list`, `cancel`.
     #[error("no YARN session found: {0}")]
@@ -78,7 +80,7 @@ pub enum YarnError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     /// The JobManager could not start inside the AM container.
-    #[error("the JobManager could not start: {0}")]
+    #[error(transparent)]
     JobManager(#[from] crate::jobmanager::service::StartError),
     /// The cluster secret could not be set up.
     #[error(transparent)]
@@ -89,15 +91,15 @@ impl YarnError {
     /// A REST error from the ResourceManager at `address`, refusals turned into [`Refused`].
     ///
     /// [`Refused`]: YarnError::Refused
-    pub(crate) fn rest(address: &str, id: Option<&str>, source: RestError) -> Self {
-        match source {
+    pub(crate) fn rest(address: &str, id: Option<&str>, cause: RestError) -> Self {
+        match cause {
             RestError::Refused { message } => YarnError::Refused {
                 id: id.unwrap_or("(new)").to_string(),
                 message,
             },
-            source => YarnError::Rest {
+            cause => YarnError::Rest {
                 address: address.to_string(),
-                source,
+                cause,
             },
         }
     }

@@ -38,13 +38,23 @@ pub fn webapp_address(config: &Config) -> Result<String, YarnError> {
 }
 
 /// The scheduler address the ApplicationMaster registers with:
-/// `yarn.resourcemanager.scheduler.address`, else `$HADOOP_CONF_DIR/yarn-site.xml`.
+/// `yarn.resourcemanager.scheduler.address`, else `$HADOOP_CONF_DIR/yarn-site.xml`, else the
+/// host of `yarn.resourcemanager.webapp.address` with YARN's default scheduler port 8030.
 pub fn scheduler_address(config: &Config) -> Result<String, YarnError> {
     if let Some(a) = &config.yarn.scheduler_address {
         return Ok(a.clone());
     }
-    YarnSite::from_env()?
-        .map(|site| site.scheduler_address())
+    if let Some(site) = YarnSite::from_env()? {
+        return Ok(site.scheduler_address());
+    }
+    config
+        .yarn
+        .webapp_address
+        .as_deref()
+        .map(|web| {
+            let host = web.rsplit_once(':').map_or(web, |(host, _)| host);
+            format!("{host}:8030")
+        })
         .ok_or(YarnError::NoResourceManager)
 }
 
@@ -158,7 +168,7 @@ fn registered_address(report: &yarn_am::AppReport) -> Option<String> {
 fn stage(config: &Config, dir: &Path) -> Result<(), YarnError> {
     let io = |what: &'static str, path: &Path| {
         let path = path.display().to_string();
-        move |source| YarnError::Io { what, path, source }
+        move |cause| YarnError::Io { what, path, cause }
     };
     std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
     let exe = std::env::current_exe().map_err(io("cannot find the running binary", dir))?;
@@ -494,10 +504,10 @@ pub async fn kill(config: &Config, application_id: &str) -> Result<(), YarnError
 /// Writes the properties file for a detached session.
 pub fn write_properties(session: &Session) -> Result<PathBuf, YarnError> {
     let path = properties_file();
-    write_private(&path, &render_properties(session)).map_err(|source| YarnError::Io {
+    write_private(&path, &render_properties(session)).map_err(|cause| YarnError::Io {
         what: "cannot write",
         path: path.display().to_string(),
-        source,
+        cause,
     })?;
     Ok(path)
 }
@@ -684,10 +694,10 @@ struct Interrupt(tokio::sync::watch::Receiver<bool>);
 impl Interrupt {
     fn install() -> Result<Self, YarnError> {
         use tokio::signal::unix::{SignalKind, signal};
-        let io = |source| YarnError::Io {
+        let io = |cause| YarnError::Io {
             what: "cannot watch signals",
             path: "SIGINT/SIGTERM".into(),
-            source,
+            cause,
         };
         let mut int = signal(SignalKind::interrupt()).map_err(io)?;
         let mut term = signal(SignalKind::terminate()).map_err(io)?;
@@ -844,5 +854,10 @@ mod tests {
             .set("yarn.resourcemanager.webapp.address", "rm:8088")
             .unwrap();
         assert_eq!(webapp_address(&config).unwrap(), "rm:8088");
+        assert_eq!(scheduler_address(&config).unwrap(), "rm:8030");
+        config
+            .set("yarn.resourcemanager.scheduler.address", "rm:9030")
+            .unwrap();
+        assert_eq!(scheduler_address(&config).unwrap(), "rm:9030");
     }
 }
