@@ -382,7 +382,9 @@ async fn run(
         Some("local") => true,
         Some("remote") | Some("yarn-session") => false,
         Some(other) => {
-            bail!("unknown deployment target '{other}': use 'local', 'remote' or 'yarn-session'")
+            bail!(
+                "unknown deployment target '{other}': use 'local', 'remote', 'yarn-session' or 'yarn-application'"
+            )
         }
         // Without -m, fall back to an embedded cluster when nothing answers at the configured address.
         None => {
