@@ -457,6 +457,43 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
     let cancel = client.sluice(&["cancel", "-m", "yarn-session", &job]);
     assert!(cancel.status.success(), "{}", text(&cancel));
 
+    // Two jobs at once in the session: the pool grows to a TaskManager for each.
+    let mut jobs = Vec::new();
+    for _ in 0..2 {
+        let run = client.sluice(&[
+            "run",
+            "-t",
+            "yarn-session",
+            "-d",
+            "-p",
+            "1",
+            "stream-sum",
+            "--rate",
+            "100",
+        ]);
+        assert!(run.status.success(), "{}", text(&run));
+        jobs.push(sluice_integration::job_id_of(&String::from_utf8_lossy(
+            &run.stdout,
+        )));
+    }
+    wait_for(
+        Duration::from_secs(60),
+        "both jobs to run on two TaskManagers",
+        || {
+            let all_running = jobs
+                .iter()
+                .all(|j| client.sluice_rest(&rest, &format!("/jobs/{j}"))["state"] == "RUNNING");
+            (all_running
+                && client.sluice_rest(&rest, "/overview")["taskmanagers"] == 2
+                && client.running_containers(&app) == 3)
+                .then_some(())
+        },
+    );
+    for j in &jobs {
+        let cancel = client.sluice(&["cancel", "-m", "yarn-session", j]);
+        assert!(cancel.status.success(), "{}", text(&cancel));
+    }
+
     // The AM process dies: YARN starts attempt 2, a fresh JobManager (jobs are not recovered
     // without HA), and `run -t yarn-session` finds its new address through YARN.
     let am = container_processes(&app)
