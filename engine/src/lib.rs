@@ -23,3 +23,4 @@ pub mod rpc;
 pub mod security;
 pub mod state;
 pub mod taskmanager;
+pub mod yarn;

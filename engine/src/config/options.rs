@@ -671,6 +671,9 @@ options! {
     "jobmanager.bind-host" => jobmanager.bind_host: Text,
         default "localhost",
         doc "Local address the JobManager's RPC endpoint binds to (0.0.0.0 for all interfaces).";
+    "jobmanager.memory.process.size" => yarn.jobmanager_memory: Mem { min: 1, power_of_two: false },
+        default "512mb",
+        doc "Memory of the JobManager's YARN container (the ApplicationMaster).";
     "jobmanager.rpc.address" => jobmanager.rpc_address: Text,
         default "localhost",
         doc "Address other processes use to reach the JobManager's RPC endpoint.";
@@ -692,6 +695,9 @@ options! {
     "pipeline.max-parallelism" => max_parallelism: MaxParallelism,
         default "-1",
         doc "Upper bound for rescaling keyed state (key groups); -1 derives it per operator.";
+    "resourcemanager.taskmanager-timeout" => yarn.taskmanager_timeout: POSITIVE_DURATION,
+        default "30 s",
+        doc "A TaskManager container (YARN) whose slots have all been free this long is given back.";
     "rest.address" => rest.address: Text,
         default "localhost",
         doc "Address clients use to reach the REST API and web UI.";
@@ -792,6 +798,27 @@ options! {
     "taskmanager.resource-id" => taskmanager.resource_id: OptionalText,
         default "",
         doc "Stable identity of the TaskManager; a random one is generated when unset.";
+    "yarn.application-attempts" => yarn.application_attempts: AT_LEAST_ONE,
+        default "1",
+        doc "How many ApplicationMaster attempts YARN makes for a sluice application.";
+    "yarn.application.name" => yarn.application_name: Text,
+        default "sluice session",
+        doc "Name of the sluice application in YARN.";
+    "yarn.application.queue" => yarn.queue: Text,
+        default "default",
+        doc "YARN queue sluice applications are submitted to.";
+    "yarn.containers.vcores" => yarn.vcores: AT_LEAST_ONE,
+        default "1",
+        doc "Virtual cores of each TaskManager container.";
+    "yarn.maximum-failed-containers" => yarn.maximum_failed_containers: ANY_COUNT,
+        default "10",
+        doc "TaskManager containers that may end unasked (crash, fail to start) before the application fails.";
+    "yarn.resourcemanager.scheduler.address" => yarn.scheduler_address: OptionalText,
+        default "",
+        doc "YARN scheduler address (host:port) the ApplicationMaster registers with; unset: from $HADOOP_CONF_DIR/yarn-site.xml, else the web address's host with port 8030.";
+    "yarn.resourcemanager.webapp.address" => yarn.webapp_address: OptionalText,
+        default "",
+        doc "YARN ResourceManager web address (host:port) for submitting and killing; unset: from $HADOOP_CONF_DIR/yarn-site.xml.";
 }
 
 #[cfg(test)]
