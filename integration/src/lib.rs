@@ -4,6 +4,7 @@
 //! The tests run the `sluice` binary that `cargo build --bin sluice` produced (`scripts/test.sh`
 //! builds it first), found through `SLUICE_BIN` or the cargo target directory.
 
+use std::collections::BTreeMap;
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -79,6 +80,8 @@ pub struct StandaloneCluster {
     pub rest_port: u16,
     /// The RPC port.
     pub rpc_port: u16,
+    /// Every JobManager's REST port (several with HA), in start order.
+    pub rest_ports: Vec<u16>,
     http: reqwest::blocking::Client,
 }
 
@@ -86,20 +89,38 @@ impl StandaloneCluster {
     /// Writes a configuration (extra `key: value` lines appended) and starts a JobManager and
     /// `taskmanagers` TaskManagers of `slots` slots each.
     pub fn start(taskmanagers: usize, slots: u32, extra_config: &str) -> StandaloneCluster {
+        Self::start_with_jobmanagers(1, taskmanagers, slots, extra_config)
+    }
+
+    /// As [`start`](Self::start) with `jobmanagers` lines in conf/masters (several need
+    /// ZooKeeper HA in `extra_config`; the scripts then give each its own ports).
+    pub fn start_with_jobmanagers(
+        jobmanagers: usize,
+        taskmanagers: usize,
+        slots: u32,
+        extra_config: &str,
+    ) -> StandaloneCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let (rest_port, rpc_port) = (free_port(), free_port());
+        let mut rest_ports = vec![rest_port];
+        rest_ports.extend((1..jobmanagers).map(|_| free_port()));
         let conf = dir.path().join("conf");
         std::fs::create_dir_all(&conf).expect("conf dir");
         let config = format!(
             "rest.port: {rest_port}\nrest.address: 127.0.0.1\nrest.bind-address: 127.0.0.1\njobmanager.rpc.address: 127.0.0.1\njobmanager.rpc.port: {rpc_port}\njobmanager.bind-host: 127.0.0.1\ntaskmanager.host: 127.0.0.1\ntaskmanager.bind-host: 127.0.0.1\ntaskmanager.numberOfTaskSlots: {slots}\n{extra_config}\n"
         );
         std::fs::write(conf.join("config.yaml"), config).expect("config");
-        std::fs::write(conf.join("masters"), format!("localhost:{rest_port}\n")).expect("masters");
+        let masters: String = rest_ports
+            .iter()
+            .map(|p| format!("localhost:{p}\n"))
+            .collect();
+        std::fs::write(conf.join("masters"), masters).expect("masters");
         std::fs::write(conf.join("workers"), "localhost\n".repeat(taskmanagers)).expect("workers");
         let cluster = StandaloneCluster {
             dir,
             rest_port,
             rpc_port,
+            rest_ports,
             http: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .build()
@@ -152,7 +173,18 @@ impl StandaloneCluster {
 
     /// `host:port` of the REST API.
     pub fn rest(&self) -> String {
-        format!("127.0.0.1:{}", self.rest_port)
+        // The first JobManager that answers (with HA a standby redirects to the leader).
+        self.rest_ports
+            .iter()
+            .find(|p| {
+                std::net::TcpStream::connect_timeout(
+                    &std::net::SocketAddr::from(([127, 0, 0, 1], **p)),
+                    Duration::from_millis(200),
+                )
+                .is_ok()
+            })
+            .map(|p| format!("127.0.0.1:{p}"))
+            .unwrap_or_else(|| format!("127.0.0.1:{}", self.rest_port))
     }
 
     /// Runs the CLI against this cluster's configuration.
@@ -282,4 +314,71 @@ impl Drop for StandaloneCluster {
             }
         }
     }
+}
+
+// Word counts: the reference the wordcount example is checked against.
+
+/// Counts words the plain way: runs of letters, digits and '_' , lower-cased. Deliberately not
+/// the engine's tokenizer code.
+pub fn reference_counts(text: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    let mut word = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() || c == '_' {
+            word.extend(c.to_lowercase());
+        } else if !word.is_empty() {
+            *counts.entry(std::mem::take(&mut word)).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+pub fn read_counts(path: &Path) -> BTreeMap<String, u64> {
+    let mut files = Vec::new();
+    if path.is_dir() {
+        for e in std::fs::read_dir(path).expect("output dir") {
+            files.push(e.expect("entry").path());
+        }
+    } else {
+        files.push(path.to_path_buf());
+    }
+    let mut counts = BTreeMap::new();
+    for f in files {
+        for line in std::fs::read_to_string(&f).expect("output file").lines() {
+            let (w, c) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("bad output line '{line}'"));
+            let prev = counts.insert(
+                w.to_string(),
+                c.parse::<u64>()
+                    .unwrap_or_else(|_| panic!("bad count in '{line}'")),
+            );
+            assert!(prev.is_none(), "word '{w}' written twice");
+        }
+    }
+    counts
+}
+
+/// A few MB of text from a fixed pseudo-random sequence.
+pub fn make_text(bytes: usize) -> String {
+    const WORDS: &[&str] = &[
+        "Stream", "batch", "sluice", "river", "flow", "key", "Window", "state", "barrier", "slot",
+        "task", "über", "naïve", "x_y", "42", "flink", "yarn", "zoo",
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut text = String::with_capacity(bytes + 100);
+    while text.len() < bytes {
+        for i in 0..12 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            text.push_str(WORDS[(seed % WORDS.len() as u64) as usize]);
+            text.push_str(if i % 5 == 4 { ", " } else { " " });
+            if seed.is_multiple_of(97) {
+                text.push_str(&format!("w{} ", seed % 5000));
+            }
+        }
+        text.push_str("--end.\n");
+    }
+    text
 }

@@ -4,78 +4,13 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{TcpStream, UdpSocket};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sluice_integration::{
-    StandaloneCluster, alive, free_port, job_id_of, repo_root, sluice_bin, wait_for,
+    StandaloneCluster, alive, free_port, job_id_of, make_text, read_counts, reference_counts,
+    repo_root, sluice_bin, wait_for,
 };
-
-/// Counts words the plain way: runs of letters, digits and '_' , lower-cased. Deliberately not
-/// the engine's tokenizer code.
-fn reference_counts(text: &str) -> BTreeMap<String, u64> {
-    let mut counts = BTreeMap::new();
-    let mut word = String::new();
-    for c in text.chars().chain(std::iter::once(' ')) {
-        if c.is_alphanumeric() || c == '_' {
-            word.extend(c.to_lowercase());
-        } else if !word.is_empty() {
-            *counts.entry(std::mem::take(&mut word)).or_insert(0) += 1;
-        }
-    }
-    counts
-}
-
-fn read_counts(path: &Path) -> BTreeMap<String, u64> {
-    let mut files = Vec::new();
-    if path.is_dir() {
-        for e in std::fs::read_dir(path).expect("output dir") {
-            files.push(e.expect("entry").path());
-        }
-    } else {
-        files.push(path.to_path_buf());
-    }
-    let mut counts = BTreeMap::new();
-    for f in files {
-        for line in std::fs::read_to_string(&f).expect("output file").lines() {
-            let (w, c) = line
-                .rsplit_once(' ')
-                .unwrap_or_else(|| panic!("bad output line '{line}'"));
-            let prev = counts.insert(
-                w.to_string(),
-                c.parse::<u64>()
-                    .unwrap_or_else(|_| panic!("bad count in '{line}'")),
-            );
-            assert!(prev.is_none(), "word '{w}' written twice");
-        }
-    }
-    counts
-}
-
-/// A few MB of text from a fixed pseudo-random sequence.
-fn make_text(bytes: usize) -> String {
-    const WORDS: &[&str] = &[
-        "Stream", "batch", "sluice", "river", "flow", "key", "Window", "state", "barrier", "slot",
-        "task", "über", "naïve", "x_y", "42", "flink", "yarn", "zoo",
-    ];
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut text = String::with_capacity(bytes + 100);
-    while text.len() < bytes {
-        for i in 0..12 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            text.push_str(WORDS[(seed % WORDS.len() as u64) as usize]);
-            text.push_str(if i % 5 == 4 { ", " } else { " " });
-            if seed.is_multiple_of(97) {
-                text.push_str(&format!("w{} ", seed % 5000));
-            }
-        }
-        text.push_str("--end.\n");
-    }
-    text
-}
 
 fn text(o: &std::process::Output) -> (String, String) {
     (

@@ -124,6 +124,9 @@ pub struct AppReport {
     pub tracking_url: String,
     /// The AM container's NodeManager web address.
     pub am_host_http_address: String,
+    /// `host:port` the ApplicationMaster registered (`amRPCAddress`; empty before it did,
+    /// and `N/A` on some versions). An AM may register any port it wants clients to find.
+    pub am_rpc_address: String,
     /// Containers running now (AM included).
     pub running_containers: i64,
     /// Memory allocated now, MiB.
@@ -535,6 +538,7 @@ fn app_report(a: &Value) -> AppReport {
         diagnostics: s("diagnostics"),
         tracking_url: s("trackingUrl"),
         am_host_http_address: s("amHostHttpAddress"),
+        am_rpc_address: s("amRPCAddress"),
         running_containers: i("runningContainers").max(0),
         allocated_mb: i("allocatedMB").max(0),
         started_time: i("startedTime"),

@@ -78,6 +78,12 @@ pub enum Command {
     },
     /// Lists the bundled example jobs and their arguments.
     Examples,
+    /// Starts a sluice session cluster on YARN (the JobManager as ApplicationMaster,
+    /// TaskManager containers on demand), or attaches to, lists or kills sessions.
+    YarnSession(crate::yarn::session::SessionArgs),
+    /// The JobManager as YARN ApplicationMaster (started by a NodeManager, not by hand).
+    #[command(hide = true)]
+    YarnAppmaster,
     /// Checks the output of the `counting` example: every record exactly once.
     CheckCounting {
         /// The number of records the job emitted.
@@ -94,7 +100,8 @@ pub enum Command {
 /// Where the JobManager's REST API is.
 #[derive(Args, Debug, Clone)]
 pub struct Target {
-    /// The JobManager's REST address (default: rest.address:rest.port from the configuration).
+    /// The JobManager's REST address (default: rest.address:rest.port from the configuration);
+    /// `yarn-session`: the YARN session in the properties file `sluice yarn-session -d` wrote.
     #[arg(short = 'm', long = "jobmanager", value_name = "HOST:PORT")]
     pub jobmanager: Option<String>,
 }
@@ -105,8 +112,14 @@ pub struct RunArgs {
     #[command(flatten)]
     pub target: Target,
     /// `local`: run in an embedded cluster in this process; `remote` (default when -m is given
-    /// or a cluster answers at the configured address).
-    #[arg(short = 't', long = "target", value_name = "local|remote")]
+    /// or a cluster answers at the configured address); `yarn-session`: the YARN session
+    /// started with `sluice yarn-session -d`; `yarn-application`: a YARN application of its own
+    /// that ends with the job.
+    #[arg(
+        short = 't',
+        long = "target",
+        value_name = "local|remote|yarn-session|yarn-application"
+    )]
     pub deployment: Option<String>,
     /// Parallelism of the job's operators (default: parallelism.default).
     #[arg(short = 'p', long = "parallelism")]
@@ -152,10 +165,10 @@ fn init_logging(default: &str) {
 
 /// Runs the command line; the binary's `main` calls this.
 pub fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(crate::yarn::session::flink_style_args(std::env::args_os()));
     let server = matches!(
         cli.command,
-        Command::Jobmanager | Command::Taskmanager { .. }
+        Command::Jobmanager | Command::Taskmanager { .. } | Command::YarnAppmaster
     );
     init_logging(if server { "info" } else { "warn" });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -191,16 +204,24 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
         }
         Command::Taskmanager { jobmanager } => {
             let secret = ClusterSecret::resolve(&config, dir.as_deref())?;
+            let jobmanager_given = jobmanager.is_some();
             let address = jobmanager.unwrap_or_else(|| {
                 format!(
                     "{}:{}",
                     config.jobmanager.rpc_address, config.jobmanager.rpc_port
                 )
             });
+            let ha = crate::ha::services(&config)?;
             let tm = TaskManager::start(config, secret).await?;
             let worker = tm.clone();
+            let work = async move {
+                match (ha, jobmanager_given) {
+                    (Some(ha), false) => worker.run_ha(ha).await,
+                    _ => worker.run(address).await,
+                }
+            };
             tokio::select! {
-                err = worker.run(address) => {
+                err = work => {
                     tm.shutdown();
                     Err(anyhow!(err))
                 }
@@ -210,6 +231,11 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
                 }
             }
         }
+        Command::YarnAppmaster => {
+            let code = crate::yarn::am::run(config, dir.as_deref()).await?;
+            Ok(std::process::ExitCode::from(code))
+        }
+        Command::YarnSession(args) => crate::yarn::session::main(config, args).await,
         Command::CheckCounting { records, keys, dir } => {
             let report = crate::examples::check_counting_dir(records, keys, &dir)
                 .with_context(|| format!("cannot read the output directory {}", dir.display()))?;
@@ -232,7 +258,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::List { target, all } => {
-            let client = RestClient::new(&rest_address(&config, &target))?;
+            let client = RestClient::new(&target_address(&config, &target).await?)?;
             let jobs = client.jobs_overview().await?;
             let offset =
                 super::client::local_utc_offset_seconds(crate::jobmanager::service::now_ms());
@@ -241,7 +267,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
         }
         Command::Cancel { target, job_id } => {
             let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
-            let client = RestClient::new(&rest_address(&config, &target))?;
+            let client = RestClient::new(&target_address(&config, &target).await?)?;
             client.cancel(id).await?;
             println!("Cancelled job {id}.");
             Ok(std::process::ExitCode::SUCCESS)
@@ -252,7 +278,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             target_directory,
         } => {
             let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
-            let client = RestClient::new(&rest_address(&config, &target))?;
+            let client = RestClient::new(&target_address(&config, &target).await?)?;
             println!("Triggering savepoint for job {id}.");
             let request = client
                 .trigger_savepoint(id, target_directory.as_deref(), false)
@@ -266,7 +292,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             job_id,
         } => {
             let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
-            let client = RestClient::new(&rest_address(&config, &target))?;
+            let client = RestClient::new(&target_address(&config, &target).await?)?;
             println!("Suspending job \"{id}\" with a savepoint.");
             let request = client
                 .trigger_savepoint(id, savepoint_path.as_deref(), true)
@@ -305,11 +331,29 @@ fn savepoint_outcome(outcome: Result<String, String>) -> Result<std::process::Ex
     }
 }
 
-fn rest_address(config: &Config, target: &Target) -> String {
-    target
-        .jobmanager
-        .clone()
-        .unwrap_or_else(|| format!("{}:{}", config.rest.address, config.rest.port))
+/// The JobManager's REST address: `-m`, else (with ZooKeeper HA) the leader's as published,
+/// else `rest.address:rest.port`.
+async fn rest_address(config: &Config, target: &Target) -> Result<String> {
+    if let Some(m) = &target.jobmanager {
+        return Ok(m.clone());
+    }
+    if let Some(leader) = crate::ha::leader_rest_address(config)
+        .await
+        .map_err(|e| anyhow!(e))?
+    {
+        return Ok(leader);
+    }
+    Ok(format!("{}:{}", config.rest.address, config.rest.port))
+}
+
+/// [`rest_address`], with `-m yarn-session` resolved through the YARN properties file.
+async fn target_address(config: &Config, target: &Target) -> Result<String> {
+    if target.jobmanager.as_deref() == Some("yarn-session") {
+        return Ok(crate::yarn::session::find_session(config)
+            .await?
+            .rest_address);
+    }
+    rest_address(config, target).await
 }
 
 async fn wait_for_shutdown() {
@@ -340,14 +384,31 @@ async fn run(
     args: RunArgs,
     job_config: Vec<(String, String)>,
 ) -> Result<std::process::ExitCode> {
+    if args.deployment.as_deref() == Some("yarn-application") {
+        let job = crate::yarn::ApplicationJob {
+            name: args.job,
+            args: args.args,
+            parallelism: args.parallelism,
+            overrides: job_config,
+            savepoint: args.from_savepoint,
+        };
+        return crate::yarn::session::run_application(config, job, args.detached).await;
+    }
     let local = match args.deployment.as_deref() {
         Some("local") => true,
-        Some("remote") => false,
-        Some(other) => bail!("unknown deployment target '{other}': use 'local' or 'remote'"),
+        Some("remote") | Some("yarn-session") => false,
+        Some(other) => {
+            bail!(
+                "unknown deployment target '{other}': use 'local', 'remote', 'yarn-session' or 'yarn-application'"
+            )
+        }
         // Without -m, fall back to an embedded cluster when nothing answers at the configured address.
         None => {
             args.target.jobmanager.is_none()
-                && !cluster_answers(&rest_address(&config, &args.target)).await
+                && match rest_address(&config, &args.target).await {
+                    Ok(address) => !cluster_answers(&address).await,
+                    Err(_) => true,
+                }
         }
     };
     if local && args.detached {
@@ -362,8 +423,11 @@ async fn run(
             .context("starting the embedded cluster")?;
         let address = cluster.rest_address();
         (Some(cluster), address)
+    } else if args.deployment.as_deref() == Some("yarn-session") {
+        let session = crate::yarn::session::find_session(&config).await?;
+        (None, session.rest_address)
     } else {
-        (None, rest_address(&config, &args.target))
+        (None, target_address(&config, &args.target).await?)
     };
     let client = RestClient::new(&address)?;
     let started = Instant::now();

@@ -67,6 +67,58 @@ pub struct Config {
     pub checkpointing: CheckpointingOptions,
     /// State backend options (`state.backend.*`).
     pub state: StateOptions,
+    /// High availability (`high-availability.*`).
+    pub ha: HaOptions,
+    /// Running on YARN (`yarn.*`, and the sizes of the containers sluice asks YARN for).
+    pub yarn: YarnOptions,
+}
+
+/// Flink's `high-availability.*` keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HaOptions {
+    /// `high-availability.type` (default NONE): `zookeeper` elects a leader among JobManagers.
+    pub zookeeper: bool,
+    /// `high-availability.zookeeper.quorum`: `host:port,host:port,...`.
+    pub quorum: Option<String>,
+    /// `high-availability.storageDir`: where job graphs and results are kept (shared by all
+    /// JobManagers).
+    pub storage_dir: Option<PathBuf>,
+    /// `high-availability.cluster-id` (default `default`).
+    pub cluster_id: String,
+    /// `high-availability.zookeeper.path.root` (default `/sluice`).
+    pub root: String,
+    /// `high-availability.zookeeper.client.session-timeout` (default 6 s).
+    pub session_timeout: Duration,
+    /// `high-availability.zookeeper.client.connection-timeout` (default 6 s).
+    pub connection_timeout: Duration,
+}
+
+/// Options of sluice on YARN: what the client submits and what the ApplicationMaster's
+/// resource driver asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct YarnOptions {
+    /// `jobmanager.memory.process.size` (default 512mb): memory of the JobManager's container
+    /// (the ApplicationMaster).
+    pub jobmanager_memory: u64,
+    /// `resourcemanager.taskmanager-timeout` (default 30 s): a TaskManager container whose
+    /// slots have all been free this long is given back to YARN.
+    pub taskmanager_timeout: Duration,
+    /// `yarn.application-attempts` (default 1): ApplicationMaster attempts YARN makes.
+    pub application_attempts: u32,
+    /// `yarn.application.name` (default `sluice session`): the application's name in YARN.
+    pub application_name: String,
+    /// `yarn.application.queue` (default `default`): the YARN queue to submit to.
+    pub queue: String,
+    /// `yarn.containers.vcores` (default 1): virtual cores of each TaskManager container.
+    pub vcores: u32,
+    /// `yarn.maximum-failed-containers` (default 10): TaskManager containers that may end
+    /// unasked before the application fails.
+    pub maximum_failed_containers: u32,
+    /// `yarn.resourcemanager.scheduler.address` (default unset: from yarn-site.xml, else the
+    /// web address's host with port 8030).
+    pub scheduler_address: Option<String>,
+    /// `yarn.resourcemanager.webapp.address` (default unset: from yarn-site.xml).
+    pub webapp_address: Option<String>,
 }
 
 /// Which keyed-state backend jobs use (`state.backend.type`).
@@ -427,6 +479,26 @@ impl Config {
             state: StateOptions {
                 backend: StateBackendKind::HashMap,
                 rocksdb_localdir: None,
+            },
+            ha: HaOptions {
+                zookeeper: false,
+                quorum: None,
+                storage_dir: None,
+                cluster_id: String::new(),
+                root: String::new(),
+                session_timeout: Duration::ZERO,
+                connection_timeout: Duration::ZERO,
+            },
+            yarn: YarnOptions {
+                jobmanager_memory: 0,
+                taskmanager_timeout: Duration::ZERO,
+                application_attempts: 0,
+                application_name: String::new(),
+                queue: String::new(),
+                vcores: 0,
+                maximum_failed_containers: 0,
+                scheduler_address: None,
+                webapp_address: None,
             },
         }
     }

@@ -113,6 +113,28 @@ pub(super) struct Rule {
 /// Cross-option rules, checked after the file and all overrides are applied.
 pub(super) static RULES: &[Rule] = &[
     Rule {
+        key: "high-availability.type",
+        other_key: "high-availability.zookeeper.quorum",
+        check: |c| {
+            if c.ha.zookeeper && c.ha.quorum.is_none() {
+                Err("zookeeper high availability needs the ZooKeeper servers".into())
+            } else {
+                Ok(())
+            }
+        },
+    },
+    Rule {
+        key: "high-availability.type",
+        other_key: "high-availability.storageDir",
+        check: |c| {
+            if c.ha.zookeeper && c.ha.storage_dir.is_none() {
+                Err("zookeeper high availability needs a storage directory shared by all JobManagers".into())
+            } else {
+                Ok(())
+            }
+        },
+    },
+    Rule {
         key: "taskmanager.memory.network.min",
         other_key: "taskmanager.memory.network.max",
         check: |c| {
@@ -422,6 +444,26 @@ impl ConfigEnum for CheckpointRetention {
     ];
 }
 
+/// `high-availability.type`: NONE or zookeeper.
+struct HaType;
+
+impl Codec for HaType {
+    type Value = bool;
+    const TYPE_NAME: &'static str = "enum";
+    fn parse(&self, raw: &str) -> Result<bool, Rejection> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "none" | "" => Ok(false),
+            "zookeeper" => Ok(true),
+            _ => Err(Rejection::Invalid(
+                "expected \"NONE\" or \"zookeeper\"".into(),
+            )),
+        }
+    }
+    fn render(&self, value: &bool) -> String {
+        if *value { "zookeeper" } else { "NONE" }.into()
+    }
+}
+
 /// `true` or `false`.
 struct Bool;
 
@@ -605,9 +647,33 @@ options! {
     "heartbeat.timeout" => heartbeat.timeout: POSITIVE_DURATION,
         default "50 s",
         doc "How long without a heartbeat before a peer is considered dead.";
+    "high-availability.cluster-id" => ha.cluster_id: Text,
+        default "default",
+        doc "Names this cluster's HA data in ZooKeeper and the storage directory (one per cluster sharing a quorum).";
+    "high-availability.storageDir" => ha.storage_dir: OptionalPath,
+        default "",
+        doc "Directory (shared by all JobManagers) for job graphs and results; required with zookeeper HA.";
+    "high-availability.type" => ha.zookeeper: HaType,
+        default "NONE",
+        doc "NONE, or zookeeper: JobManagers elect a leader and a standby takes over the jobs.";
+    "high-availability.zookeeper.client.connection-timeout" => ha.connection_timeout: POSITIVE_DURATION,
+        default "6 s",
+        doc "How long a ZooKeeper connection attempt may take.";
+    "high-availability.zookeeper.client.session-timeout" => ha.session_timeout: POSITIVE_DURATION,
+        default "6 s",
+        doc "ZooKeeper session timeout: a dead leader's leadership ends after it (no GC pauses to ride out, so shorter than Flink's 60 s).";
+    "high-availability.zookeeper.path.root" => ha.root: Text,
+        default "/sluice",
+        doc "Root node of sluice's data in ZooKeeper.";
+    "high-availability.zookeeper.quorum" => ha.quorum: OptionalText,
+        default "",
+        doc "ZooKeeper servers, host:port,host:port; required with zookeeper HA.";
     "jobmanager.bind-host" => jobmanager.bind_host: Text,
         default "localhost",
         doc "Local address the JobManager's RPC endpoint binds to (0.0.0.0 for all interfaces).";
+    "jobmanager.memory.process.size" => yarn.jobmanager_memory: Mem { min: 1, power_of_two: false },
+        default "512mb",
+        doc "Memory of the JobManager's YARN container (the ApplicationMaster).";
     "jobmanager.rpc.address" => jobmanager.rpc_address: Text,
         default "localhost",
         doc "Address other processes use to reach the JobManager's RPC endpoint.";
@@ -629,6 +695,9 @@ options! {
     "pipeline.max-parallelism" => max_parallelism: MaxParallelism,
         default "-1",
         doc "Upper bound for rescaling keyed state (key groups); -1 derives it per operator.";
+    "resourcemanager.taskmanager-timeout" => yarn.taskmanager_timeout: POSITIVE_DURATION,
+        default "30 s",
+        doc "A TaskManager container (YARN) whose slots have all been free this long is given back.";
     "rest.address" => rest.address: Text,
         default "localhost",
         doc "Address clients use to reach the REST API and web UI.";
@@ -729,6 +798,27 @@ options! {
     "taskmanager.resource-id" => taskmanager.resource_id: OptionalText,
         default "",
         doc "Stable identity of the TaskManager; a random one is generated when unset.";
+    "yarn.application-attempts" => yarn.application_attempts: AT_LEAST_ONE,
+        default "1",
+        doc "How many ApplicationMaster attempts YARN makes for a sluice application.";
+    "yarn.application.name" => yarn.application_name: Text,
+        default "sluice session",
+        doc "Name of the sluice application in YARN.";
+    "yarn.application.queue" => yarn.queue: Text,
+        default "default",
+        doc "YARN queue sluice applications are submitted to.";
+    "yarn.containers.vcores" => yarn.vcores: AT_LEAST_ONE,
+        default "1",
+        doc "Virtual cores of each TaskManager container.";
+    "yarn.maximum-failed-containers" => yarn.maximum_failed_containers: ANY_COUNT,
+        default "10",
+        doc "TaskManager containers that may end unasked (crash, fail to start) before the application fails.";
+    "yarn.resourcemanager.scheduler.address" => yarn.scheduler_address: OptionalText,
+        default "",
+        doc "YARN scheduler address (host:port) the ApplicationMaster registers with; unset: from $HADOOP_CONF_DIR/yarn-site.xml, else the web address's host with port 8030.";
+    "yarn.resourcemanager.webapp.address" => yarn.webapp_address: OptionalText,
+        default "",
+        doc "YARN ResourceManager web address (host:port) for submitting and killing; unset: from $HADOOP_CONF_DIR/yarn-site.xml.";
 }
 
 #[cfg(test)]

@@ -45,6 +45,9 @@ pub struct JobSettings {
     pub state: TaskStateConfig,
     /// A savepoint or retained checkpoint to start from (`run -s PATH`).
     pub restore_from: Option<String>,
+    /// The job is recovered by a new leader (HA): take over the checkpoints its earlier
+    /// JobMaster left.
+    pub recover: bool,
 }
 
 impl JobSettings {
@@ -82,6 +85,7 @@ impl JobSettings {
                 restore: None,
             },
             restore_from: None,
+            recover: false,
         })
     }
 }
@@ -210,6 +214,16 @@ impl Dispatcher {
         if let Some(path) = &job.restore_from {
             jm.restore_from(path)
                 .map_err(|e| SubmitError::BadRestore(e.to_string()))?;
+        }
+        if job.recover {
+            match jm.checkpoints.0.recover_retained() {
+                Ok(ids) => {
+                    tracing::info!(%job_id, checkpoints = ?ids, "took over the job's retained checkpoints")
+                }
+                Err(e) => {
+                    tracing::warn!(%job_id, error = %e, "cannot take over the job's checkpoints")
+                }
+            }
         }
         let actions = jm.start(now);
         self.jobs.insert(job_id, jm);

@@ -120,6 +120,12 @@ impl ResourceManager {
         self.pending.retain(|r| r.job != job);
     }
 
+    /// Slots that queued requests wait for (what an active resource driver, e.g. YARN's,
+    /// must provide beyond the free slots).
+    pub fn pending_slots(&self) -> u32 {
+        self.pending.iter().map(|r| r.slots).sum()
+    }
+
     /// Whether a job waits for slots.
     pub fn is_pending(&self, job: JobId) -> bool {
         self.pending.iter().any(|r| r.job == job)

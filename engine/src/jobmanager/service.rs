@@ -1,7 +1,7 @@
 //! The JobManager process's I/O shell: accepts TaskManager control connections, feeds their
 //! events to the Dispatcher core, sends the core's messages, drives time, and serves REST.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -16,6 +16,7 @@ use super::dispatcher::{
 };
 use super::resourcemanager::TaskManagerInfo;
 use crate::config::Config;
+use crate::ha::JobRecord;
 use crate::ids::{JobId, ResourceId};
 use crate::rpc::messages::{JmToTm, PROTOCOL_VERSION, ProgramSpec, TmToJm};
 use crate::rpc::transport::{self, RpcError};
@@ -34,13 +35,185 @@ pub struct JobManagerShared {
     /// The effective configuration.
     pub config: Config,
     dispatcher: Mutex<Dispatcher>,
+    settings: DispatcherSettings,
     connections: Mutex<HashMap<ResourceId, (u64, mpsc::UnboundedSender<JmToTm>)>>,
     next_connection: std::sync::atomic::AtomicU64,
     /// Where TaskManagers connect.
     pub rpc_address: SocketAddr,
+    /// ZooKeeper HA, when configured.
+    pub ha: Option<HaRuntime>,
+}
+
+/// A JobManager's part in ZooKeeper HA.
+pub struct HaRuntime {
+    /// The ZooKeeper services.
+    pub services: zk_ha::ZooKeeperHaServices,
+    /// The current term's fence while this JobManager leads.
+    fence: Mutex<Option<zk_ha::LeaderFence>>,
+    /// The leader's REST address as last published (for a standby's redirects).
+    leader_rest: Mutex<Option<String>>,
+    /// Jobs whose end is recorded in the job result store.
+    recorded: Mutex<HashSet<JobId>>,
+}
+
+impl HaRuntime {
+    fn fence(&self) -> Option<zk_ha::LeaderFence> {
+        self.fence.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl JobManagerShared {
+    /// Whether this JobManager may act: always without HA, only while it leads with HA.
+    pub fn is_leader(&self) -> bool {
+        self.ha.as_ref().is_none_or(|ha| ha.fence().is_some())
+    }
+
+    /// The current term's leader session id (HA only).
+    pub fn leader_session(&self) -> Option<String> {
+        self.ha
+            .as_ref()
+            .and_then(|ha| ha.fence())
+            .map(|f| f.session_id().to_string())
+    }
+
+    /// The leader's REST address as published in ZooKeeper (HA standbys).
+    pub fn leader_rest(&self) -> Option<String> {
+        self.ha.as_ref().and_then(|ha| {
+            ha.leader_rest
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        })
+    }
+
+    /// Leadership ended: forget every job (the next leader recovers them from the HA stores)
+    /// and drop every TaskManager connection, so nothing this JobManager decided any more
+    /// reaches a TaskManager.
+    fn step_down(&self) {
+        if let Some(ha) = &self.ha {
+            *ha.fence.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            ha.recorded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+        }
+        *self.dispatcher() = Dispatcher::new(self.settings.clone());
+        self.connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Keeps a submitted job in the job graph store (HA), so a new leader runs it again.
+    pub async fn persist_job(&self, record: &JobRecord) -> Result<(), String> {
+        let Some(ha) = &self.ha else {
+            return Ok(());
+        };
+        let fence = ha
+            .fence()
+            .ok_or("this JobManager is no longer the leader")?;
+        let bytes = serde_json::to_vec(record).map_err(|e| e.to_string())?;
+        ha.services
+            .job_graph_store()
+            .put(&fence, &record.job_id.to_string(), &bytes)
+            .await
+            .map_err(|e| format!("cannot store the job in the HA job graph store: {e}"))
+    }
+
+    /// Records the end of every globally terminated job in the job result store and removes
+    /// its submission from the job graph store (the result first: a crash in between leaves
+    /// both, and the result wins).
+    async fn record_terminated_jobs(&self) {
+        let Some(ha) = &self.ha else {
+            return;
+        };
+        let Some(fence) = ha.fence() else {
+            return;
+        };
+        let ended: Vec<(JobId, &'static str)> = {
+            let recorded = ha.recorded.lock().unwrap_or_else(|e| e.into_inner());
+            self.dispatcher()
+                .jobs
+                .values()
+                .filter(|jm| jm.status.is_globally_terminal() && !recorded.contains(&jm.job_id))
+                .map(|jm| (jm.job_id, jm.status.name()))
+                .collect()
+        };
+        for (job, status) in ended {
+            let key = job.to_string();
+            let result = serde_json::json!({ "jobId": key, "state": status }).to_string();
+            let stored = async {
+                ha.services
+                    .job_result_store()
+                    .put(&fence, &key, result.as_bytes())
+                    .await?;
+                ha.services.job_graph_store().remove(&fence, &key).await
+            }
+            .await;
+            match stored {
+                Ok(()) => {
+                    ha.recorded
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(job);
+                }
+                Err(e) => {
+                    warn!(job_id = %job, error = %e, "cannot record the job's end in the HA stores")
+                }
+            }
+        }
+    }
+
+    /// A new term: submits again every job of the job graph store without a recorded result,
+    /// under its id, restored from its latest retained checkpoint.
+    async fn recover_jobs(&self) {
+        let Some(ha) = &self.ha else {
+            return;
+        };
+        let ids = match ha.services.job_graph_store().job_ids().await {
+            Ok(ids) => ids,
+            Err(e) => {
+                warn!(error = %e, "cannot list the HA job graph store");
+                return;
+            }
+        };
+        for id in ids {
+            if ha
+                .services
+                .job_result_store()
+                .contains(&id)
+                .await
+                .unwrap_or(false)
+            {
+                continue;
+            }
+            let record = match ha.services.job_graph_store().get(&id).await {
+                Ok(Some(bytes)) => serde_json::from_slice::<JobRecord>(&bytes),
+                Ok(None) => continue,
+                Err(e) => {
+                    warn!(job_id = %id, error = %e, "cannot read a job from the HA job graph store");
+                    continue;
+                }
+            };
+            match record {
+                Ok(r) => match self.submit_as(
+                    r.job_id,
+                    r.program,
+                    Some(r.parallelism),
+                    &r.overrides,
+                    r.savepoint,
+                    true,
+                ) {
+                    Ok(job) => info!(job_id = %job, "recovered a job from the HA job graph store"),
+                    Err(e) => warn!(job_id = %id, error = %e, "cannot recover a job"),
+                },
+                Err(e) => {
+                    warn!(job_id = %id, error = %e, "unreadable job record in the HA job graph store")
+                }
+            }
+        }
+    }
+
     /// The Dispatcher, for reading (REST) or changing it; call [`deliver`](Self::deliver) with
     /// whatever a change returns.
     pub fn dispatcher(&self) -> MutexGuard<'_, Dispatcher> {
@@ -71,7 +244,32 @@ impl JobManagerShared {
         overrides: &[(String, String)],
         savepoint: Option<String>,
     ) -> Result<JobId, SubmitError> {
-        let job_id = JobId::random();
+        if !self.is_leader() {
+            return Err(SubmitError::BadConfig(
+                "this JobManager is not the leader".into(),
+            ));
+        }
+        self.submit_as(
+            JobId::random(),
+            program,
+            parallelism,
+            overrides,
+            savepoint,
+            false,
+        )
+    }
+
+    /// Submits a job under a given id; `recover` takes over the checkpoints an earlier leader
+    /// left for it.
+    fn submit_as(
+        &self,
+        job_id: JobId,
+        program: ProgramSpec,
+        parallelism: Option<u32>,
+        overrides: &[(String, String)],
+        savepoint: Option<String>,
+        recover: bool,
+    ) -> Result<JobId, SubmitError> {
         let parallelism = parallelism.unwrap_or(self.config.parallelism_default);
         let mut config = self.config.clone();
         for (key, value) in overrides {
@@ -87,6 +285,7 @@ impl JobManagerShared {
         }
         let mut job = JobSettings::from_config(&config)?;
         job.restore_from = savepoint;
+        job.recover = recover;
         let outbox = self
             .dispatcher()
             .submit(job_id, program, parallelism, job, now_ms())?;
@@ -118,6 +317,9 @@ impl JobManagerShared {
         Ok(())
     }
 }
+
+/// How a JobManager that does not lead the current term refuses a TaskManager (HA).
+pub const NOT_LEADER: &str = "not the leader of the current term";
 
 /// Keys a job may set for itself at submission (`sluice run -D key=value`).
 pub const JOB_SCOPED_PREFIXES: &[&str] = &[
@@ -199,6 +401,14 @@ impl JobManager {
             addr: String::new(),
             source,
         })?;
+        let ha = crate::ha::services(&config)
+            .map_err(|e| StartError::Unsupported(format!("high availability: {e}")))?
+            .map(|services| HaRuntime {
+                services,
+                fence: Mutex::new(None),
+                leader_rest: Mutex::new(None),
+                recorded: Mutex::new(HashSet::new()),
+            });
         let settings = DispatcherSettings {
             slot_request_timeout_ms: config.slot_request_timeout.as_millis() as u64,
             heartbeat_timeout_ms: config.heartbeat.timeout.as_millis() as u64,
@@ -209,10 +419,12 @@ impl JobManager {
         };
         let shared = Arc::new(JobManagerShared {
             config,
-            dispatcher: Mutex::new(Dispatcher::new(settings)),
+            dispatcher: Mutex::new(Dispatcher::new(settings.clone())),
+            settings,
             connections: Mutex::new(HashMap::new()),
             next_connection: Default::default(),
             rpc_address,
+            ha,
         });
         let acceptor = transport::acceptor()?;
         let mut tasks = Vec::new();
@@ -229,7 +441,21 @@ impl JobManager {
                 warn!(error = %e, "REST server stopped");
             }
         }));
-        info!(%rpc_address, %rest_address, "JobManager started");
+        if shared.ha.is_some() {
+            let host = |configured: &str, bound: SocketAddr| {
+                let h = if configured.is_empty() || configured == "0.0.0.0" {
+                    bound.ip().to_string()
+                } else {
+                    configured.to_string()
+                };
+                format!("{h}:{}", bound.port())
+            };
+            let rpc = host(&shared.config.jobmanager.rpc_address, rpc_address);
+            let rest = format!("http://{}", host(&shared.config.rest.address, rest_address));
+            tasks.push(tokio::spawn(leadership(shared.clone(), rpc, rest)));
+            tasks.push(tokio::spawn(watch_leader(shared.clone())));
+        }
+        info!(%rpc_address, %rest_address, ha = shared.ha.is_some(), "JobManager started");
         Ok(JobManager {
             shared,
             rest_address,
@@ -242,8 +468,63 @@ async fn ticker(shared: Arc<JobManagerShared>) {
     let mut interval = tokio::time::interval(Duration::from_millis(100));
     loop {
         interval.tick().await;
+        if !shared.is_leader() {
+            continue;
+        }
         let outbox = shared.dispatcher().tick(now_ms());
         shared.deliver(outbox);
+        shared.record_terminated_jobs().await;
+    }
+}
+
+/// Contends for leadership (HA): on a grant, publishes this JobManager's addresses and
+/// recovers the jobs of the HA stores; on a revocation, drops every job and connection and
+/// contends again.
+async fn leadership(shared: Arc<JobManagerShared>, rpc: String, rest: String) {
+    let Some(ha) = &shared.ha else {
+        return;
+    };
+    let mut election = ha.services.start_election();
+    while let Some(event) = election.next_event().await {
+        match event {
+            zk_ha::LeadershipEvent::Granted(fence) => {
+                let info = zk_ha::LeaderInfo::new(fence.session_id())
+                    .with_address("rpc", rpc.clone())
+                    .with_address("rest", rest.clone());
+                if let Err(e) = election.publish(&fence, crate::ha::COMPONENT, &info).await {
+                    warn!(error = %e, "cannot publish this JobManager's addresses; not acting as leader");
+                    continue;
+                }
+                info!(session = %fence.session_id(), %rpc, %rest, "granted leadership");
+                *ha.fence.lock().unwrap_or_else(|e| e.into_inner()) = Some(fence);
+                shared.recover_jobs().await;
+            }
+            zk_ha::LeadershipEvent::Revoked { session_id, reason } => {
+                warn!(session = %session_id, ?reason, "leadership revoked: stopping every job and dropping every TaskManager");
+                shared.step_down();
+            }
+        }
+    }
+}
+
+/// Follows the published leader so a standby can point REST clients at it.
+async fn watch_leader(shared: Arc<JobManagerShared>) {
+    let Some(ha) = &shared.ha else {
+        return;
+    };
+    let Ok(retrieval) = ha.services.leader_retrieval(crate::ha::COMPONENT) else {
+        return;
+    };
+    let mut rx = retrieval.subscribe();
+    loop {
+        let rest = rx
+            .borrow()
+            .as_ref()
+            .and_then(|l| l.address("rest").map(str::to_string));
+        *ha.leader_rest.lock().unwrap_or_else(|e| e.into_inner()) = rest;
+        if rx.changed().await.is_err() {
+            return;
+        }
     }
 }
 
@@ -292,6 +573,7 @@ async fn serve_taskmanager(
         hardware,
         network_memory,
         running: _,
+        leader_session,
     } = first
     else {
         return Err(RpcError::Malformed(
@@ -301,6 +583,23 @@ async fn serve_taskmanager(
     if protocol_version != PROTOCOL_VERSION {
         let reason = format!(
             "TaskManager {resource_id} speaks control protocol version {protocol_version}, this JobManager speaks {PROTOCOL_VERSION}: run the same sluice version everywhere"
+        );
+        warn!(%peer, "{reason}");
+        transport::send(
+            &mut writer,
+            &JmToTm::Refused {
+                reason: reason.clone(),
+            },
+        )
+        .await?;
+        return Err(RpcError::Malformed(reason));
+    }
+    let term = shared.leader_session();
+    if shared.ha.is_some() && (term.is_none() || leader_session != term) {
+        let reason = format!(
+            "{NOT_LEADER}: TaskManager {resource_id} asked for leader session {}, this JobManager's is {}",
+            leader_session.as_deref().unwrap_or("none"),
+            term.as_deref().unwrap_or("none (a standby)")
         );
         warn!(%peer, "{reason}");
         transport::send(
@@ -375,6 +674,14 @@ async fn serve_taskmanager(
     let read_loop = async {
         loop {
             let msg: TmToJm = transport::recv(&mut reader).await?;
+            if shared.ha.is_some() && shared.leader_session() != term {
+                // The term this connection was made in is over: nothing it says may change
+                // the new term's jobs.
+                warn!(%resource_id, "refusing a message sent in an earlier leader term; closing the connection");
+                return Err(RpcError::Malformed(format!(
+                    "{NOT_LEADER}: the term changed"
+                )));
+            }
             let now = now_ms();
             match msg {
                 TmToJm::Heartbeat { metrics } => {
@@ -483,6 +790,7 @@ mod tests {
             hardware: Default::default(),
             network_memory: 0,
             running: vec![],
+            leader_session: None,
         };
         transport::send(&mut stream, &register).await.unwrap();
         match transport::recv::<_, JmToTm>(&mut stream).await.unwrap() {

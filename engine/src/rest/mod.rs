@@ -70,7 +70,47 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
     ui::routes(router)
         .method_not_allowed_fallback(error::method_not_allowed)
         .fallback(error::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            standby_guard,
+        ))
         .with_state(shared)
+}
+
+/// With HA, only the leader answers: a standby redirects to the leader's REST address (307, so
+/// a POST stays a POST) or, while no leader is known, answers 503. It never serves its own,
+/// possibly stale, view.
+async fn standby_guard(
+    State(shared): State<Shared>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if shared.is_leader() {
+        return next.run(request).await;
+    }
+    let path = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    match shared.leader_rest() {
+        Some(leader) => {
+            let location = format!("{}{path}", leader.trim_end_matches('/'));
+            (
+                StatusCode::TEMPORARY_REDIRECT,
+                [(axum::http::header::LOCATION, location.clone())],
+                Json(json!({ "errors": [format!(
+                    "This JobManager is a standby; the leader's REST API is at {leader}"
+                )] })),
+            )
+                .into_response()
+        }
+        None => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "This JobManager is a standby and no leader is known yet; retry shortly",
+        )
+        .into_response(),
+    }
 }
 
 async fn config() -> Json<Value> {
@@ -322,12 +362,32 @@ async fn submit(
         args: request.args,
     };
     let overrides: Vec<(String, String)> = request.config.into_iter().collect();
-    match shared.submit(
-        program,
+    let record = |job_id| crate::ha::JobRecord {
+        job_id,
+        program: program.clone(),
+        parallelism: request
+            .parallelism
+            .unwrap_or(shared.config.parallelism_default),
+        overrides: overrides.clone(),
+        savepoint: request.savepoint_path.clone(),
+    };
+    let submitted = shared.submit(
+        program.clone(),
         request.parallelism,
         &overrides,
-        request.savepoint_path,
-    ) {
+        request.savepoint_path.clone(),
+    );
+    if let Ok(id) = submitted
+        && let Err(e) = shared.persist_job(&record(id)).await
+    {
+        // A job the next leader would not know must not run.
+        let _ = shared.cancel(id);
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("Job submission failed: {e}"),
+        ));
+    }
+    match submitted {
         Ok(id) => Ok((
             StatusCode::ACCEPTED,
             Json(json!({ "jobid": id.to_string(), "jobUrl": format!("/jobs/{id}") })),

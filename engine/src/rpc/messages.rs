@@ -199,6 +199,10 @@ pub enum TmToJm {
         network_memory: u64,
         /// Executions it still runs (after a JobManager change).
         running: Vec<ExecutionId>,
+        /// With HA: the leader session id of the JobManager it means to register with; a
+        /// JobManager whose term differs refuses it.
+        #[serde(default)]
+        leader_session: Option<String>,
     },
     /// Periodic liveness signal with task metrics.
     Heartbeat {

@@ -746,8 +746,8 @@ impl KeyedStateStore {
         f: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
     ) -> Result<(), StateError> {
         let registry = self.inner.registry.borrow();
-        let backend = self.inner.backend.borrow();
-        match backend.as_ref() {
+        let mut backend = self.inner.backend.borrow_mut();
+        match backend.as_mut() {
             Some(Backend::Heap(h)) => h.for_each(registry.states(), f),
             Some(Backend::Rocks(r)) => r.for_each(self.inner.range, f),
             None => Ok(()),
@@ -788,7 +788,7 @@ impl KeyedStateStore {
     /// incremental checkpoints do not re-upload what background compaction rewrites). The
     /// hashmap backend has nothing to compact.
     pub fn compact(&self) -> Result<(), StateError> {
-        match self.inner.backend.borrow().as_ref() {
+        match self.inner.backend.borrow_mut().as_mut() {
             Some(Backend::Rocks(r)) => r.compact(),
             _ => Ok(()),
         }

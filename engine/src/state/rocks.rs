@@ -192,7 +192,21 @@ pub(crate) struct RocksBackend {
     confirmed: HashMap<String, SharedSst>,
     /// Uploads of checkpoints not yet known to be complete, by checkpoint id.
     pending: BTreeMap<u64, Vec<(String, SharedSst)>>,
+    /// Value-state writes not yet in RocksDB (`None`: a delete), so that a key read and written
+    /// for every record (a running count) costs a hash lookup rather than a RocksDB `get` and
+    /// `put` each time. Written to RocksDB in one batch when it holds [`WRITE_BUFFER_BYTES`],
+    /// and before every snapshot, scan over all state and compaction, so checkpoints and
+    /// iterations see every write. Losing it in a crash loses nothing: the subtask restores
+    /// from its last checkpoint, as it would without it.
+    buffer: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    buffered_bytes: usize,
 }
+
+/// Bytes of value-state writes kept in memory before they are written to RocksDB in a batch.
+const WRITE_BUFFER_BYTES: usize = 16 << 20;
+
+/// What one buffered entry costs beyond its bytes (hash-table slot, two vectors).
+const BUFFER_ENTRY_OVERHEAD: usize = 64;
 
 /// The name a downloaded file must have locally: shared SSTs were uploaded as
 /// `<prefix>-chk<id>-<sst>`, private files under their own name in a per-snapshot directory.
@@ -282,7 +296,56 @@ impl RocksBackend {
             incremental,
             confirmed: HashMap::new(),
             pending: BTreeMap::new(),
+            buffer: HashMap::new(),
+            buffered_bytes: 0,
         }
+    }
+
+    /// Writes the buffered value-state writes to RocksDB.
+    pub(crate) fn flush_buffer(&mut self) -> Result<(), StateError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        for (k, v) in self.buffer.drain() {
+            match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
+            }
+        }
+        self.buffered_bytes = 0;
+        self.db
+            .write_opt(batch, &self.write)
+            .map_err(|e| StateError::rocks(&self.path, e))
+    }
+
+    fn buffer_write(&mut self, value: Option<&[u8]>) -> Result<(), StateError> {
+        let added = self.key.len() + value.map_or(0, <[u8]>::len) + BUFFER_ENTRY_OVERHEAD;
+        match self.buffer.get_mut(self.key.as_slice()) {
+            Some(slot) => {
+                // Replacing a value: count only the growth (a shrink is not credited back;
+                // the budget is an upper bound until the next flush).
+                let old = slot.as_ref().map_or(0, Vec::len);
+                let new = value.map_or(0, <[u8]>::len);
+                self.buffered_bytes += new.saturating_sub(old);
+                match (slot.as_mut(), value) {
+                    (Some(v), Some(value)) => {
+                        v.clear();
+                        v.extend_from_slice(value);
+                    }
+                    _ => *slot = value.map(<[u8]>::to_vec),
+                }
+            }
+            None => {
+                self.buffered_bytes += added;
+                self.buffer
+                    .insert(self.key.clone(), value.map(<[u8]>::to_vec));
+            }
+        }
+        if self.buffered_bytes >= WRITE_BUFFER_BYTES {
+            self.flush_buffer()?;
+        }
+        Ok(())
     }
 
     fn db_dir(settings: &BackendSettings) -> PathBuf {
@@ -345,6 +408,9 @@ impl RocksBackend {
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R, StateError> {
         encode_key(&mut self.key, kg, &id.name, StorageKind::Value, key);
+        if let Some(buffered) = self.buffer.get(self.key.as_slice()) {
+            return Ok(f(buffered.as_deref()));
+        }
         self.get(f)
     }
 
@@ -366,9 +432,7 @@ impl RocksBackend {
         value: &[u8],
     ) -> Result<(), StateError> {
         encode_key(&mut self.key, kg, &id.name, StorageKind::Value, key);
-        self.db
-            .put_opt(&self.key, value, &self.write)
-            .map_err(|e| StateError::rocks(&self.path, e))
+        self.buffer_write(Some(value))
     }
 
     pub(crate) fn value_delete(
@@ -378,9 +442,7 @@ impl RocksBackend {
         key: &[u8],
     ) -> Result<(), StateError> {
         encode_key(&mut self.key, kg, &id.name, StorageKind::Value, key);
-        self.db
-            .delete_opt(&self.key, &self.write)
-            .map_err(|e| StateError::rocks(&self.path, e))
+        self.buffer_write(None)
     }
 
     pub(crate) fn map_get<R>(
@@ -494,10 +556,11 @@ impl RocksBackend {
     }
 
     pub(crate) fn for_each(
-        &self,
+        &mut self,
         range: KeyGroupRange,
         f: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
     ) -> Result<(), StateError> {
+        self.flush_buffer()?;
         for_each_in(&self.db, &self.path, range, f)
     }
 
@@ -512,6 +575,7 @@ impl RocksBackend {
         local_dir: &Path,
     ) -> Result<KeyedStateHandle, StateError> {
         let id = location.checkpoint_id;
+        self.flush_buffer()?;
         self.db
             .flush()
             .map_err(|e| StateError::rocks(&self.path, e))?;
@@ -600,7 +664,8 @@ impl RocksBackend {
         })
     }
 
-    pub(crate) fn compact(&self) -> Result<(), StateError> {
+    pub(crate) fn compact(&mut self) -> Result<(), StateError> {
+        self.flush_buffer()?;
         self.db
             .flush()
             .map_err(|e| StateError::rocks(&self.path, e))?;

@@ -36,6 +36,9 @@ pub enum TaskManagerError {
         "authentication with the JobManager at {0} failed: this TaskManager's cluster secret differs from the JobManager's"
     )]
     Authentication(String),
+    /// ZooKeeper HA could not be used.
+    #[error("high availability: {0}")]
+    Ha(String),
 }
 
 type Tasks = Arc<Mutex<HashMap<ExecutionId, TaskHandle>>>;
@@ -144,7 +147,7 @@ impl TaskManager {
     pub async fn run(self: Arc<Self>, jobmanager: String) -> TaskManagerError {
         let mut logged = false;
         loop {
-            match self.clone().session(&jobmanager).await {
+            match self.clone().session(&jobmanager, None).await {
                 Err(RpcError::AuthenticationFailed) => {
                     return TaskManagerError::Authentication(jobmanager);
                 }
@@ -170,6 +173,60 @@ impl TaskManager {
         }
     }
 
+    /// With ZooKeeper HA: registers with whichever JobManager leads, and when the leader
+    /// changes (or its term ends), cancels every subtask of the old term, frees the slots and
+    /// registers with the new leader. Returns only on a permanent error.
+    pub async fn run_ha(self: Arc<Self>, ha: zk_ha::ZooKeeperHaServices) -> TaskManagerError {
+        let mut retrieval = match ha.leader_retrieval(crate::ha::COMPONENT) {
+            Ok(r) => r,
+            Err(e) => return TaskManagerError::Ha(e.to_string()),
+        };
+        let mut leaders = retrieval.subscribe();
+        loop {
+            let leader = match retrieval.wait_for(|l| l.is_some()).await {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    warn!(error = %e, "cannot read the leader from ZooKeeper; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
+            let session = leader.session_id.to_string();
+            let Some(rpc) = leader.address("rpc").map(str::to_string) else {
+                warn!("the published leader has no RPC address");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            };
+            info!(jobmanager = %rpc, %session, "following the leading JobManager");
+            let changed = async {
+                loop {
+                    if leaders.changed().await.is_err() {
+                        return;
+                    }
+                    let now = leaders.borrow().as_ref().map(|l| l.session_id.to_string());
+                    if now.as_deref() != Some(session.as_str()) {
+                        return;
+                    }
+                }
+            };
+            tokio::select! {
+                r = self.clone().session(&rpc, Some(session.clone())) => match r {
+                    Err(RpcError::AuthenticationFailed) => {
+                        return TaskManagerError::Authentication(rpc);
+                    }
+                    Err(e) => warn!(jobmanager = %rpc, error = %e, "the connection to the leader ended"),
+                    Ok(()) => {}
+                },
+                _ = changed => info!("the leader changed"),
+            }
+            // Whatever the old term deployed is cancelled before the new term's leader hears
+            // from us (it redeploys from its checkpoints).
+            self.cancel_all();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     fn cancel_all(&self) {
         let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
         for t in tasks.values() {
@@ -178,7 +235,11 @@ impl TaskManager {
     }
 
     /// One control connection, from registration until it breaks.
-    async fn session(self: Arc<Self>, jobmanager: &str) -> Result<(), RpcError> {
+    async fn session(
+        self: Arc<Self>,
+        jobmanager: &str,
+        leader_session: Option<String>,
+    ) -> Result<(), RpcError> {
         let addr = tokio::net::lookup_host(jobmanager)
             .await?
             .next()
@@ -208,6 +269,7 @@ impl TaskManager {
                 hardware: hardware(),
                 network_memory: self.config.network.network_memory(),
                 running,
+                leader_session,
             },
         )
         .await?;

@@ -1,0 +1,487 @@
+//! The ApplicationMaster process: `sluice yarn-appmaster`, started by a NodeManager in the
+//! application's first container. It runs a normal JobManager (Dispatcher, REST and web UI,
+//! JobMasters) and the YARN resource driver: a thin loop that feeds the ResourceManager's slot
+//! demand to [`TaskManagerPool`] and carries out its commands over Hadoop RPC.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+use yarn_am::{
+    AmCommand, AmRmClient, Container, ContainerEnv, Credentials, FinalStatus, LaunchContext,
+    LocalResource, NmClient, Resource,
+};
+
+use super::pool::{Command, SlotView, TASKMANAGER_PRIORITY, TaskManagerPool};
+use super::{ApplicationJob, JOB_ENV, SCHEDULER_ENV, SHIP_DIR_ENV, SHIPPED_FILES, YarnError};
+use crate::config::Config;
+use crate::ids::JobId;
+use crate::jobmanager::jobmaster::JobStatus;
+use crate::jobmanager::service::{JobManager, JobManagerShared, now_ms};
+use crate::rpc::messages::ProgramSpec;
+use crate::security::ClusterSecret;
+
+/// How often the driver looks at the slot demand. YARN is only called when the pool changed
+/// something or the heartbeat interval YARN's client suggests (0.5 s / 5 s) has passed.
+const TICK: Duration = Duration::from_millis(250);
+/// Heartbeat interval while containers are outstanding or starting (Flink's 500 ms).
+const FAST_HEARTBEAT: Duration = Duration::from_millis(500);
+/// RPC timeout towards the scheduler and NodeManagers.
+const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+/// Consecutive failed heartbeats after which the AM gives up (YARN's liveness monitor would
+/// expire it anyway).
+const MAX_HEARTBEAT_FAILURES: u32 = 20;
+
+/// Memory sizes in YARN's unit (MiB), rounded up so the process always fits its container.
+pub fn container_mb(bytes: u64) -> i64 {
+    bytes.div_ceil(1024 * 1024) as i64
+}
+
+/// The capability of one TaskManager container from `taskmanager.memory.process.size` and
+/// `yarn.containers.vcores`.
+pub fn taskmanager_capability(config: &Config) -> Resource {
+    Resource::new(
+        container_mb(config.network.process_size),
+        config.yarn.vcores as i32,
+    )
+}
+
+/// The container's view of what the ResourceManager (sluice's) holds.
+fn slot_view(shared: &JobManagerShared) -> SlotView {
+    let dispatcher = shared.dispatcher();
+    SlotView {
+        pending_slots: dispatcher.rm.pending_slots(),
+        taskmanagers: dispatcher
+            .rm
+            .taskmanagers()
+            .map(|tm| {
+                (
+                    tm.resource_id.clone(),
+                    (tm.free_slots(), tm.slots.len() as u32),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// The command that starts a TaskManager in `container`, talking to the JobManager at
+/// `jobmanager` (`host:port`). The resource id is the container id: that is how the pool
+/// recognises the TaskManager's slots.
+pub fn taskmanager_command(container: &Container, jobmanager: &str) -> Vec<String> {
+    vec![
+        format!(
+            "./sluice --config-dir . -D taskmanager.resource-id={} -D taskmanager.host={} -D taskmanager.bind-host=0.0.0.0 taskmanager --jobmanager {jobmanager}",
+            container.id, container.node.host
+        ),
+        // YARN's names: the NodeManager quotes the tail of `stderr` in the diagnostics of a
+        // container that failed, which is where a TaskManager's start-up error lands.
+        "1><LOG_DIR>/stdout".into(),
+        "2><LOG_DIR>/stderr".into(),
+    ]
+}
+
+/// The files every container gets, from the directory the client shipped them from.
+pub fn shipped_resources(dir: &Path) -> Result<BTreeMap<String, LocalResource>, YarnError> {
+    SHIPPED_FILES
+        .iter()
+        .map(|name| {
+            let path = dir.join(name);
+            LocalResource::local_file(&path)
+                .map(|r| (name.to_string(), r))
+                .map_err(|cause| YarnError::Io {
+                    what: "cannot ship",
+                    path: path.display().to_string(),
+                    cause,
+                })
+        })
+        .collect()
+}
+
+/// What the AM registered with, to register again when YARN asks for a resync.
+#[derive(Debug)]
+struct Registered {
+    host: String,
+    port: i32,
+    tracking_url: String,
+}
+
+/// How the ApplicationMaster ended.
+#[derive(Debug)]
+enum Outcome {
+    /// YARN asked it to stop (kill, shutdown command) or it got SIGTERM: nothing to unregister.
+    Stopped(String),
+    /// It gives up: unregister with FAILED and this diagnostic.
+    Failed(String),
+    /// Its one job ended (`run -t yarn-application`): unregister with this status.
+    Finished(FinalStatus, String),
+}
+
+/// Submits the one job of a `run -t yarn-application` application, if this is one.
+fn submit_application_job(shared: &JobManagerShared) -> Result<Option<JobId>, String> {
+    let Ok(json) = std::env::var(JOB_ENV) else {
+        return Ok(None);
+    };
+    let job = ApplicationJob::from_env(&json)?;
+    let program = ProgramSpec {
+        name: job.name.clone(),
+        args: job.args,
+    };
+    shared
+        .submit(program, job.parallelism, &job.overrides, job.savepoint)
+        .map(Some)
+        .map_err(|e| format!("the job {} was refused: {e}", job.name))
+}
+
+/// The YARN outcome of a job that ended, if it did.
+fn job_outcome(shared: &JobManagerShared, job: JobId) -> Option<Outcome> {
+    let dispatcher = shared.dispatcher();
+    let jm = dispatcher.jobs.get(&job)?;
+    if !jm.status.is_globally_terminal() {
+        return None;
+    }
+    let status = match jm.status {
+        JobStatus::Finished => FinalStatus::Succeeded,
+        JobStatus::Canceled => FinalStatus::Killed,
+        _ => FinalStatus::Failed,
+    };
+    let cause = jm
+        .exceptions
+        .first()
+        .map(|e| format!(": {}", e.exception))
+        .unwrap_or_default();
+    Some(Outcome::Finished(
+        status,
+        format!("job {job} ({}) {}{cause}", jm.name, jm.status.name()),
+    ))
+}
+
+/// Runs the ApplicationMaster until YARN stops it; returns the process's exit code.
+pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, YarnError> {
+    let env = ContainerEnv::from_env().map_err(|e| YarnError::Container(e.to_string()))?;
+    let credentials = Credentials::from_env().map_err(|e| YarnError::Container(e.to_string()))?;
+    let token = credentials
+        .amrm_token()
+        .map_err(|e| YarnError::Container(e.to_string()))?
+        .clone();
+    let scheduler = match std::env::var(SCHEDULER_ENV) {
+        Ok(s) if !s.is_empty() => s,
+        _ => super::session::scheduler_address(&config)?,
+    };
+    let host = env.nm_host.clone();
+    // Ports are whatever is free on the node: several sessions may share it. Everything binds
+    // all interfaces and advertises the node's host name, as YARN names the node.
+    for (key, value) in [
+        ("jobmanager.bind-host", "0.0.0.0"),
+        ("jobmanager.rpc.port", "0"),
+        ("jobmanager.rpc.address", host.as_str()),
+        ("rest.bind-address", "0.0.0.0"),
+        ("rest.port", "0"),
+        ("rest.address", host.as_str()),
+    ] {
+        config.set(key, value)?;
+    }
+    let ship_dir = std::env::var_os(SHIP_DIR_ENV)
+        .map(PathBuf::from)
+        .ok_or_else(|| {
+            YarnError::Container(format!(
+                "{SHIP_DIR_ENV} is not set: submit with `sluice yarn-session`"
+            ))
+        })?;
+    let resources = shipped_resources(&ship_dir)?;
+    let secret = ClusterSecret::resolve(&config, conf_dir)?;
+
+    let jm = JobManager::start(config.clone(), secret).await?;
+    let rest_port = jm.rest_address.port();
+    let jobmanager = format!("{host}:{}", jm.shared.rpc_address.port());
+    let tracking_url = format!("http://{host}:{rest_port}");
+    let mut rm = AmRmClient::new(scheduler.clone(), token).with_timeout(RPC_TIMEOUT);
+    let peer = format!("scheduler at {scheduler}");
+    // The registered port is the REST port: clients find the web UI and REST API through the
+    // application report's `amRPCAddress`, as Flink does.
+    let registration = rm
+        .register(&host, i32::from(rest_port), &tracking_url)
+        .await
+        .map_err(|cause| YarnError::Rpc {
+            peer: peer.clone(),
+            cause,
+        })?;
+    info!(
+        attempt = %env.attempt(),
+        %tracking_url,
+        %jobmanager,
+        max = ?registration.maximum_capability,
+        "ApplicationMaster registered with YARN"
+    );
+    println!("JobManager REST endpoint: {tracking_url}");
+
+    let capability = taskmanager_capability(&config);
+    let launch = LaunchContext {
+        local_resources: resources,
+        environment: BTreeMap::from([(
+            "RUST_LOG".to_string(),
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        )]),
+        ..Default::default()
+    };
+    let mut pool = TaskManagerPool::new(
+        capability,
+        config.taskmanager.number_of_task_slots,
+        config.yarn.taskmanager_timeout.as_millis() as u64,
+        config.yarn.maximum_failed_containers,
+    );
+    let me = Registered {
+        host: host.clone(),
+        port: i32::from(rest_port),
+        tracking_url: tracking_url.clone(),
+    };
+    let outcome = match submit_application_job(&jm.shared) {
+        Ok(job) => {
+            drive(
+                &mut rm,
+                &mut pool,
+                &jm.shared,
+                &launch,
+                &jobmanager,
+                &me,
+                job,
+            )
+            .await
+        }
+        Err(diagnostics) => Outcome::Failed(diagnostics),
+    };
+    let last_attempt = env
+        .max_app_attempts
+        .is_none_or(|max| env.attempt().attempt >= max);
+    let (code, unregistered) = match outcome {
+        Outcome::Stopped(why) => {
+            info!(%why, "ApplicationMaster stopping");
+            (0, false)
+        }
+        Outcome::Failed(diagnostics) => {
+            warn!(%diagnostics, "ApplicationMaster failing the application");
+            let done = unregister(&mut rm, FinalStatus::Failed, &diagnostics, &tracking_url).await;
+            (1, done)
+        }
+        Outcome::Finished(status, diagnostics) => {
+            info!(?status, %diagnostics, "the application's job ended; unregistering");
+            let done = unregister(&mut rm, status, &diagnostics, &tracking_url).await;
+            (if done { 0 } else { 1 }, done)
+        }
+    };
+    // Once the application is over for good, nothing will localize the shipped files again.
+    if unregistered || last_attempt {
+        remove_ship_dir(&ship_dir, &env);
+    }
+    drop(jm);
+    Ok(code)
+}
+
+async fn unregister(
+    rm: &mut AmRmClient,
+    status: FinalStatus,
+    diagnostics: &str,
+    tracking_url: &str,
+) -> bool {
+    match rm
+        .finish(
+            status,
+            diagnostics,
+            Some(tracking_url),
+            Duration::from_secs(30),
+        )
+        .await
+    {
+        Ok(()) => true,
+        Err(e) => {
+            warn!(error = %e, "unregistering failed");
+            false
+        }
+    }
+}
+
+/// Removes the client's staging directory, but only one named after this application: the
+/// path comes from the environment, and the AM must never delete anything else.
+fn remove_ship_dir(dir: &Path, env: &ContainerEnv) {
+    let ours = env.container_id.attempt.application.to_string();
+    if dir.file_name().is_some_and(|n| n.to_string_lossy() == ours) {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => info!(dir = %dir.display(), "removed the shipped files"),
+            Err(e) => warn!(dir = %dir.display(), error = %e, "cannot remove the shipped files"),
+        }
+    }
+}
+
+/// The resource driver's loop.
+async fn drive(
+    rm: &mut AmRmClient,
+    pool: &mut TaskManagerPool,
+    shared: &Arc<JobManagerShared>,
+    launch: &LaunchContext,
+    jobmanager: &str,
+    me: &Registered,
+    job: Option<JobId>,
+) -> Outcome {
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Failed(format!("cannot watch SIGTERM: {e}")),
+        };
+    let mut last_heartbeat: Option<Instant> = None;
+    let mut failures = 0u32;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(TICK) => {}
+            _ = terminate.recv() => return Outcome::Stopped("SIGTERM (YARN killed the application)".into()),
+        }
+        if let Some(outcome) = job.and_then(|j| job_outcome(shared, j)) {
+            return outcome;
+        }
+        let commands = pool.tick(&slot_view(shared), now_ms());
+        let changed = !commands.is_empty();
+        if let Some(outcome) = execute(rm, pool, shared, launch, jobmanager, commands).await {
+            return outcome;
+        }
+        // Heartbeat fast while TaskManagers are on their way: a container that fails to start
+        // is then noticed (and replaced) within a second.
+        let interval = if pool.starting() > 0 {
+            FAST_HEARTBEAT
+        } else {
+            rm.suggested_interval()
+        };
+        let due = last_heartbeat.is_none_or(|t| t.elapsed() >= interval);
+        if !changed && !due {
+            continue;
+        }
+        last_heartbeat = Some(Instant::now());
+        let allocation = match rm.allocate(0.5).await {
+            Ok(a) => {
+                failures = 0;
+                a
+            }
+            Err(e) if e.is_retryable() && failures < MAX_HEARTBEAT_FAILURES => {
+                failures += 1;
+                warn!(error = %e, failures, "heartbeat to YARN's scheduler failed; retrying");
+                continue;
+            }
+            Err(e) => return Outcome::Failed(format!("heartbeat to YARN's scheduler: {e}")),
+        };
+        match allocation.command {
+            Some(AmCommand::Shutdown) => {
+                return Outcome::Stopped("YARN ordered a shutdown".into());
+            }
+            Some(AmCommand::Resync) => {
+                warn!("YARN asked for a resync; registering again");
+                if let Err(e) = rm.register(&me.host, me.port, &me.tracking_url).await {
+                    return Outcome::Failed(format!("re-registering after a resync: {e}"));
+                }
+            }
+            _ => {}
+        }
+        if !allocation.allocated.is_empty() {
+            info!(
+                granted = allocation.allocated.len(),
+                "YARN granted TaskManager containers"
+            );
+        }
+        let mut commands = pool.on_allocated(allocation.allocated, now_ms());
+        commands.extend(pool.on_completed(&allocation.completed));
+        if let Some(outcome) = execute(rm, pool, shared, launch, jobmanager, commands).await {
+            return outcome;
+        }
+    }
+}
+
+/// Carries out the pool's commands; a failed launch feeds back into the pool.
+async fn execute(
+    rm: &mut AmRmClient,
+    pool: &mut TaskManagerPool,
+    shared: &Arc<JobManagerShared>,
+    launch: &LaunchContext,
+    jobmanager: &str,
+    commands: Vec<Command>,
+) -> Option<Outcome> {
+    let mut queue: VecDeque<Command> = commands.into();
+    while let Some(command) = queue.pop_front() {
+        match command {
+            Command::SetRequest(n) => {
+                info!(containers = n, capability = ?pool.capability(), "asking YARN for TaskManager containers");
+                rm.set_request(TASKMANAGER_PRIORITY, pool.capability(), n);
+            }
+            Command::Launch(container) => {
+                let result = start_taskmanager(rm, &container, launch, jobmanager).await;
+                match result {
+                    Ok(()) => {
+                        info!(container = %container.id, node = %container.node, "TaskManager container started")
+                    }
+                    Err(e) => {
+                        warn!(container = %container.id, error = %e, "TaskManager container failed to start");
+                        queue.extend(pool.on_launch_failed(container.id, &e.to_string()));
+                    }
+                }
+            }
+            Command::Release(id) => rm.release(id),
+            Command::Stop(container) => {
+                info!(container = %container.id, "releasing an idle TaskManager");
+                // Releasing makes YARN kill the container; stopping it through its NodeManager
+                // first makes that immediate.
+                if let Some(token) = rm.nm_token(&container.node).cloned() {
+                    let mut nm = NmClient::new(&container.node, token).with_timeout(RPC_TIMEOUT);
+                    if let Err(e) = nm.stop_container(container.id).await {
+                        warn!(container = %container.id, error = %e, "stopping through the NodeManager failed; releasing");
+                    }
+                }
+                rm.release(container.id);
+            }
+            Command::Lost {
+                resource_id,
+                reason,
+            } => {
+                let outbox = shared
+                    .dispatcher()
+                    .taskmanager_lost(&resource_id, &reason, now_ms());
+                shared.deliver(outbox);
+            }
+            Command::Fail(diagnostics) => return Some(Outcome::Failed(diagnostics)),
+        }
+    }
+    None
+}
+
+async fn start_taskmanager(
+    rm: &AmRmClient,
+    container: &Container,
+    launch: &LaunchContext,
+    jobmanager: &str,
+) -> Result<(), YarnError> {
+    let token = rm.nm_token(&container.node).cloned().ok_or_else(|| {
+        YarnError::Container(format!("YARN sent no NM token for {}", container.node))
+    })?;
+    let mut nm = NmClient::new(&container.node, token).with_timeout(RPC_TIMEOUT);
+    let mut launch = launch.clone();
+    launch.commands = taskmanager_command(container, jobmanager);
+    nm.start_container(container, &launch)
+        .await
+        .map_err(|cause| YarnError::Rpc {
+            peer: format!("NodeManager {}", container.node),
+            cause,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_sizes_round_up_to_whole_mebibytes() {
+        assert_eq!(container_mb(256 * 1024 * 1024), 256);
+        assert_eq!(container_mb(256 * 1024 * 1024 + 1), 257);
+        let mut config = Config::default();
+        config
+            .set("taskmanager.memory.process.size", "300mb")
+            .unwrap();
+        config.set("yarn.containers.vcores", "2").unwrap();
+        assert_eq!(taskmanager_capability(&config), Resource::new(300, 2));
+    }
+}

@@ -1,0 +1,94 @@
+//! sluice on YARN: the JobManager as ApplicationMaster, TaskManager containers on demand, and the
+//! client side of `sluice yarn-session` / `run -t yarn-session`.
+//!
+//! - [`pool`]: the resource driver's decisions (how many containers, which to launch, release
+//!   or stop, what a completed container means) as a pure core with unit tests;
+//! - [`am`]: the ApplicationMaster process (`sluice yarn-appmaster`, started by a NodeManager):
+//!   a normal JobManager plus the thin loop that carries out the pool's commands over Hadoop RPC;
+//! - [`session`]: submission over YARN's REST API, waiting for the cluster, the properties file
+//!   later commands find the session with, and killing.
+//!
+//! The YARN protocols themselves live in the `yarn-am` crate.
+
+pub mod am;
+pub mod error;
+pub mod pool;
+pub mod session;
+
+pub use error::YarnError;
+
+/// Environment variable (set at submission) with the scheduler address the AM registers with.
+pub const SCHEDULER_ENV: &str = "SLUICE_YARN_SCHEDULER";
+/// Environment variable (set at submission) naming the directory holding the files shipped to
+/// every container: the `sluice` binary, `config.yaml` and `.cluster-secret`.
+pub const SHIP_DIR_ENV: &str = "SLUICE_YARN_SHIP_DIR";
+/// The YARN application type of sluice applications.
+pub const APPLICATION_TYPE: &str = "sluice";
+/// File names shipped to each container (their link names in its working directory).
+pub const SHIPPED_FILES: [&str; 3] = ["sluice", "config.yaml", ".cluster-secret"];
+/// Environment variable (set at submission by `run -t yarn-application`) holding the one job
+/// the AM runs: [`ApplicationJob`] as hex-encoded JSON, since the NodeManager's launch script
+/// does not preserve quotes in environment values.
+pub const JOB_ENV: &str = "SLUICE_YARN_JOB";
+
+/// The job of a one-job application (`run -t yarn-application`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ApplicationJob {
+    /// A bundled program's name.
+    pub name: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its parallelism (default: parallelism.default).
+    pub parallelism: Option<u32>,
+    /// Job-scoped configuration (`-D execution.checkpointing.…` and the like).
+    pub overrides: Vec<(String, String)>,
+    /// A savepoint to start from.
+    pub savepoint: Option<String>,
+}
+
+impl ApplicationJob {
+    /// The value of [`JOB_ENV`].
+    pub fn to_env(&self) -> String {
+        serde_json::to_vec(self)
+            .unwrap_or_default()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Parses the value of [`JOB_ENV`].
+    pub fn from_env(value: &str) -> Result<Self, String> {
+        let bytes = (0..value.len())
+            .step_by(2)
+            .map(|i| {
+                value
+                    .get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| format!("{JOB_ENV} is not hex"))
+            })
+            .collect::<Result<Vec<u8>, String>>()?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("{JOB_ENV} is not a job: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_application_job_survives_the_environment_and_garbage_is_an_error() {
+        let job = ApplicationJob {
+            name: "wordcount".into(),
+            args: vec!["--input".into(), "/a \"b\" c".into()],
+            parallelism: Some(2),
+            overrides: vec![("restart-strategy.type".into(), "none".into())],
+            savepoint: None,
+        };
+        let env = job.to_env();
+        assert!(env.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(ApplicationJob::from_env(&env), Ok(job));
+        assert!(ApplicationJob::from_env("zz").is_err());
+        assert!(ApplicationJob::from_env("7b").is_err());
+        assert!(ApplicationJob::from_env("7").is_err());
+    }
+}

@@ -1,0 +1,632 @@
+//! sluice on a real YARN: a MiniYARNCluster (1 ResourceManager, 2 NodeManagers, started by
+//! scripts/yarn-minicluster.sh) runs a detached `sluice yarn-session`; `run -t yarn-session`
+//! grows TaskManager containers on demand, idle ones are given back, and killing the session
+//! leaves no process behind. Refused and unreachable cases fail cleanly with nothing left over.
+//!
+//! Needs Java 17 and Maven (the launcher is built on first use). `SLUICE_SKIP_YARN=1` skips
+//! it; `SLUICE_YARN_CLUSTER_DIR=DIR` reuses (and leaves running) a cluster started with
+//! `scripts/yarn-minicluster.sh start DIR`. Prints the measured numbers (`MEASURED ...`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sluice_integration::{
+    make_text, read_counts, reference_counts, repo_root, sluice_bin, wait_for,
+};
+
+struct Cluster {
+    dir: PathBuf,
+    owned: bool,
+    _tmp: Option<tempfile::TempDir>,
+    web: String,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.owned {
+            let _ = Command::new(script()).arg("stop").arg(&self.dir).status();
+        }
+    }
+}
+
+fn script() -> PathBuf {
+    repo_root().join("scripts/yarn-minicluster.sh")
+}
+
+fn start_cluster() -> Cluster {
+    let built = Command::new(script())
+        .arg("build")
+        .status()
+        .expect("build launcher");
+    assert!(built.success(), "building the YARN launcher failed");
+    let (dir, owned, tmp) = match std::env::var_os("SLUICE_YARN_CLUSTER_DIR") {
+        Some(d) => (PathBuf::from(d), false, None),
+        None => {
+            let tmp = tempfile::Builder::new()
+                .prefix("sluice-yarn-session-")
+                .tempdir_in("/var/tmp")
+                .expect("temp dir");
+            (tmp.path().to_path_buf(), true, Some(tmp))
+        }
+    };
+    let out = Command::new(script())
+        .arg("start")
+        .arg(&dir)
+        .output()
+        .expect("start mini cluster");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "mini cluster did not start:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let web = stdout
+        .lines()
+        .find(|l| l.starts_with("READY "))
+        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("web=")))
+        .unwrap_or_else(|| panic!("no READY line with web= in {stdout:?}"))
+        .to_string();
+    Cluster {
+        dir,
+        owned,
+        _tmp: tmp,
+        web,
+    }
+}
+
+/// The test's client environment: HADOOP_CONF_DIR for the cluster, its own TMPDIR (so the
+/// properties file and staging directories are the test's own) and USER.
+struct Client<'a> {
+    cluster: &'a Cluster,
+    tmp: tempfile::TempDir,
+    http: reqwest::blocking::Client,
+}
+
+impl Client<'_> {
+    fn sluice(&self, args: &[&str]) -> Output {
+        Command::new(sluice_bin())
+            .args(args)
+            .env("HADOOP_CONF_DIR", &self.cluster.dir)
+            .env("TMPDIR", self.tmp.path())
+            .env("USER", "sluice-it")
+            .env_remove("SLUICE_CONF_DIR")
+            .current_dir(self.tmp.path())
+            .output()
+            .expect("run sluice")
+    }
+
+    fn yarn(&self, path: &str) -> Value {
+        self.http
+            .get(format!("http://{}{path}", self.cluster.web))
+            .send()
+            .and_then(|r| r.json())
+            .unwrap_or(Value::Null)
+    }
+
+    fn app(&self, id: &str) -> Value {
+        self.yarn(&format!("/ws/v1/cluster/apps/{id}"))["app"].clone()
+    }
+
+    /// Ids of sluice applications YARN has not finished.
+    fn live_sluice_apps(&self) -> Vec<String> {
+        let apps = self.yarn("/ws/v1/cluster/apps?applicationTypes=sluice&states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING");
+        let mut ids: Vec<String> = match &apps["apps"]["app"] {
+            Value::Array(list) => list
+                .iter()
+                .filter_map(|a| a["id"].as_str().map(str::to_string))
+                .collect(),
+            Value::Object(_) => apps["apps"]["app"]["id"]
+                .as_str()
+                .map(str::to_string)
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        ids.sort();
+        ids
+    }
+
+    fn running_containers(&self, id: &str) -> i64 {
+        self.app(id)["runningContainers"].as_i64().unwrap_or(-1)
+    }
+
+    fn sluice_rest(&self, address: &str, path: &str) -> Value {
+        self.http
+            .get(format!("http://{address}{path}"))
+            .send()
+            .and_then(|r| r.json())
+            .unwrap_or(Value::Null)
+    }
+
+    fn properties(&self) -> PathBuf {
+        self.tmp.path().join(".yarn-properties-sluice-it")
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Processes whose working directory lies in a container of `app`, with their RSS in KiB and
+/// command line.
+fn container_processes(app: &str) -> Vec<(u32, u64, String)> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) else {
+            continue;
+        };
+        if !cwd.to_string_lossy().contains(app) {
+            continue;
+        }
+        let cmd = std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .unwrap_or_default();
+        if !cmd.starts_with("./sluice") {
+            continue;
+        }
+        let rss = std::fs::read_to_string(e.path().join("status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+            .unwrap_or(0);
+        found.push((pid, rss, cmd));
+    }
+    found
+}
+
+fn field_after<'a>(out: &'a str, prefix: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.split_once(prefix).map(|(_, rest)| rest))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no {prefix:?} in:\n{out}"))
+}
+
+fn write_input(dir: &Path) -> (PathBuf, String) {
+    let input = dir.join("input.txt");
+    let text_in = make_text(512 * 1024);
+    std::fs::write(&input, &text_in).expect("input");
+    (input, text_in)
+}
+
+#[test]
+fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_leave_nothing() {
+    if std::env::var("SLUICE_SKIP_YARN").as_deref() == Ok("1") {
+        println!("SKIPPED: SLUICE_SKIP_YARN=1, not starting a MiniYARNCluster");
+        return;
+    }
+    let cluster = start_cluster();
+    let client = Client {
+        cluster: &cluster,
+        tmp: tempfile::tempdir().expect("tmp"),
+        http: reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("http"),
+    };
+
+    // Errors first: they must leave no application behind.
+    let before = client.live_sluice_apps();
+    let unreachable = client.sluice(&[
+        "-D",
+        "yarn.resourcemanager.webapp.address=127.0.0.1:1",
+        "yarn-session",
+        "-d",
+    ]);
+    assert!(!unreachable.status.success());
+    assert!(
+        text(&unreachable).contains("127.0.0.1:1"),
+        "{}",
+        text(&unreachable)
+    );
+    let too_big = client.sluice(&["yarn-session", "-d", "-tm", "100g"]);
+    assert!(!too_big.status.success());
+    assert!(
+        text(&too_big).contains("refused")
+            && text(&too_big).contains("taskmanager.memory.process.size"),
+        "{}",
+        text(&too_big)
+    );
+    let bad_queue = client.sluice(&[
+        "yarn-session",
+        "-d",
+        "-jm",
+        "256",
+        "-tm",
+        "256",
+        "-qu",
+        "no-such-queue",
+    ]);
+    assert!(!bad_queue.status.success());
+    assert!(
+        text(&bad_queue).contains("no-such-queue"),
+        "{}",
+        text(&bad_queue)
+    );
+    assert_eq!(
+        client.live_sluice_apps(),
+        before,
+        "a failed submission left an application behind"
+    );
+
+    // TaskManagers that cannot start (their data port is taken): after more failed containers
+    // than yarn.maximum-failed-containers the application fails, naming the cause.
+    let busy = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp");
+    let busy_port = busy.local_addr().expect("addr").port();
+    let port_arg = format!("taskmanager.data.port={busy_port}");
+    let out = client.sluice(&[
+        "-D",
+        &port_arg,
+        "-D",
+        "yarn.maximum-failed-containers=1",
+        "yarn-session",
+        "-d",
+        "-tm",
+        "256",
+        "-jm",
+        "256",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let doomed = field_after(&text(&out), "YARN application ").to_string();
+    let run = client.sluice(&["run", "-t", "yarn-session", "-d", "wordcount"]);
+    assert!(run.status.success(), "{}", text(&run));
+    let report = wait_for(
+        Duration::from_secs(60),
+        "the doomed session to fail",
+        || {
+            let a = client.app(&doomed);
+            (a["state"] == "FINISHED").then_some(a)
+        },
+    );
+    let diagnostics = report["diagnostics"].as_str().unwrap_or_default();
+    assert_eq!(report["finalStatus"], "FAILED", "{report}");
+    assert!(
+        diagnostics.contains("2 TaskManager containers failed")
+            && diagnostics.contains("Address already in use"),
+        "{diagnostics}"
+    );
+    drop(busy);
+    wait_for(
+        Duration::from_secs(20),
+        "the failed session's processes to end",
+        || container_processes(&doomed).is_empty().then_some(()),
+    );
+    // The AM unregistered for good and removed the files it shipped.
+    let staging = client
+        .tmp
+        .path()
+        .join("sluice-yarn-sluice-it")
+        .join(&doomed);
+    wait_for(
+        Duration::from_secs(20),
+        "the failed session's staging directory to go",
+        || (!staging.exists()).then_some(()),
+    );
+
+    // A detached session: 1 slot per TaskManager, idle ones given back after 3 s.
+    let started = Instant::now();
+    let out = client.sluice(&[
+        "-D",
+        "resourcemanager.taskmanager-timeout=3 s",
+        "-D",
+        "yarn.application-attempts=2",
+        "yarn-session",
+        "-d",
+        "-nm",
+        "it-session",
+        "-s",
+        "1",
+        "-tm",
+        "256",
+        "-jm",
+        "256",
+    ]);
+    let wall = started.elapsed();
+    let printed = text(&out);
+    assert!(out.status.success(), "{printed}");
+    let app = field_after(&printed, "YARN application ").to_string();
+    let startup_ms: u64 = field_after(&printed, "its JobManager answered ")
+        .parse()
+        .expect("ms");
+    let rest = field_after(&printed, "JobManager Web Interface: http://").to_string();
+    assert!(client.properties().is_file(), "no properties file");
+    let report = client.app(&app);
+    assert_eq!(report["state"], "RUNNING", "{report}");
+    assert_eq!(report["applicationType"], "sluice");
+    assert_eq!(report["name"], "it-session");
+    // Only the AM runs until a job needs slots.
+    assert_eq!(client.running_containers(&app), 1);
+    assert_eq!(client.sluice_rest(&rest, "/overview")["taskmanagers"], 0);
+    let list = client.sluice(&["list", "-m", "yarn-session"]);
+    assert!(list.status.success(), "{}", text(&list));
+    let listed = client.sluice(&["yarn-session", "--list"]);
+    assert!(text(&listed).contains(&app), "{}", text(&listed));
+    // Attaching by id finds the same JobManager.
+    let attach = client.sluice(&["yarn-session", "-id", &app, "-d"]);
+    assert!(attach.status.success(), "{}", text(&attach));
+    assert!(text(&attach).contains(&rest), "{}", text(&attach));
+
+    // wordcount at parallelism 2 needs two 1-slot TaskManagers: YARN grows them.
+    let (input, text_in) = write_input(client.tmp.path());
+    let output = client.tmp.path().join("out");
+    let job_started = Instant::now();
+    let run = client.sluice(&[
+        "run",
+        "-t",
+        "yarn-session",
+        "-p",
+        "2",
+        "wordcount",
+        "--input",
+        input.to_str().expect("utf-8"),
+        "--output",
+        output.to_str().expect("utf-8"),
+    ]);
+    let job_wall = job_started.elapsed();
+    assert!(run.status.success(), "{}", text(&run));
+    assert_eq!(read_counts(&output), reference_counts(&text_in));
+    let overview = client.sluice_rest(&rest, "/overview");
+    assert_eq!(overview["taskmanagers"], 2, "{overview}");
+    let processes = container_processes(&app);
+    let am_rss = processes
+        .iter()
+        .find(|p| p.2.contains("yarn-appmaster"))
+        .map(|p| p.1)
+        .expect("the AM process");
+    let tm_rss: Vec<u64> = processes
+        .iter()
+        .filter(|p| p.2.contains(" taskmanager "))
+        .map(|p| p.1)
+        .collect();
+    assert_eq!(tm_rss.len(), 2, "{processes:?}");
+
+    // Idle for 3 s: both TaskManager containers go back to YARN; the AM stays.
+    wait_for(
+        Duration::from_secs(40),
+        "idle TaskManagers to be released",
+        || (client.running_containers(&app) == 1).then_some(()),
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "the JobManager to see them gone",
+        || (client.sluice_rest(&rest, "/overview")["taskmanagers"] == 0).then_some(()),
+    );
+
+    // A TaskManager container's process dies: the JobManager loses it, the pool asks YARN for
+    // a replacement, and the job (with a restart strategy) runs again on the new container.
+    let run = client.sluice(&[
+        "-D",
+        "restart-strategy.type=fixed-delay",
+        "-D",
+        "restart-strategy.fixed-delay.attempts=5",
+        "run",
+        "-t",
+        "yarn-session",
+        "-d",
+        "-p",
+        "1",
+        "stream-sum",
+        "--rate",
+        "200",
+    ]);
+    assert!(run.status.success(), "{}", text(&run));
+    let job = sluice_integration::job_id_of(&String::from_utf8_lossy(&run.stdout));
+    let job_running =
+        || (client.sluice_rest(&rest, &format!("/jobs/{job}"))["state"] == "RUNNING").then_some(());
+    let first_tm = wait_for(Duration::from_secs(30), "stream-sum to run", || {
+        job_running()?;
+        let tms = client.sluice_rest(&rest, "/taskmanagers");
+        tms["taskmanagers"][0]["id"].as_str().map(str::to_string)
+    });
+    let victim = container_processes(&app)
+        .into_iter()
+        .find(|p| p.2.contains(&first_tm))
+        .unwrap_or_else(|| panic!("no process for {first_tm}"));
+    let killed_at = Instant::now();
+    let status = Command::new("kill")
+        .args(["-9", &victim.0.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let replacement = wait_for(
+        Duration::from_secs(60),
+        "the job to run again on a replacement TaskManager",
+        || {
+            job_running()?;
+            let tms = client.sluice_rest(&rest, "/taskmanagers");
+            let id = tms["taskmanagers"][0]["id"].as_str()?.to_string();
+            (id != first_tm).then_some(id)
+        },
+    );
+    let recovery = killed_at.elapsed();
+    assert!(replacement.starts_with("container_"), "{replacement}");
+    let cancel = client.sluice(&["cancel", "-m", "yarn-session", &job]);
+    assert!(cancel.status.success(), "{}", text(&cancel));
+
+    // Two jobs at once in the session: the pool grows to a TaskManager for each.
+    let mut jobs = Vec::new();
+    for _ in 0..2 {
+        let run = client.sluice(&[
+            "run",
+            "-t",
+            "yarn-session",
+            "-d",
+            "-p",
+            "1",
+            "stream-sum",
+            "--rate",
+            "100",
+        ]);
+        assert!(run.status.success(), "{}", text(&run));
+        jobs.push(sluice_integration::job_id_of(&String::from_utf8_lossy(
+            &run.stdout,
+        )));
+    }
+    wait_for(
+        Duration::from_secs(60),
+        "both jobs to run on two TaskManagers",
+        || {
+            let all_running = jobs
+                .iter()
+                .all(|j| client.sluice_rest(&rest, &format!("/jobs/{j}"))["state"] == "RUNNING");
+            (all_running
+                && client.sluice_rest(&rest, "/overview")["taskmanagers"] == 2
+                && client.running_containers(&app) == 3)
+                .then_some(())
+        },
+    );
+    for j in &jobs {
+        let cancel = client.sluice(&["cancel", "-m", "yarn-session", j]);
+        assert!(cancel.status.success(), "{}", text(&cancel));
+    }
+
+    // The AM process dies: YARN starts attempt 2, a fresh JobManager (jobs are not recovered
+    // without HA), and `run -t yarn-session` finds its new address through YARN.
+    let am = container_processes(&app)
+        .into_iter()
+        .find(|p| p.2.contains("yarn-appmaster"))
+        .expect("the AM process");
+    let status = Command::new("kill")
+        .args(["-9", &am.0.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let second = wait_for(Duration::from_secs(60), "attempt 2 to register", || {
+        let a = client.app(&app);
+        let address = a["amRPCAddress"].as_str()?.to_string();
+        (a["state"] == "RUNNING" && address != rest && address.contains(':')).then_some(address)
+    });
+    let run = client.sluice(&["run", "-t", "yarn-session", "-p", "1", "wordcount"]);
+    assert!(run.status.success(), "{}", text(&run));
+    assert_eq!(client.sluice_rest(&second, "/overview")["jobs-finished"], 1);
+
+    // Kill through the CLI: KILLED, no process of the application left, no properties file.
+    let kill = client.sluice(&["yarn-session", "--kill"]);
+    assert!(kill.status.success(), "{}", text(&kill));
+    assert_eq!(client.app(&app)["state"], "KILLED");
+    wait_for(
+        Duration::from_secs(20),
+        "the application's processes to end",
+        || container_processes(&app).is_empty().then_some(()),
+    );
+    assert!(!client.properties().exists());
+    let after = client.sluice(&["run", "-t", "yarn-session", "wordcount"]);
+    assert!(!after.status.success());
+    assert!(text(&after).contains("no YARN session"), "{}", text(&after));
+
+    // An attached session lives until Ctrl-C, which kills the application.
+    let mut attached = Command::new(sluice_bin())
+        .args(["yarn-session", "-tm", "256", "-jm", "256"])
+        .env("HADOOP_CONF_DIR", &cluster.dir)
+        .env("TMPDIR", client.tmp.path())
+        .env("USER", "sluice-it")
+        .env_remove("SLUICE_CONF_DIR")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn yarn-session");
+    let stdout = attached.stdout.take().expect("stdout");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let attached_app = loop {
+        let line = lines
+            .next()
+            .expect("yarn-session ended before it was up")
+            .expect("read");
+        if let Some(rest) = line.strip_prefix("YARN application ") {
+            break rest.split_whitespace().next().expect("id").to_string();
+        }
+    };
+    assert_eq!(client.app(&attached_app)["state"], "RUNNING");
+    let status = Command::new("kill")
+        .args(["-INT", &attached.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(status.success());
+    let exit = attached.wait().expect("wait");
+    assert!(exit.success(), "{exit:?}");
+    assert_eq!(client.app(&attached_app)["state"], "KILLED");
+    wait_for(
+        Duration::from_secs(20),
+        "the attached session's processes to end",
+        || container_processes(&attached_app).is_empty().then_some(()),
+    );
+
+    // One job, one application: it ends with the job, SUCCEEDED or FAILED.
+    let app_output = client.tmp.path().join("app-out");
+    let small = [
+        "-D",
+        "taskmanager.memory.process.size=256m",
+        "-D",
+        "jobmanager.memory.process.size=256m",
+    ];
+    let mut args: Vec<&str> = small.to_vec();
+    args.extend([
+        "run",
+        "-t",
+        "yarn-application",
+        "-p",
+        "2",
+        "wordcount",
+        "--input",
+        input.to_str().expect("utf-8"),
+        "--output",
+        app_output.to_str().expect("utf-8"),
+    ]);
+    let application_started = Instant::now();
+    let run = client.sluice(&args);
+    let application_wall = application_started.elapsed();
+    let printed = text(&run);
+    assert!(run.status.success(), "{printed}");
+    assert_eq!(read_counts(&app_output), reference_counts(&text_in));
+    let one_job_app = field_after(&printed, "Submitted YARN application ").to_string();
+    let report = client.app(&one_job_app);
+    assert_eq!(
+        (report["state"].as_str(), report["finalStatus"].as_str()),
+        (Some("FINISHED"), Some("SUCCEEDED")),
+        "{report}"
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "the one-job application's processes to end",
+        || container_processes(&one_job_app).is_empty().then_some(()),
+    );
+    let mut args: Vec<&str> = small.to_vec();
+    args.extend([
+        "run",
+        "-t",
+        "yarn-application",
+        "wordcount",
+        "--input",
+        "/no/such/input",
+    ]);
+    let failing = client.sluice(&args);
+    let printed = text(&failing);
+    assert!(!failing.status.success(), "{printed}");
+    assert!(
+        printed.contains("FAILED") && printed.contains("/no/such/input"),
+        "{printed}"
+    );
+    let failed_app = field_after(&printed, "Submitted YARN application ").to_string();
+    assert_eq!(client.app(&failed_app)["finalStatus"], "FAILED");
+
+    println!(
+        "MEASURED submission-to-serving {startup_ms} ms (client wall {} ms); wordcount -p 2 with 2 new TaskManager containers {} ms; AM RSS {am_rss} KiB; TaskManager RSS {tm_rss:?} KiB; TaskManager killed to job RUNNING on a replacement container {} ms; run -t yarn-application wordcount -p 2 submission to FINISHED/SUCCEEDED {} ms",
+        wall.as_millis(),
+        job_wall.as_millis(),
+        recovery.as_millis(),
+        application_wall.as_millis()
+    );
+}
