@@ -66,13 +66,33 @@ fn slot_view(shared: &JobManagerShared) -> SlotView {
     }
 }
 
-/// The command that starts a TaskManager in `container`, talking to the JobManager at
-/// `jobmanager` (`host:port`). The resource id is the container id: that is how the pool
-/// recognises the TaskManager's slots.
-pub fn taskmanager_command(container: &Container, jobmanager: &str) -> Vec<String> {
+/// How the TaskManagers of this AM find their JobManager.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobManagerLocation {
+    /// Without HA: this AM's RPC endpoint, `host:port`.
+    Address(String),
+    /// With ZooKeeper HA: whichever JobManager leads under this HA cluster id. A TaskManager
+    /// then follows the leader through ZooKeeper, so it also finds the JobManager of a later
+    /// AM attempt (new node, new ports) and is never refused for naming no leader session.
+    ZooKeeper {
+        /// The `high-availability.cluster-id` every attempt of the application shares.
+        cluster_id: String,
+    },
+}
+
+/// The command that starts a TaskManager in `container`. The resource id is the container id:
+/// that is how the pool recognises the TaskManager's slots.
+pub fn taskmanager_command(container: &Container, jobmanager: &JobManagerLocation) -> Vec<String> {
+    let target = match jobmanager {
+        JobManagerLocation::Address(address) => format!("taskmanager --jobmanager {address}"),
+        // Passed explicitly, not left to the shipped config.yaml: the AM decided the id.
+        JobManagerLocation::ZooKeeper { cluster_id } => {
+            format!("-D high-availability.cluster-id={cluster_id} taskmanager")
+        }
+    };
     vec![
         format!(
-            "./sluice --config-dir . -D taskmanager.resource-id={} -D taskmanager.host={} -D taskmanager.bind-host=0.0.0.0 taskmanager --jobmanager {jobmanager}",
+            "./sluice --config-dir . -D taskmanager.resource-id={} -D taskmanager.host={} -D taskmanager.bind-host=0.0.0.0 {target}",
             container.id, container.node.host
         ),
         // YARN's names: the NodeManager quotes the tail of `stderr` in the diagnostics of a
@@ -80,6 +100,17 @@ pub fn taskmanager_command(container: &Container, jobmanager: &str) -> Vec<Strin
         "1><LOG_DIR>/stdout".into(),
         "2><LOG_DIR>/stderr".into(),
     ]
+}
+
+/// With ZooKeeper HA and no `high-availability.cluster-id` of the user's, the application id
+/// becomes the cluster id (as Flink does on YARN): every AM attempt of one application then
+/// shares one HA namespace (job graphs, leader, results), and two applications on the same
+/// quorum never see each other's jobs. A cluster id of `default` counts as unset.
+pub fn default_ha_cluster_id(config: &mut Config, application: &str) -> Result<(), YarnError> {
+    if config.ha.zookeeper && config.ha.cluster_id == Config::default().ha.cluster_id {
+        config.set("high-availability.cluster-id", application)?;
+    }
+    Ok(())
 }
 
 /// The files every container gets, from the directory the client shipped them from.
@@ -192,9 +223,19 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
     let resources = shipped_resources(&ship_dir)?;
     let secret = ClusterSecret::resolve(&config, conf_dir)?;
 
+    let application = env.attempt().application.to_string();
+    default_ha_cluster_id(&mut config, &application)?;
+
     let jm = JobManager::start(config.clone(), secret).await?;
     let rest_port = jm.rest_address.port();
     let jobmanager = format!("{host}:{}", jm.shared.rpc_address.port());
+    let location = if jm.shared.ha.is_some() {
+        JobManagerLocation::ZooKeeper {
+            cluster_id: config.ha.cluster_id.clone(),
+        }
+    } else {
+        JobManagerLocation::Address(jobmanager.clone())
+    };
     let tracking_url = format!("http://{host}:{rest_port}");
     let mut rm = AmRmClient::new(scheduler.clone(), token).with_timeout(RPC_TIMEOUT);
     let peer = format!("scheduler at {scheduler}");
@@ -211,6 +252,7 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         attempt = %env.attempt(),
         %tracking_url,
         %jobmanager,
+        ha_cluster_id = ?jm.shared.ha.as_ref().map(|_| config.ha.cluster_id.as_str()),
         max = ?registration.maximum_capability,
         "ApplicationMaster registered with YARN"
     );
@@ -237,18 +279,7 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         tracking_url: tracking_url.clone(),
     };
     let outcome = match submit_application_job(&jm.shared) {
-        Ok(job) => {
-            drive(
-                &mut rm,
-                &mut pool,
-                &jm.shared,
-                &launch,
-                &jobmanager,
-                &me,
-                job,
-            )
-            .await
-        }
+        Ok(job) => drive(&mut rm, &mut pool, &jm.shared, &launch, &location, &me, job).await,
         Err(diagnostics) => Outcome::Failed(diagnostics),
     };
     let last_attempt = env
@@ -319,7 +350,7 @@ async fn drive(
     pool: &mut TaskManagerPool,
     shared: &Arc<JobManagerShared>,
     launch: &LaunchContext,
-    jobmanager: &str,
+    jobmanager: &JobManagerLocation,
     me: &Registered,
     job: Option<JobId>,
 ) -> Outcome {
@@ -399,7 +430,7 @@ async fn execute(
     pool: &mut TaskManagerPool,
     shared: &Arc<JobManagerShared>,
     launch: &LaunchContext,
-    jobmanager: &str,
+    jobmanager: &JobManagerLocation,
     commands: Vec<Command>,
 ) -> Option<Outcome> {
     let mut queue: VecDeque<Command> = commands.into();
@@ -453,7 +484,7 @@ async fn start_taskmanager(
     rm: &AmRmClient,
     container: &Container,
     launch: &LaunchContext,
-    jobmanager: &str,
+    jobmanager: &JobManagerLocation,
 ) -> Result<(), YarnError> {
     let token = rm.nm_token(&container.node).cloned().ok_or_else(|| {
         YarnError::Container(format!("YARN sent no NM token for {}", container.node))
@@ -483,5 +514,70 @@ mod tests {
             .unwrap();
         config.set("yarn.containers.vcores", "2").unwrap();
         assert_eq!(taskmanager_capability(&config), Resource::new(300, 2));
+    }
+
+    #[test]
+    fn with_zookeeper_ha_the_application_id_is_the_default_cluster_id() {
+        let app = "application_1795965764364_0006";
+        let mut plain = Config::default();
+        default_ha_cluster_id(&mut plain, app).unwrap();
+        assert_eq!(plain.ha.cluster_id, Config::default().ha.cluster_id);
+
+        let ha = |extra: &[(&str, &str)]| {
+            let mut c = Config::default();
+            for (k, v) in [
+                ("high-availability.type", "zookeeper"),
+                ("high-availability.zookeeper.quorum", "127.0.0.1:2181"),
+                ("high-availability.storageDir", "/tmp/ha"),
+            ]
+            .iter()
+            .chain(extra)
+            {
+                c.set(k, v).unwrap();
+            }
+            c
+        };
+        let mut unset = ha(&[]);
+        default_ha_cluster_id(&mut unset, app).unwrap();
+        assert_eq!(unset.ha.cluster_id, app);
+        let mut own = ha(&[("high-availability.cluster-id", "mine")]);
+        default_ha_cluster_id(&mut own, app).unwrap();
+        assert_eq!(own.ha.cluster_id, "mine");
+    }
+
+    #[test]
+    fn taskmanagers_follow_zookeeper_with_ha_and_the_am_address_without() {
+        let container: Container = Container {
+            id: "container_1795965764364_0006_02_000002".parse().unwrap(),
+            node: yarn_am::NodeId {
+                host: "node1".into(),
+                port: 45454,
+            },
+            node_http_address: String::new(),
+            resource: Resource::new(256, 1),
+            priority: TASKMANAGER_PRIORITY,
+            token: None,
+        };
+        let direct =
+            taskmanager_command(&container, &JobManagerLocation::Address("am:6123".into()));
+        assert!(
+            direct[0].ends_with("taskmanager --jobmanager am:6123"),
+            "{}",
+            direct[0]
+        );
+        let ha = taskmanager_command(
+            &container,
+            &JobManagerLocation::ZooKeeper {
+                cluster_id: "application_1795965764364_0006".into(),
+            },
+        );
+        assert!(
+            ha[0].ends_with(
+                "-D high-availability.cluster-id=application_1795965764364_0006 taskmanager"
+            ),
+            "{}",
+            ha[0]
+        );
+        assert!(!ha[0].contains("--jobmanager"), "{}", ha[0]);
     }
 }
