@@ -2,7 +2,8 @@
 //! ZooKeeper HA runs `counting` under 1 s checkpoints; `kill -9` of the AM process makes YARN
 //! start attempt 2, whose JobManager becomes the leader, recovers the job from the HA job graph
 //! store and restores its latest checkpoint on new TaskManager containers; the job finishes
-//! and `check-counting` finds every record exactly once.
+//! and `check-counting` finds every record exactly once. The same for a one-job application
+//! (`run -t yarn-application`), which then ends FINISHED/SUCCEEDED.
 //!
 //! Needs Java 17 and Maven (the MiniYARNCluster launcher is built on first use) and
 //! ZooKeeper's jars. `SLUICE_SKIP_YARN=1` skips it; `SLUICE_YARN_CLUSTER_DIR=DIR` reuses (and
@@ -359,5 +360,133 @@ fn killing_the_am_with_zookeeper_ha_resumes_the_job_in_attempt_2_exactly_once() 
         Duration::from_secs(20),
         "the application's processes to end",
         || container_processes(&app).is_empty().then_some(()),
+    );
+
+    // One job, one application (`run -t yarn-application`) with HA: attempt 2 takes the job
+    // over from the HA stores instead of submitting it again, and the application ends
+    // FINISHED/SUCCEEDED with the job.
+    let app_output = scratch.path().join("app-out");
+    let mut args: Vec<&str> = Vec::new();
+    for s in &settings {
+        args.extend(["-D", s.as_str()]);
+    }
+    args.extend([
+        "-D",
+        "taskmanager.memory.process.size=256m",
+        "-D",
+        "jobmanager.memory.process.size=256m",
+    ]);
+    let (records_arg, keys_arg, out_arg) =
+        (records.to_string(), keys.to_string(), path(&app_output));
+    args.extend([
+        "run",
+        "-t",
+        "yarn-application",
+        "-d",
+        "-p",
+        "2",
+        "counting",
+        "--records",
+        &records_arg,
+        "--keys",
+        &keys_arg,
+        "--rate",
+        "5000",
+        "--output",
+        &out_arg,
+    ]);
+    let run = client.sluice(&args);
+    let printed = text(&run);
+    assert!(run.status.success(), "{printed}");
+    let one = field_after(&printed, "Submitted YARN application ").to_string();
+    let _kill_one = KillOnDrop {
+        client: &client,
+        app: one.clone(),
+    };
+    // With HA the job's id derives from the application id: application_<ts>_<n>.
+    let job2 = {
+        let mut parts = one.split('_').skip(1);
+        let ts: u64 = parts.next().and_then(|p| p.parse().ok()).expect("ts");
+        let n: u64 = parts.next().and_then(|p| p.parse().ok()).expect("n");
+        format!("{ts:016x}{n:016x}")
+    };
+    let am_address = |exclude: Option<&str>| {
+        let a = client.app(&one);
+        let address = a["amRPCAddress"].as_str()?.to_string();
+        (a["state"] == "RUNNING" && address.contains(':') && Some(address.as_str()) != exclude)
+            .then_some(address)
+    };
+    let first = wait_for(
+        Duration::from_secs(60),
+        "the one-job AM to register",
+        || am_address(None),
+    );
+    wait_for(
+        Duration::from_secs(60),
+        "a completed checkpoint of the application's job",
+        || {
+            let c = client.sluice_rest(&first, &format!("/jobs/{job2}/checkpoints"));
+            (c["counts"]["completed"].as_u64().unwrap_or(0) >= 1).then_some(())
+        },
+    );
+    let am = container_processes(&one)
+        .into_iter()
+        .find(|p| p.1.contains("yarn-appmaster"))
+        .expect("the one-job AM process");
+    let killed = Instant::now();
+    let status = Command::new("kill")
+        .args(["-9", &am.0.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let second = wait_for(
+        Duration::from_secs(60),
+        "attempt 2 of the one-job application to register",
+        || am_address(Some(&first)),
+    );
+    let app_back = wait_for(
+        Duration::from_secs(90),
+        "the application's job RUNNING under attempt 2",
+        || {
+            let j = client.sluice_rest(&second, &format!("/jobs/{job2}"));
+            assert_ne!(j["state"], "FAILED", "the job failed: {j}");
+            all_running(&j).then(|| killed.elapsed())
+        },
+    );
+    println!(
+        "MEASURED yarn-application: AM kill -9 -> job RUNNING under attempt 2 {} ms",
+        app_back.as_millis()
+    );
+    let report = wait_for(
+        Duration::from_secs(120),
+        "the one-job application to end",
+        || {
+            let a = client.app(&one);
+            (a["state"] == "FINISHED" || a["state"] == "FAILED" || a["state"] == "KILLED")
+                .then_some(a)
+        },
+    );
+    assert_eq!(
+        (report["state"].as_str(), report["finalStatus"].as_str()),
+        (Some("FINISHED"), Some("SUCCEEDED")),
+        "{report}"
+    );
+    let check = client.sluice(&[
+        "check-counting",
+        "--records",
+        &records_arg,
+        "--keys",
+        &keys_arg,
+        &out_arg,
+    ]);
+    assert!(
+        check.status.success(),
+        "the one-job application was not exactly once:\n{}",
+        text(&check)
+    );
+    wait_for(
+        Duration::from_secs(20),
+        "the one-job application's processes to end",
+        || container_processes(&one).is_empty().then_some(()),
     );
 }

@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 use yarn_am::{
-    AmCommand, AmRmClient, Container, ContainerEnv, Credentials, FinalStatus, LaunchContext,
-    LocalResource, NmClient, Resource,
+    AmCommand, AmRmClient, ApplicationId, Container, ContainerEnv, Credentials, FinalStatus,
+    LaunchContext, LocalResource, NmClient, Resource,
 };
 
 use super::pool::{Command, SlotView, TASKMANAGER_PRIORITY, TaskManagerPool};
 use super::{ApplicationJob, JOB_ENV, SCHEDULER_ENV, SHIP_DIR_ENV, SHIPPED_FILES, YarnError};
 use crate::config::Config;
+use crate::ha::JobRecord;
 use crate::ids::JobId;
 use crate::jobmanager::jobmaster::JobStatus;
 use crate::jobmanager::service::{JobManager, JobManagerShared, now_ms};
@@ -149,20 +150,107 @@ enum Outcome {
     Finished(FinalStatus, String),
 }
 
-/// Submits the one job of a `run -t yarn-application` application, if this is one.
-fn submit_application_job(shared: &JobManagerShared) -> Result<Option<JobId>, String> {
+/// The id of a one-job application's job with ZooKeeper HA: derived from the application id,
+/// so a later AM attempt recognises the job in the HA stores instead of running it twice.
+pub fn application_job_id(application: &ApplicationId) -> JobId {
+    JobId(
+        (u128::from(application.cluster_timestamp as u64) << 64)
+            | u128::from(application.id as u32),
+    )
+}
+
+/// Submits the one job of a `run -t yarn-application` application, if this is one. With
+/// ZooKeeper HA it first waits to lead, and a later attempt takes over the earlier attempt's
+/// job (recovered from its checkpoint by the new leader) or its stored end, rather than
+/// submitting it again.
+async fn submit_application_job(
+    shared: &JobManagerShared,
+    application: &ApplicationId,
+) -> Result<Option<JobId>, Outcome> {
     let Ok(json) = std::env::var(JOB_ENV) else {
         return Ok(None);
     };
-    let job = ApplicationJob::from_env(&json)?;
+    let job = ApplicationJob::from_env(&json).map_err(Outcome::Failed)?;
+    let refused = |e: String| Outcome::Failed(format!("the job {} was refused: {e}", job.name));
     let program = ProgramSpec {
         name: job.name.clone(),
-        args: job.args,
+        args: job.args.clone(),
+    };
+    let Some(ha) = &shared.ha else {
+        return shared
+            .submit(
+                program,
+                job.parallelism,
+                &job.overrides,
+                job.savepoint.clone(),
+            )
+            .map(Some)
+            .map_err(|e| refused(e.to_string()));
+    };
+    // A previous attempt's leadership ends only when its ZooKeeper session expires.
+    let patience = shared.config.ha.session_timeout * 3 + Duration::from_secs(30);
+    let waiting = Instant::now();
+    while !shared.is_leader() {
+        if waiting.elapsed() > patience {
+            return Err(Outcome::Failed(format!(
+                "this JobManager did not become the ZooKeeper leader within {patience:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let id = application_job_id(application);
+    let key = id.to_string();
+    let store_error = |what: &str, e: zk_ha::HaError| {
+        Outcome::Failed(format!(
+            "cannot read the HA {what} store for job {key}: {e}"
+        ))
+    };
+    if let Some(result) = ha
+        .services
+        .job_result_store()
+        .get(&key)
+        .await
+        .map_err(|e| store_error("job result", e))?
+    {
+        // The job ended under an earlier attempt, which died before unregistering.
+        let state = serde_json::from_slice::<serde_json::Value>(&result)
+            .ok()
+            .and_then(|v| v["state"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        let status = match state.as_str() {
+            "FINISHED" => FinalStatus::Succeeded,
+            "CANCELED" => FinalStatus::Killed,
+            _ => FinalStatus::Failed,
+        };
+        return Err(Outcome::Finished(
+            status,
+            format!("job {id} ({}) {state} under an earlier attempt", job.name),
+        ));
+    }
+    if ha
+        .services
+        .job_graph_store()
+        .get(&key)
+        .await
+        .map_err(|e| store_error("job graph", e))?
+        .is_some()
+    {
+        // Stored before this term began: the new leader's recovery submits it again.
+        info!(job_id = %id, "the application's job is recovered from the HA job graph store");
+        return Ok(Some(id));
+    }
+    let record = JobRecord {
+        job_id: id,
+        program,
+        parallelism: job.parallelism.unwrap_or(shared.config.parallelism_default),
+        overrides: job.overrides.clone(),
+        savepoint: job.savepoint.clone(),
     };
     shared
-        .submit(program, job.parallelism, &job.overrides, job.savepoint)
+        .submit_recoverable(&record)
+        .await
         .map(Some)
-        .map_err(|e| format!("the job {} was refused: {e}", job.name))
+        .map_err(refused)
 }
 
 /// The YARN outcome of a job that ended, if it did.
@@ -278,9 +366,9 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         port: i32::from(rest_port),
         tracking_url: tracking_url.clone(),
     };
-    let outcome = match submit_application_job(&jm.shared) {
+    let outcome = match submit_application_job(&jm.shared, &env.attempt().application).await {
         Ok(job) => drive(&mut rm, &mut pool, &jm.shared, &launch, &location, &me, job).await,
-        Err(diagnostics) => Outcome::Failed(diagnostics),
+        Err(outcome) => outcome,
     };
     let last_attempt = env
         .max_app_attempts
@@ -543,6 +631,20 @@ mod tests {
         let mut own = ha(&[("high-availability.cluster-id", "mine")]);
         default_ha_cluster_id(&mut own, app).unwrap();
         assert_eq!(own.ha.cluster_id, "mine");
+    }
+
+    #[test]
+    fn an_application_job_id_is_the_same_for_every_attempt_and_differs_between_applications() {
+        let app = |id| ApplicationId {
+            cluster_timestamp: 1_795_965_764_364,
+            id,
+        };
+        assert_eq!(application_job_id(&app(6)), application_job_id(&app(6)));
+        assert_ne!(application_job_id(&app(6)), application_job_id(&app(7)));
+        assert_eq!(
+            application_job_id(&app(6)).to_string(),
+            "000001a227e6c30c0000000000000006"
+        );
     }
 
     #[test]
