@@ -611,24 +611,23 @@ mod tests {
         default_ha_cluster_id(&mut plain, app).unwrap();
         assert_eq!(plain.ha.cluster_id, Config::default().ha.cluster_id);
 
-        let ha = |extra: &[(&str, &str)]| {
-            let mut c = Config::default();
-            for (k, v) in [
-                ("high-availability.type", "zookeeper"),
-                ("high-availability.zookeeper.quorum", "127.0.0.1:2181"),
-                ("high-availability.storageDir", "/tmp/ha"),
+        // Loaded together: `set` one key at a time would refuse zookeeper without a quorum.
+        let ha = |extra: &[&str]| {
+            let keys: Vec<String> = [
+                "high-availability.type=zookeeper",
+                "high-availability.zookeeper.quorum=127.0.0.1:2181",
+                "high-availability.storageDir=/tmp/ha",
             ]
             .iter()
             .chain(extra)
-            {
-                c.set(k, v).unwrap();
-            }
-            c
+            .map(|k| k.to_string())
+            .collect();
+            Config::load(None, &keys).unwrap()
         };
         let mut unset = ha(&[]);
         default_ha_cluster_id(&mut unset, app).unwrap();
         assert_eq!(unset.ha.cluster_id, app);
-        let mut own = ha(&[("high-availability.cluster-id", "mine")]);
+        let mut own = ha(&["high-availability.cluster-id=mine"]);
         default_ha_cluster_id(&mut own, app).unwrap();
         assert_eq!(own.ha.cluster_id, "mine");
     }
