@@ -320,6 +320,18 @@ fn killing_the_am_with_zookeeper_ha_resumes_the_job_in_attempt_2_exactly_once() 
         registered.as_millis(),
         back.as_millis()
     );
+    // YARN kept attempt 1's TaskManager containers (keep-containers with HA); they found the
+    // new leader through ZooKeeper and run the job again.
+    let kept = format!("container_{}_01_", app.trim_start_matches("application_"));
+    let tms = client.sluice_rest(&second, "/taskmanagers");
+    let ids: Vec<&str> = tms["taskmanagers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t["id"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        ids.len() == 2 && ids.iter().all(|id| id.starts_with(&kept)),
+        "{tms}"
+    );
     // Clients find attempt 2 through YARN.
     let list = client.sluice(&["list", "-m", "yarn-session"]);
     assert!(

@@ -361,6 +361,13 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         config.yarn.taskmanager_timeout.as_millis() as u64,
         config.yarn.maximum_failed_containers,
     );
+    if !registration.containers_from_previous_attempts.is_empty() {
+        info!(
+            containers = registration.containers_from_previous_attempts.len(),
+            "taking over TaskManager containers of the previous attempt"
+        );
+        pool.adopt(registration.containers_from_previous_attempts, now_ms());
+    }
     let me = Registered {
         host: host.clone(),
         port: i32::from(rest_port),
