@@ -1,14 +1,15 @@
 //! ApplicationMaster failover on a real YARN with a real ZooKeeper: a detached session with
 //! ZooKeeper HA runs `counting` under 1 s checkpoints; `kill -9` of the AM process makes YARN
 //! start attempt 2, whose JobManager becomes the leader, recovers the job from the HA job graph
-//! store and restores its latest checkpoint on new TaskManager containers; the job finishes
+//! store and restores its latest checkpoint on attempt 1's TaskManager containers, which YARN
+//! kept and which found the new leader through ZooKeeper; the job finishes
 //! and `check-counting` finds every record exactly once. The same for a one-job application
 //! (`run -t yarn-application`), which then ends FINISHED/SUCCEEDED.
 //!
 //! Needs Java 17 and Maven (the MiniYARNCluster launcher is built on first use) and
 //! ZooKeeper's jars. `SLUICE_SKIP_YARN=1` skips it; `SLUICE_YARN_CLUSTER_DIR=DIR` reuses (and
 //! leaves running) a cluster started with `scripts/yarn-minicluster.sh start DIR`. Prints
-//! `MEASURED AM kill -9 -> job RUNNING under attempt 2: N ms`.
+//! `MEASURED AM kill -9 -> ...` lines (session and one-job application).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
