@@ -259,6 +259,31 @@ impl JobManagerShared {
         )
     }
 
+    /// Submits a job under an id the caller chose and keeps it in the HA job graph store, as a
+    /// REST submission does: a YARN application's one job, whose id a later AM attempt must
+    /// recognise. A job that could not be stored is cancelled, since the next leader would not
+    /// know it.
+    pub async fn submit_recoverable(&self, record: &JobRecord) -> Result<JobId, String> {
+        if !self.is_leader() {
+            return Err("this JobManager is not the leader".into());
+        }
+        let id = self
+            .submit_as(
+                record.job_id,
+                record.program.clone(),
+                Some(record.parallelism),
+                &record.overrides,
+                record.savepoint.clone(),
+                false,
+            )
+            .map_err(|e| e.to_string())?;
+        if let Err(e) = self.persist_job(record).await {
+            let _ = self.cancel(id);
+            return Err(e);
+        }
+        Ok(id)
+    }
+
     /// Submits a job under a given id; `recover` takes over the checkpoints an earlier leader
     /// left for it.
     fn submit_as(

@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 use yarn_am::{
-    AmCommand, AmRmClient, Container, ContainerEnv, Credentials, FinalStatus, LaunchContext,
-    LocalResource, NmClient, Resource,
+    AmCommand, AmRmClient, ApplicationId, Container, ContainerEnv, Credentials, FinalStatus,
+    LaunchContext, LocalResource, NmClient, Resource,
 };
 
 use super::pool::{Command, SlotView, TASKMANAGER_PRIORITY, TaskManagerPool};
 use super::{ApplicationJob, JOB_ENV, SCHEDULER_ENV, SHIP_DIR_ENV, SHIPPED_FILES, YarnError};
 use crate::config::Config;
+use crate::ha::JobRecord;
 use crate::ids::JobId;
 use crate::jobmanager::jobmaster::JobStatus;
 use crate::jobmanager::service::{JobManager, JobManagerShared, now_ms};
@@ -66,13 +67,33 @@ fn slot_view(shared: &JobManagerShared) -> SlotView {
     }
 }
 
-/// The command that starts a TaskManager in `container`, talking to the JobManager at
-/// `jobmanager` (`host:port`). The resource id is the container id: that is how the pool
-/// recognises the TaskManager's slots.
-pub fn taskmanager_command(container: &Container, jobmanager: &str) -> Vec<String> {
+/// How the TaskManagers of this AM find their JobManager.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobManagerLocation {
+    /// Without HA: this AM's RPC endpoint, `host:port`.
+    Address(String),
+    /// With ZooKeeper HA: whichever JobManager leads under this HA cluster id. A TaskManager
+    /// then follows the leader through ZooKeeper, so it also finds the JobManager of a later
+    /// AM attempt (new node, new ports) and is never refused for naming no leader session.
+    ZooKeeper {
+        /// The `high-availability.cluster-id` every attempt of the application shares.
+        cluster_id: String,
+    },
+}
+
+/// The command that starts a TaskManager in `container`. The resource id is the container id:
+/// that is how the pool recognises the TaskManager's slots.
+pub fn taskmanager_command(container: &Container, jobmanager: &JobManagerLocation) -> Vec<String> {
+    let target = match jobmanager {
+        JobManagerLocation::Address(address) => format!("taskmanager --jobmanager {address}"),
+        // Passed explicitly, not left to the shipped config.yaml: the AM decided the id.
+        JobManagerLocation::ZooKeeper { cluster_id } => {
+            format!("-D high-availability.cluster-id={cluster_id} taskmanager")
+        }
+    };
     vec![
         format!(
-            "./sluice --config-dir . -D taskmanager.resource-id={} -D taskmanager.host={} -D taskmanager.bind-host=0.0.0.0 taskmanager --jobmanager {jobmanager}",
+            "./sluice --config-dir . -D taskmanager.resource-id={} -D taskmanager.host={} -D taskmanager.bind-host=0.0.0.0 {target}",
             container.id, container.node.host
         ),
         // YARN's names: the NodeManager quotes the tail of `stderr` in the diagnostics of a
@@ -80,6 +101,17 @@ pub fn taskmanager_command(container: &Container, jobmanager: &str) -> Vec<Strin
         "1><LOG_DIR>/stdout".into(),
         "2><LOG_DIR>/stderr".into(),
     ]
+}
+
+/// With ZooKeeper HA and no `high-availability.cluster-id` of the user's, the application id
+/// becomes the cluster id (as Flink does on YARN): every AM attempt of one application then
+/// shares one HA namespace (job graphs, leader, results), and two applications on the same
+/// quorum never see each other's jobs. A cluster id of `default` counts as unset.
+pub fn default_ha_cluster_id(config: &mut Config, application: &str) -> Result<(), YarnError> {
+    if config.ha.zookeeper && config.ha.cluster_id == Config::default().ha.cluster_id {
+        config.set("high-availability.cluster-id", application)?;
+    }
+    Ok(())
 }
 
 /// The files every container gets, from the directory the client shipped them from.
@@ -118,20 +150,107 @@ enum Outcome {
     Finished(FinalStatus, String),
 }
 
-/// Submits the one job of a `run -t yarn-application` application, if this is one.
-fn submit_application_job(shared: &JobManagerShared) -> Result<Option<JobId>, String> {
+/// The id of a one-job application's job with ZooKeeper HA: derived from the application id,
+/// so a later AM attempt recognises the job in the HA stores instead of running it twice.
+pub fn application_job_id(application: &ApplicationId) -> JobId {
+    JobId(
+        (u128::from(application.cluster_timestamp as u64) << 64)
+            | u128::from(application.id as u32),
+    )
+}
+
+/// Submits the one job of a `run -t yarn-application` application, if this is one. With
+/// ZooKeeper HA it first waits to lead, and a later attempt takes over the earlier attempt's
+/// job (recovered from its checkpoint by the new leader) or its stored end, rather than
+/// submitting it again.
+async fn submit_application_job(
+    shared: &JobManagerShared,
+    application: &ApplicationId,
+) -> Result<Option<JobId>, Outcome> {
     let Ok(json) = std::env::var(JOB_ENV) else {
         return Ok(None);
     };
-    let job = ApplicationJob::from_env(&json)?;
+    let job = ApplicationJob::from_env(&json).map_err(Outcome::Failed)?;
+    let refused = |e: String| Outcome::Failed(format!("the job {} was refused: {e}", job.name));
     let program = ProgramSpec {
         name: job.name.clone(),
-        args: job.args,
+        args: job.args.clone(),
+    };
+    let Some(ha) = &shared.ha else {
+        return shared
+            .submit(
+                program,
+                job.parallelism,
+                &job.overrides,
+                job.savepoint.clone(),
+            )
+            .map(Some)
+            .map_err(|e| refused(e.to_string()));
+    };
+    // A previous attempt's leadership ends only when its ZooKeeper session expires.
+    let patience = shared.config.ha.session_timeout * 3 + Duration::from_secs(30);
+    let waiting = Instant::now();
+    while !shared.is_leader() {
+        if waiting.elapsed() > patience {
+            return Err(Outcome::Failed(format!(
+                "this JobManager did not become the ZooKeeper leader within {patience:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let id = application_job_id(application);
+    let key = id.to_string();
+    let store_error = |what: &str, e: zk_ha::HaError| {
+        Outcome::Failed(format!(
+            "cannot read the HA {what} store for job {key}: {e}"
+        ))
+    };
+    if let Some(result) = ha
+        .services
+        .job_result_store()
+        .get(&key)
+        .await
+        .map_err(|e| store_error("job result", e))?
+    {
+        // The job ended under an earlier attempt, which died before unregistering.
+        let state = serde_json::from_slice::<serde_json::Value>(&result)
+            .ok()
+            .and_then(|v| v["state"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        let status = match state.as_str() {
+            "FINISHED" => FinalStatus::Succeeded,
+            "CANCELED" => FinalStatus::Killed,
+            _ => FinalStatus::Failed,
+        };
+        return Err(Outcome::Finished(
+            status,
+            format!("job {id} ({}) {state} under an earlier attempt", job.name),
+        ));
+    }
+    if ha
+        .services
+        .job_graph_store()
+        .get(&key)
+        .await
+        .map_err(|e| store_error("job graph", e))?
+        .is_some()
+    {
+        // Stored before this term began: the new leader's recovery submits it again.
+        info!(job_id = %id, "the application's job is recovered from the HA job graph store");
+        return Ok(Some(id));
+    }
+    let record = JobRecord {
+        job_id: id,
+        program,
+        parallelism: job.parallelism.unwrap_or(shared.config.parallelism_default),
+        overrides: job.overrides.clone(),
+        savepoint: job.savepoint.clone(),
     };
     shared
-        .submit(program, job.parallelism, &job.overrides, job.savepoint)
+        .submit_recoverable(&record)
+        .await
         .map(Some)
-        .map_err(|e| format!("the job {} was refused: {e}", job.name))
+        .map_err(refused)
 }
 
 /// The YARN outcome of a job that ended, if it did.
@@ -192,9 +311,19 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
     let resources = shipped_resources(&ship_dir)?;
     let secret = ClusterSecret::resolve(&config, conf_dir)?;
 
+    let application = env.attempt().application.to_string();
+    default_ha_cluster_id(&mut config, &application)?;
+
     let jm = JobManager::start(config.clone(), secret).await?;
     let rest_port = jm.rest_address.port();
     let jobmanager = format!("{host}:{}", jm.shared.rpc_address.port());
+    let location = if jm.shared.ha.is_some() {
+        JobManagerLocation::ZooKeeper {
+            cluster_id: config.ha.cluster_id.clone(),
+        }
+    } else {
+        JobManagerLocation::Address(jobmanager.clone())
+    };
     let tracking_url = format!("http://{host}:{rest_port}");
     let mut rm = AmRmClient::new(scheduler.clone(), token).with_timeout(RPC_TIMEOUT);
     let peer = format!("scheduler at {scheduler}");
@@ -211,6 +340,7 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         attempt = %env.attempt(),
         %tracking_url,
         %jobmanager,
+        ha_cluster_id = ?jm.shared.ha.as_ref().map(|_| config.ha.cluster_id.as_str()),
         max = ?registration.maximum_capability,
         "ApplicationMaster registered with YARN"
     );
@@ -231,25 +361,21 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         config.yarn.taskmanager_timeout.as_millis() as u64,
         config.yarn.maximum_failed_containers,
     );
+    if !registration.containers_from_previous_attempts.is_empty() {
+        info!(
+            containers = registration.containers_from_previous_attempts.len(),
+            "taking over TaskManager containers of the previous attempt"
+        );
+        pool.adopt(registration.containers_from_previous_attempts, now_ms());
+    }
     let me = Registered {
         host: host.clone(),
         port: i32::from(rest_port),
         tracking_url: tracking_url.clone(),
     };
-    let outcome = match submit_application_job(&jm.shared) {
-        Ok(job) => {
-            drive(
-                &mut rm,
-                &mut pool,
-                &jm.shared,
-                &launch,
-                &jobmanager,
-                &me,
-                job,
-            )
-            .await
-        }
-        Err(diagnostics) => Outcome::Failed(diagnostics),
+    let outcome = match submit_application_job(&jm.shared, &env.attempt().application).await {
+        Ok(job) => drive(&mut rm, &mut pool, &jm.shared, &launch, &location, &me, job).await,
+        Err(outcome) => outcome,
     };
     let last_attempt = env
         .max_app_attempts
@@ -319,7 +445,7 @@ async fn drive(
     pool: &mut TaskManagerPool,
     shared: &Arc<JobManagerShared>,
     launch: &LaunchContext,
-    jobmanager: &str,
+    jobmanager: &JobManagerLocation,
     me: &Registered,
     job: Option<JobId>,
 ) -> Outcome {
@@ -399,7 +525,7 @@ async fn execute(
     pool: &mut TaskManagerPool,
     shared: &Arc<JobManagerShared>,
     launch: &LaunchContext,
-    jobmanager: &str,
+    jobmanager: &JobManagerLocation,
     commands: Vec<Command>,
 ) -> Option<Outcome> {
     let mut queue: VecDeque<Command> = commands.into();
@@ -453,7 +579,7 @@ async fn start_taskmanager(
     rm: &AmRmClient,
     container: &Container,
     launch: &LaunchContext,
-    jobmanager: &str,
+    jobmanager: &JobManagerLocation,
 ) -> Result<(), YarnError> {
     let token = rm.nm_token(&container.node).cloned().ok_or_else(|| {
         YarnError::Container(format!("YARN sent no NM token for {}", container.node))
@@ -483,5 +609,83 @@ mod tests {
             .unwrap();
         config.set("yarn.containers.vcores", "2").unwrap();
         assert_eq!(taskmanager_capability(&config), Resource::new(300, 2));
+    }
+
+    #[test]
+    fn with_zookeeper_ha_the_application_id_is_the_default_cluster_id() {
+        let app = "application_1795965764364_0006";
+        let mut plain = Config::default();
+        default_ha_cluster_id(&mut plain, app).unwrap();
+        assert_eq!(plain.ha.cluster_id, Config::default().ha.cluster_id);
+
+        // Loaded together: `set` one key at a time would refuse zookeeper without a quorum.
+        let ha = |extra: &[&str]| {
+            let keys: Vec<String> = [
+                "high-availability.type=zookeeper",
+                "high-availability.zookeeper.quorum=127.0.0.1:2181",
+                "high-availability.storageDir=/tmp/ha",
+            ]
+            .iter()
+            .chain(extra)
+            .map(|k| k.to_string())
+            .collect();
+            Config::load(None, &keys).unwrap()
+        };
+        let mut unset = ha(&[]);
+        default_ha_cluster_id(&mut unset, app).unwrap();
+        assert_eq!(unset.ha.cluster_id, app);
+        let mut own = ha(&["high-availability.cluster-id=mine"]);
+        default_ha_cluster_id(&mut own, app).unwrap();
+        assert_eq!(own.ha.cluster_id, "mine");
+    }
+
+    #[test]
+    fn an_application_job_id_is_the_same_for_every_attempt_and_differs_between_applications() {
+        let app = |id| ApplicationId {
+            cluster_timestamp: 1_795_965_764_364,
+            id,
+        };
+        assert_eq!(application_job_id(&app(6)), application_job_id(&app(6)));
+        assert_ne!(application_job_id(&app(6)), application_job_id(&app(7)));
+        assert_eq!(
+            application_job_id(&app(6)).to_string(),
+            "000001a227e6c30c0000000000000006"
+        );
+    }
+
+    #[test]
+    fn taskmanagers_follow_zookeeper_with_ha_and_the_am_address_without() {
+        let container: Container = Container {
+            id: "container_1795965764364_0006_02_000002".parse().unwrap(),
+            node: yarn_am::NodeId {
+                host: "node1".into(),
+                port: 45454,
+            },
+            node_http_address: String::new(),
+            resource: Resource::new(256, 1),
+            priority: TASKMANAGER_PRIORITY,
+            token: None,
+        };
+        let direct =
+            taskmanager_command(&container, &JobManagerLocation::Address("am:6123".into()));
+        assert!(
+            direct[0].ends_with("taskmanager --jobmanager am:6123"),
+            "{}",
+            direct[0]
+        );
+        let ha = taskmanager_command(
+            &container,
+            &JobManagerLocation::ZooKeeper {
+                cluster_id: "application_1795965764364_0006".into(),
+            },
+        );
+        assert!(
+            ha[0].ends_with(
+                "-D high-availability.cluster-id=application_1795965764364_0006 taskmanager"
+            ),
+            "{}",
+            ha[0]
+        );
+        assert!(!ha[0].contains("--jobmanager"), "{}", ha[0]);
     }
 }

@@ -258,6 +258,23 @@ impl TaskManagerPool {
         out
     }
 
+    /// Takes over the TaskManager containers an earlier AM attempt started, which YARN kept
+    /// running (keep-containers, with ZooKeeper HA only). Their TaskManagers find this
+    /// attempt's JobManager through ZooKeeper, so until they register they count as starting:
+    /// no replacement is asked for them, and one that never registers is stopped after the
+    /// registration timeout like any other.
+    pub fn adopt(&mut self, containers: Vec<Container>, now: u64) {
+        for container in containers {
+            self.workers.insert(
+                container.id,
+                Worker {
+                    container,
+                    state: WorkerState::Starting { since: now },
+                },
+            );
+        }
+    }
+
     /// A container could not be started through its NodeManager.
     pub fn on_launch_failed(&mut self, id: ContainerId, error: &str) -> Vec<Command> {
         let mut out = vec![Command::Release(id)];
@@ -389,6 +406,26 @@ mod tests {
         assert_eq!(pool.tick(&view(3, &[(&c1, 2, 2)]), 4), vec![]);
         assert_eq!(pool.outstanding(), 1);
         assert_eq!(pool.starting(), 1, "only the outstanding one");
+    }
+
+    #[test]
+    fn containers_kept_from_an_earlier_attempt_count_as_coming_until_they_register() {
+        let mut pool = TaskManagerPool::new(CAP, 1, 30_000, 3);
+        let (c1, c2) = (container(1), container(2));
+        pool.adopt(vec![c1.clone(), c2.clone()], 0);
+        assert_eq!(pool.containers(), 2);
+        // The recovered job wants 2 slots before the kept TaskManagers found the new leader:
+        // nothing is asked of YARN.
+        assert_eq!(pool.shortfall(&view(2, &[])), 0);
+        assert_eq!(pool.tick(&view(2, &[]), 1), vec![Command::SetRequest(0)]);
+        // They registered and run the job; later idle, they are released like any other.
+        assert_eq!(pool.tick(&view(0, &[(&c1, 0, 1), (&c2, 0, 1)]), 2), vec![]);
+        assert_eq!(pool.starting(), 0);
+        assert_eq!(pool.tick(&view(0, &[(&c1, 1, 1), (&c2, 0, 1)]), 3), vec![]);
+        assert_eq!(
+            pool.tick(&view(0, &[(&c1, 1, 1), (&c2, 0, 1)]), 30_003),
+            vec![Command::Stop(c1.clone())]
+        );
     }
 
     #[test]

@@ -300,7 +300,10 @@ async fn submit_and_wait(
         application_type: APPLICATION_TYPE.into(),
         queue: config.yarn.queue.clone(),
         max_attempts: config.yarn.application_attempts as i32,
-        keep_containers_across_attempts: false,
+        // With ZooKeeper HA the TaskManagers follow the leader, so they serve the next AM
+        // attempt too and need not be restarted; without it they are bound to this attempt's
+        // address and would only linger.
+        keep_containers_across_attempts: config.ha.zookeeper,
         am_resource,
         am_launch: launch,
         tags: vec![],
