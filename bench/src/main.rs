@@ -29,7 +29,7 @@ const RECORD_BYTES: u64 = 100;
 /// Extra configuration of the bench's clusters: heartbeats carry the vertex metrics, so a
 /// shorter interval makes the metrics read during the slow-sink run current; the data plane
 /// may grow its datagrams to loopback's MTU, as the tuned quinn baseline does.
-const CLUSTER_CONFIG: &str = "heartbeat.interval: 1 s\ntaskmanager.network.quic.max-mtu: 65000\n";
+const CLUSTER_CONFIG: &str = "heartbeat.interval: 1 s\nheartbeat.rpc-failure-threshold: -1\ntaskmanager.network.quic.max-mtu: 65000\n";
 
 #[derive(Parser, Debug)]
 #[command(name = "sluice-bench", about = "sluice's data-plane benchmarks")]

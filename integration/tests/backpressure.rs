@@ -37,7 +37,7 @@ fn a_slow_sink_throttles_the_sources_and_memory_stays_bounded() {
     let cluster = StandaloneCluster::start(
         2,
         1,
-        "taskmanager.memory.network.min: 8mb\ntaskmanager.memory.network.max: 8mb\nheartbeat.interval: 500 ms\nheartbeat.timeout: 10 s",
+        "taskmanager.memory.network.min: 8mb\ntaskmanager.memory.network.max: 8mb\nheartbeat.interval: 500 ms\nheartbeat.timeout: 10 s\nheartbeat.rpc-failure-threshold: -1",
     );
     let rest = cluster.rest();
     // Unthrottled, the sources would make 20 M records (2 GB) in seconds.

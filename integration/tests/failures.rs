@@ -211,3 +211,39 @@ fn failover_to_a_spare_taskmanager_reports_the_time_from_kill_to_running() {
         killed.elapsed().as_millis()
     );
 }
+
+#[test]
+fn a_frozen_taskmanager_is_given_up_after_its_unanswered_heartbeats_not_the_full_timeout() {
+    // heartbeat.timeout alone would wait 50 s; two unanswered heartbeats of 500 ms (plus one
+    // interval of slack) give up after 1.5 s.
+    let cluster = StandaloneCluster::start(
+        2,
+        1,
+        "heartbeat.interval: 500 ms\nheartbeat.timeout: 50 s\nheartbeat.rpc-failure-threshold: 2",
+    );
+    let id = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "2000"]);
+    wait_for(Duration::from_secs(30), "the job to run", || {
+        all_tasks_running(&cluster, &id).then_some(())
+    });
+    let victim = cluster.pids("taskmanager")[0];
+    let _ = Command::new("kill")
+        .args(["-STOP", &victim.to_string()])
+        .status();
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for(Duration::from_secs(20), "the job to fail", || {
+            (job(&cluster, &id)["state"] == "FAILED").then_some(())
+        })
+    }));
+    let _ = Command::new("kill")
+        .args(["-CONT", &victim.to_string()])
+        .status();
+    assert!(
+        failed.is_ok(),
+        "the frozen TaskManager was not given up within 20 s"
+    );
+    let exceptions = cluster
+        .get(&format!("/jobs/{id}/exceptions"))
+        .expect("exceptions");
+    let root = exceptions["root-exception"].as_str().unwrap_or_default();
+    assert!(root.contains("no heartbeat for 1500 ms"), "{root}");
+}

@@ -295,6 +295,22 @@ pub struct HeartbeatOptions {
     pub interval: Duration,
     /// `heartbeat.timeout` (default 50 s): silence after which a peer is declared dead.
     pub timeout: Duration,
+    /// `heartbeat.rpc-failure-threshold` (default 2; -1 disables): consecutive heartbeats a
+    /// peer may fail to answer before it counts as unreachable, before `heartbeat.timeout`.
+    pub rpc_failure_threshold: i32,
+}
+
+impl HeartbeatOptions {
+    /// How long a peer may stay silent before it is given up: `heartbeat.timeout`, or less when
+    /// `heartbeat.rpc-failure-threshold` heartbeats in a row went unanswered (one interval of
+    /// slack on top, so a heartbeat that is merely late does not count).
+    pub fn detection_timeout(&self) -> Duration {
+        if self.rpc_failure_threshold <= 0 {
+            return self.timeout;
+        }
+        let missed = self.interval * (self.rpc_failure_threshold as u32 + 1);
+        missed.min(self.timeout)
+    }
 }
 
 /// Flink's restart strategies (`restart-strategy.type`).
@@ -438,6 +454,7 @@ impl Config {
             heartbeat: HeartbeatOptions {
                 interval: Duration::ZERO,
                 timeout: Duration::ZERO,
+                rpc_failure_threshold: 0,
             },
             slot_request_timeout: Duration::ZERO,
             scheduler: SchedulerKind::Default,

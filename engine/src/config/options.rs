@@ -644,6 +644,9 @@ options! {
     "heartbeat.interval" => heartbeat.interval: POSITIVE_DURATION,
         default "10 s",
         doc "How often the JobManager and TaskManagers send each other heartbeats.";
+    "heartbeat.rpc-failure-threshold" => heartbeat.rpc_failure_threshold: Int::<i32>::range(-1, i32::MAX as i64),
+        default "2",
+        doc "Heartbeats in a row a peer may leave unanswered before it counts as unreachable (-1 disables; then only heartbeat.timeout applies).";
     "heartbeat.timeout" => heartbeat.timeout: POSITIVE_DURATION,
         default "50 s",
         doc "How long without a heartbeat before a peer is considered dead.";

@@ -436,7 +436,7 @@ impl JobManager {
             });
         let settings = DispatcherSettings {
             slot_request_timeout_ms: config.slot_request_timeout.as_millis() as u64,
-            heartbeat_timeout_ms: config.heartbeat.timeout.as_millis() as u64,
+            heartbeat_timeout_ms: config.heartbeat.detection_timeout().as_millis() as u64,
             jobstore_max_capacity: config.jobstore.max_capacity,
             jobstore_expiration_ms: config.jobstore.expiration_time.as_millis() as u64,
             // No checkpointing yet, so an unset strategy means none, as in Flink.
@@ -661,11 +661,14 @@ async fn serve_taskmanager(
         &mut writer,
         &JmToTm::Registered {
             heartbeat_interval_ms: hb.interval.as_millis() as u64,
-            heartbeat_timeout_ms: hb.timeout.as_millis() as u64,
+            heartbeat_timeout_ms: hb.detection_timeout().as_millis() as u64,
         },
     )
     .await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
+    // Heartbeats are answered on this connection; a weak handle, so that dropping the
+    // connection from `connections` (a lost TaskManager, a revoked leader) still ends it.
+    let acks = tx.downgrade();
     let connection = shared
         .next_connection
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -710,7 +713,12 @@ async fn serve_taskmanager(
             let now = now_ms();
             match msg {
                 TmToJm::Heartbeat { metrics } => {
-                    shared.dispatcher().heartbeat(&resource_id, metrics, now)
+                    shared.dispatcher().heartbeat(&resource_id, metrics, now);
+                    // The TaskManager counts unanswered heartbeats
+                    // (heartbeat.rpc-failure-threshold) and gives up on a silent JobManager.
+                    if let Some(tx) = acks.upgrade() {
+                        let _ = tx.send(JmToTm::HeartbeatAck);
+                    }
                 }
                 TmToJm::TaskState {
                     execution,
