@@ -4,6 +4,8 @@
 //! The tests run the `sluice` binary that `cargo build --bin sluice` produced (`scripts/test.sh`
 //! builds it first), found through `SLUICE_BIN` or the cargo target directory.
 
+pub mod yarn;
+
 use std::collections::BTreeMap;
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -222,6 +224,52 @@ impl StandaloneCluster {
         resp.json().map_err(|e| e.to_string())
     }
 
+    /// `GET /jobs/:id`, or null while it cannot be had.
+    pub fn job(&self, id: &str) -> Value {
+        self.get(&format!("/jobs/{id}")).unwrap_or(Value::Null)
+    }
+
+    /// The job's state name (empty while unknown).
+    pub fn job_state(&self, id: &str) -> String {
+        self.job(id)["state"].as_str().unwrap_or("").to_string()
+    }
+
+    /// How many checkpoints of the job have completed.
+    pub fn completed_checkpoints(&self, id: &str) -> u64 {
+        self.get(&format!("/jobs/{id}/checkpoints"))
+            .ok()
+            .and_then(|c| c["counts"]["completed"].as_u64())
+            .unwrap_or(0)
+    }
+
+    /// The resource ids of the registered TaskManagers.
+    pub fn taskmanager_ids(&self) -> Vec<String> {
+        self.get("/taskmanagers").unwrap_or(Value::Null)["taskmanagers"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t["id"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `sluice check-counting` of a `counting` output: whether it passed, and its report.
+    pub fn check_counting(&self, records: u64, keys: u64, dir: &Path) -> (bool, String) {
+        let out = self.cli(&[
+            "check-counting",
+            "--records",
+            &records.to_string(),
+            "--keys",
+            &keys.to_string(),
+            &dir.display().to_string(),
+        ]);
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
     /// Sends a raw request; returns status and body.
     pub fn request(&self, method: &str, path: &str, body: &str) -> (u16, String) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
@@ -285,6 +333,19 @@ impl StandaloneCluster {
         }
         logs
     }
+}
+
+/// Whether a job (as `GET /jobs/:id` shows it) runs with every vertex RUNNING.
+pub fn all_running(job: &Value) -> bool {
+    job["state"] == "RUNNING"
+        && job["vertices"]
+            .as_array()
+            .is_some_and(|vs| !vs.is_empty() && vs.iter().all(|v| v["status"] == "RUNNING"))
+}
+
+/// Sends a signal (`-9`, `-STOP`, `-CONT`, ...) to a process.
+pub fn signal(sig: &str, pid: u32) {
+    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
 }
 
 /// The job id in `sluice run`'s output.

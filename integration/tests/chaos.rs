@@ -10,12 +10,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sluice_integration::StandaloneCluster;
+use sluice_integration::{StandaloneCluster, all_running, signal};
 
 /// The seed of this run: `SLUICE_CHAOS_SEED`, or one drawn from the clock. A panic hook prints it
 /// with every failure, whichever assertion fails.
@@ -98,40 +97,10 @@ fn wait<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T
     }
 }
 
-fn job(cluster: &StandaloneCluster, id: &str) -> Value {
-    cluster.get(&format!("/jobs/{id}")).unwrap_or(Value::Null)
-}
-
-fn state(cluster: &StandaloneCluster, id: &str) -> String {
-    job(cluster, id)["state"].as_str().unwrap_or("").to_string()
-}
-
 fn exceptions(cluster: &StandaloneCluster, id: &str) -> Value {
     cluster
         .get(&format!("/jobs/{id}/exceptions"))
         .unwrap_or(Value::Null)
-}
-
-fn all_tasks_running(j: &Value) -> bool {
-    j["state"] == "RUNNING"
-        && j["vertices"]
-            .as_array()
-            .is_some_and(|vs| !vs.is_empty() && vs.iter().all(|v| v["status"] == "RUNNING"))
-}
-
-fn signal(sig: &str, pid: u32) {
-    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
-}
-
-fn taskmanager_ids(cluster: &StandaloneCluster) -> Vec<String> {
-    cluster.get("/taskmanagers").unwrap_or(Value::Null)["taskmanagers"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t["id"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn start_taskmanager(cluster: &StandaloneCluster) {
@@ -166,20 +135,12 @@ fn live_taskmanagers(cluster: &StandaloneCluster) -> Vec<u32> {
 }
 
 fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) -> String {
-    let out = cluster.cli(&[
-        "check-counting",
-        "--records",
-        &records.to_string(),
-        "--keys",
-        &keys.to_string(),
-        &dir.display().to_string(),
-    ]);
-    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (ok, report) = cluster.check_counting(records, keys, dir);
     assert!(
-        out.status.success() && report.starts_with("OK"),
-        "not exactly once (chaos seed {}):\n{report}{}",
-        seed(),
-        String::from_utf8_lossy(&out.stderr)
+        ok && report.starts_with("OK"),
+        "not exactly once (chaos seed {}):
+{report}",
+        seed()
     );
     report
 }
@@ -249,7 +210,7 @@ fn counting_survives_chaos(backend: &str) {
     let (records, keys) = (rate * (secs + 15), 13u64);
     let id = submit(&cluster, &counting_args(2, records, keys, &output, rate));
     wait(Duration::from_secs(60), "the job to run", || {
-        all_tasks_running(&job(&cluster, &id)).then_some(())
+        all_running(&cluster.job(&id)).then_some(())
     });
 
     let started = Instant::now();
@@ -293,7 +254,7 @@ fn counting_survives_chaos(backend: &str) {
             frozen.remove(&pid);
             note(&mut log, format!("SIGCONT {pid}"));
         }
-        let s = state(&cluster, &id);
+        let s = cluster.job_state(&id);
         assert!(
             s != "FAILED" && s != "FINISHED",
             "the job is {s} during the schedule (chaos seed {}): {}\nschedule:\n{}",
@@ -372,7 +333,7 @@ fn counting_survives_chaos(backend: &str) {
         Duration::from_secs(records / rate + 120),
         "the job to finish after the schedule",
         || {
-            let s = state(&cluster, &id);
+            let s = cluster.job_state(&id);
             assert!(
                 s != "FAILED",
                 "the job failed (chaos seed {}): {}\nschedule:\n{}",
@@ -425,7 +386,7 @@ fn a_poisoned_record_fails_the_job_after_its_restarts_while_taskmanagers_and_oth
     let tms = cluster.pids("taskmanager");
     let steady = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "1000"]);
     wait(Duration::from_secs(60), "the steady job to run", || {
-        all_tasks_running(&job(&cluster, &steady)).then_some(())
+        all_running(&cluster.job(&steady)).then_some(())
     });
     let poisoned = cluster.submit_detached(&[
         "-p",
@@ -439,7 +400,7 @@ fn a_poisoned_record_fails_the_job_after_its_restarts_while_taskmanagers_and_oth
         "5000",
     ]);
     wait(Duration::from_secs(60), "the poisoned job to fail", || {
-        (state(&cluster, &poisoned) == "FAILED").then_some(())
+        (cluster.job_state(&poisoned) == "FAILED").then_some(())
     });
     let e = exceptions(&cluster, &poisoned);
     let root = e["root-exception"].as_str().unwrap_or_default();
@@ -490,8 +451,8 @@ fn a_poisoned_record_fails_the_job_after_its_restarts_while_taskmanagers_and_oth
         },
     );
     // The other job never noticed.
-    let j = job(&cluster, &steady);
-    assert!(all_tasks_running(&j), "{j}");
+    let j = cluster.job(&steady);
+    assert!(all_running(&j), "{j}");
     assert_eq!(
         exceptions(&cluster, &steady)["exceptionHistory"]["entries"],
         serde_json::json!([])
@@ -580,7 +541,7 @@ fn measure_failover(rng: &mut Rng, backend: &'static str, interval_s: u64) -> Fa
         .find(|pid| cluster.logs_of_pid_mention(*pid, &busy[0]))
         .expect("the busy TaskManager's pid");
     std::thread::sleep(rng.millis(0, interval_s * 1_000));
-    let before = source_records(&job(&cluster, &id));
+    let before = source_records(&cluster.job(&id));
     let before_stats = cluster
         .get(&format!("/jobs/{id}/checkpoints"))
         .expect("checkpoints");
@@ -591,10 +552,10 @@ fn measure_failover(rng: &mut Rng, backend: &'static str, interval_s: u64) -> Fa
         Duration::from_secs(60),
         "the job to run on the spare",
         || {
-            let j = job(&cluster, &id);
-            (all_tasks_running(&j)
+            let j = cluster.job(&id);
+            (all_running(&j)
                 && deployed_since(&j, kill_ms)
-                && !taskmanager_ids(&cluster).contains(&busy[0]))
+                && !cluster.taskmanager_ids().contains(&busy[0]))
             .then_some(())
         },
     );
@@ -602,13 +563,13 @@ fn measure_failover(rng: &mut Rng, backend: &'static str, interval_s: u64) -> Fa
     wait(
         Duration::from_secs(records / rate + 2 * interval_s + 60),
         "the job to finish",
-        || match state(&cluster, &id).as_str() {
+        || match cluster.job_state(&id).as_str() {
             "FAILED" => panic!("the job failed: {}", exceptions(&cluster, &id)),
             "FINISHED" => Some(()),
             _ => None,
         },
     );
-    let after = source_records(&job(&cluster, &id));
+    let after = source_records(&cluster.job(&id));
     check_counting(&cluster, records, keys, &output);
     let stats = cluster
         .get(&format!("/jobs/{id}/checkpoints"))

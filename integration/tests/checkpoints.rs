@@ -2,31 +2,20 @@
 //! file sink, proven by the `counting` workload and its checker.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
-use sluice_integration::{StandaloneCluster, wait_for};
+use sluice_integration::{StandaloneCluster, signal, wait_for};
 
-fn job(cluster: &StandaloneCluster, id: &str) -> Value {
-    cluster.get(&format!("/jobs/{id}")).unwrap_or(Value::Null)
-}
-
-fn state(cluster: &StandaloneCluster, id: &str) -> String {
-    job(cluster, id)["state"].as_str().unwrap_or("").to_string()
-}
-
-fn completed_checkpoints(cluster: &StandaloneCluster, id: &str) -> u64 {
-    cluster
-        .get(&format!("/jobs/{id}/checkpoints"))
-        .ok()
-        .and_then(|c| c["counts"]["completed"].as_u64())
-        .unwrap_or(0)
+/// `check-counting` must pass; its report.
+fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) -> String {
+    let (ok, text) = cluster.check_counting(records, keys, dir);
+    assert!(ok, "not exactly once:\n{text}");
+    text
 }
 
 fn wait_state(cluster: &StandaloneCluster, id: &str, want: &str, within: Duration) {
     wait_for(within, &format!("job {id} to be {want}"), || {
-        let s = state(cluster, id);
+        let s = cluster.job_state(id);
         assert!(
             s != "FAILED" || want == "FAILED",
             "the job failed: {}",
@@ -37,20 +26,6 @@ fn wait_state(cluster: &StandaloneCluster, id: &str, want: &str, within: Duratio
         );
         (s == want).then_some(())
     });
-}
-
-fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) -> String {
-    let out = cluster.cli(&[
-        "check-counting",
-        "--records",
-        &records.to_string(),
-        "--keys",
-        &keys.to_string(),
-        &dir.display().to_string(),
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "not exactly once:\n{text}");
-    text
 }
 
 fn chk_dirs(root: &Path, job: &str) -> Vec<String> {
@@ -101,7 +76,7 @@ fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32) {
     let first: Vec<&str> = first.iter().map(String::as_str).collect();
     let id = cluster.submit_detached(&first);
     wait_for(Duration::from_secs(40), "two completed checkpoints", || {
-        (completed_checkpoints(&cluster, &id) >= 2).then_some(())
+        (cluster.completed_checkpoints(&id) >= 2).then_some(())
     });
     // Only the retained checkpoint stays (num-retained 1), the older ones are deleted.
     wait_for(Duration::from_secs(5), "one retained checkpoint", || {
@@ -154,10 +129,6 @@ fn rocksdb_stop_with_savepoint_then_resume_at_higher_parallelism_is_exactly_once
 #[test]
 fn hashmap_stop_with_savepoint_then_resume_at_lower_parallelism_is_exactly_once() {
     stop_and_resume_rescaled("hashmap", 3, 1);
-}
-
-fn signal(sig: &str, pid: u32) {
-    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
 }
 
 /// Any regular file below `dir` other than `_metadata`, largest first.
@@ -298,7 +269,7 @@ fn resuming_from_a_savepoint_with_a_missing_file_is_refused_naming_the_file() {
         .trim()
         .to_string();
     // A savepoint leaves the job running.
-    assert_eq!(state(&cluster, &id), "RUNNING");
+    assert_eq!(cluster.job_state(&id), "RUNNING");
     let out = cluster.cli(&["cancel", "-m", &cluster.rest(), &id]);
     assert!(out.status.success());
     let victim = state_files(Path::new(&path))

@@ -3,15 +3,10 @@
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
 use sluice_integration::{StandaloneCluster, wait_for};
 
-fn job(cluster: &StandaloneCluster, id: &str) -> Value {
-    cluster.get(&format!("/jobs/{id}")).unwrap_or(Value::Null)
-}
-
 fn all_tasks_running(cluster: &StandaloneCluster, id: &str) -> bool {
-    let j = job(cluster, id);
+    let j = cluster.job(id);
     j["state"] == "RUNNING"
         && j["vertices"]
             .as_array()
@@ -22,19 +17,6 @@ fn kill9(pid: u32) {
     let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
 }
 
-/// The TaskManager with the given pid, by the resource id the REST API lists (its data port).
-fn taskmanager_ids(cluster: &StandaloneCluster) -> Vec<String> {
-    let tms = cluster.get("/taskmanagers").unwrap_or(Value::Null);
-    tms["taskmanagers"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t["id"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[test]
 fn killing_a_taskmanager_fails_the_job_promptly_naming_the_lost_taskmanager() {
     let cluster = StandaloneCluster::start(2, 1, "");
@@ -42,14 +24,14 @@ fn killing_a_taskmanager_fails_the_job_promptly_naming_the_lost_taskmanager() {
     wait_for(Duration::from_secs(30), "the job to run", || {
         all_tasks_running(&cluster, &id).then_some(())
     });
-    let before = taskmanager_ids(&cluster);
+    let before = cluster.taskmanager_ids();
     let victim = cluster.pids("taskmanager")[0];
     kill9(victim);
     // The broken control connection is noticed at once, not after heartbeat.timeout (50 s).
     wait_for(Duration::from_secs(15), "the job to fail", || {
-        (job(&cluster, &id)["state"] == "FAILED").then_some(())
+        (cluster.job(&id)["state"] == "FAILED").then_some(())
     });
-    let after = taskmanager_ids(&cluster);
+    let after = cluster.taskmanager_ids();
     assert_eq!(after.len(), 1);
     let lost: Vec<&String> = before.iter().filter(|t| !after.contains(t)).collect();
     assert_eq!(lost.len(), 1);
@@ -79,7 +61,7 @@ fn with_a_restart_strategy_the_job_comes_back_on_a_replacement_taskmanager() {
     });
     kill9(cluster.pids("taskmanager")[0]);
     wait_for(Duration::from_secs(15), "the job to restart", || {
-        let state = job(&cluster, &id)["state"].as_str().map(String::from)?;
+        let state = cluster.job(&id)["state"].as_str().map(String::from)?;
         matches!(state.as_str(), "RESTARTING" | "RUNNING").then_some(())
     });
     // One TaskManager cannot hold parallelism 2: the job waits for slots, it never runs smaller.
@@ -199,12 +181,12 @@ fn failover_to_a_spare_taskmanager_reports_the_time_from_kill_to_running() {
     // Every vertex deployed again after the kill: the lost TaskManager can leave the REST list a
     // moment before the job fails over, when the old tasks still show RUNNING.
     wait_for(Duration::from_secs(30), "the job to run again", || {
-        let restarted = job(&cluster, &id)["vertices"].as_array().is_some_and(|vs| {
+        let restarted = cluster.job(&id)["vertices"].as_array().is_some_and(|vs| {
             vs.iter().all(|v| {
                 v["status"] == "RUNNING" && v["start-time"].as_i64().is_some_and(|t| t >= kill_ms)
             })
         });
-        (restarted && !taskmanager_ids(&cluster).contains(&busy[0])).then_some(())
+        (restarted && !cluster.taskmanager_ids().contains(&busy[0])).then_some(())
     });
     eprintln!(
         "failover: kill -9 of a TaskManager to all tasks RUNNING on the spare: {} ms",
@@ -231,7 +213,7 @@ fn a_frozen_taskmanager_is_given_up_after_its_unanswered_heartbeats_not_the_full
         .status();
     let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         wait_for(Duration::from_secs(20), "the job to fail", || {
-            (job(&cluster, &id)["state"] == "FAILED").then_some(())
+            (cluster.job(&id)["state"] == "FAILED").then_some(())
         })
     }));
     let _ = Command::new("kill")

@@ -3,11 +3,9 @@
 //! from its last checkpoint with every record exactly once.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use sluice_integration::{StandaloneCluster, wait_for};
+use sluice_integration::{StandaloneCluster, all_running, signal, wait_for};
 use zk_ha::testkit::{ZkEnsemble, ZkServer};
 
 fn ha_config(zk: &ZkServer, scratch: &Path) -> String {
@@ -23,25 +21,6 @@ fn ha_config_for(quorum: &str, scratch: &Path) -> String {
     )
 }
 
-fn job(cluster: &StandaloneCluster, id: &str) -> Value {
-    cluster.get(&format!("/jobs/{id}")).unwrap_or(Value::Null)
-}
-
-fn all_running(j: &Value) -> bool {
-    j["state"] == "RUNNING"
-        && j["vertices"]
-            .as_array()
-            .is_some_and(|vs| !vs.is_empty() && vs.iter().all(|v| v["status"] == "RUNNING"))
-}
-
-fn completed_checkpoints(cluster: &StandaloneCluster, id: &str) -> u64 {
-    cluster
-        .get(&format!("/jobs/{id}/checkpoints"))
-        .ok()
-        .and_then(|c| c["counts"]["completed"].as_u64())
-        .unwrap_or(0)
-}
-
 /// The pid of the JobManager whose log says it leads, and the other one.
 fn leader_and_standby(cluster: &StandaloneCluster) -> (u32, u32) {
     let pids = cluster.pids("jobmanager");
@@ -55,21 +34,13 @@ fn leader_and_standby(cluster: &StandaloneCluster) -> (u32, u32) {
     (leader, standby)
 }
 
-fn signal(sig: &str, pid: u32) {
-    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
-}
-
 fn check_exactly_once(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) {
-    let out = cluster.cli(&[
-        "check-counting",
-        "--records",
-        &records.to_string(),
-        "--keys",
-        &keys.to_string(),
-        &dir.display().to_string(),
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "not exactly once:\n{text}");
+    let (ok, text) = cluster.check_counting(records, keys, dir);
+    assert!(
+        ok,
+        "not exactly once:
+{text}"
+    );
 }
 
 fn start_counting(cluster: &StandaloneCluster, records: u64, keys: u64, out: &Path) -> String {
@@ -117,14 +88,14 @@ fn killing_the_leader_lets_the_standby_resume_the_job_from_its_checkpoint_exactl
     let (records, keys) = (60_000u64, 5u64);
     let id = start_counting(&cluster, records, keys, &out);
     wait_for(Duration::from_secs(40), "a completed checkpoint", || {
-        (completed_checkpoints(&cluster, &id) >= 1).then_some(())
+        (cluster.completed_checkpoints(&id) >= 1).then_some(())
     });
     let killed = Instant::now();
     signal("-9", leader);
     let back = wait_for(
         Duration::from_secs(60),
         "the job RUNNING under the new leader",
-        || all_running(&job(&cluster, &id)).then(|| killed.elapsed()),
+        || all_running(&cluster.job(&id)).then(|| killed.elapsed()),
     );
     println!(
         "kill -9 of the leader -> job RUNNING under the standby: {} ms",
@@ -132,10 +103,7 @@ fn killing_the_leader_lets_the_standby_resume_the_job_from_its_checkpoint_exactl
     );
     assert!(cluster.logs_of_pid_mention(standby, "granted leadership"));
     wait_for(Duration::from_secs(90), "the job to finish", || {
-        let s = job(&cluster, &id)["state"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
+        let s = cluster.job(&id)["state"].as_str().unwrap_or("").to_string();
         assert_ne!(s, "FAILED", "the job failed");
         (s == "FINISHED").then_some(())
     });
@@ -153,7 +121,7 @@ fn a_leader_frozen_past_its_session_is_deposed_and_acts_no_more() {
     let (records, keys) = (60_000u64, 5u64);
     let id = start_counting(&cluster, records, keys, &out);
     wait_for(Duration::from_secs(40), "a completed checkpoint", || {
-        (completed_checkpoints(&cluster, &id) >= 1).then_some(())
+        (cluster.completed_checkpoints(&id) >= 1).then_some(())
     });
     // Longer than the session timeout (6 s): ZooKeeper expires the session, the standby leads.
     signal("-STOP", leader);
@@ -174,10 +142,7 @@ fn a_leader_frozen_past_its_session_is_deposed_and_acts_no_more() {
         },
     );
     wait_for(Duration::from_secs(90), "the job to finish", || {
-        let s = job(&cluster, &id)["state"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
+        let s = cluster.job(&id)["state"].as_str().unwrap_or("").to_string();
         assert_ne!(s, "FAILED", "the job failed");
         (s == "FINISHED").then_some(())
     });
@@ -186,7 +151,7 @@ fn a_leader_frozen_past_its_session_is_deposed_and_acts_no_more() {
 
 /// Whether the job ever left RUNNING: a restart shows as a RESTARTING timestamp.
 fn restarted(cluster: &StandaloneCluster, id: &str) -> bool {
-    let j = job(cluster, id);
+    let j = cluster.job(id);
     j["timestamps"]["RESTARTING"].as_u64().unwrap_or(0) > 0 || j["state"] != "RUNNING"
 }
 
@@ -203,7 +168,7 @@ fn losing_the_zookeeper_leader_or_restarting_the_whole_ensemble_restarts_no_job(
     let (leader, _) = leader_and_standby(&cluster);
     let id = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "2000"]);
     wait_for(Duration::from_secs(30), "the job to run", || {
-        all_running(&job(&cluster, &id)).then_some(())
+        all_running(&cluster.job(&id)).then_some(())
     });
     // Kill the ensemble's leader: the others elect a new one; sessions move over.
     let zk_leader = zk.wait_leader(Duration::from_secs(30));
@@ -294,7 +259,7 @@ fn seeded_jobmanager_chaos_keeps_counting_exactly_once() {
     let id = start_counting(&cluster, records, keys, &out);
     for event in 0..events {
         wait_for(Duration::from_secs(60), "a completed checkpoint", || {
-            (completed_checkpoints(&cluster, &id) >= 1).then_some(())
+            (cluster.completed_checkpoints(&id) >= 1).then_some(())
         });
         let port = wait_for(Duration::from_secs(60), "a leader", || leading_port(&ports));
         let pid = pid_of
@@ -337,10 +302,7 @@ fn seeded_jobmanager_chaos_keeps_counting_exactly_once() {
         std::thread::sleep(wait);
     }
     wait_for(Duration::from_secs(180), "the job to finish", || {
-        let s = job(&cluster, &id)["state"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
+        let s = cluster.job(&id)["state"].as_str().unwrap_or("").to_string();
         assert_ne!(s, "FAILED", "seed {seed}: the job failed");
         (s == "FINISHED").then_some(())
     });

@@ -11,177 +11,15 @@
 //! leaves running) a cluster started with `scripts/yarn-minicluster.sh start DIR`. Prints
 //! `MEASURED AM kill -9 -> ...` lines (session and one-job application).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use sluice_integration::{repo_root, sluice_bin, wait_for};
+use sluice_integration::yarn::{
+    self, KillOnDrop, MiniYarn, YarnClient, container_processes, field_after, text,
+};
+use sluice_integration::{all_running, wait_for};
 use zk_ha::testkit::ZkServer;
-
-struct Cluster {
-    dir: PathBuf,
-    owned: bool,
-    _tmp: Option<tempfile::TempDir>,
-    web: String,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if self.owned {
-            let _ = Command::new(script()).arg("stop").arg(&self.dir).status();
-        }
-    }
-}
-
-fn script() -> PathBuf {
-    repo_root().join("scripts/yarn-minicluster.sh")
-}
-
-fn start_cluster() -> Cluster {
-    let built = Command::new(script())
-        .arg("build")
-        .status()
-        .expect("build launcher");
-    assert!(built.success(), "building the YARN launcher failed");
-    let (dir, owned, tmp) = match std::env::var_os("SLUICE_YARN_CLUSTER_DIR") {
-        Some(d) => (PathBuf::from(d), false, None),
-        None => {
-            let tmp = tempfile::Builder::new()
-                .prefix("sluice-yarn-ha-")
-                .tempdir_in("/var/tmp")
-                .expect("temp dir");
-            (tmp.path().to_path_buf(), true, Some(tmp))
-        }
-    };
-    let out = Command::new(script())
-        .arg("start")
-        .arg(&dir)
-        .output()
-        .expect("start mini cluster");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "mini cluster did not start:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let web = stdout
-        .lines()
-        .find(|l| l.starts_with("READY "))
-        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("web=")))
-        .unwrap_or_else(|| panic!("no READY line with web= in {stdout:?}"))
-        .to_string();
-    Cluster {
-        dir,
-        owned,
-        _tmp: tmp,
-        web,
-    }
-}
-
-/// The test's client environment: HADOOP_CONF_DIR for the cluster, its own TMPDIR (so the
-/// properties file and staging directories are the test's own) and USER.
-struct Client<'a> {
-    cluster: &'a Cluster,
-    tmp: tempfile::TempDir,
-    http: reqwest::blocking::Client,
-}
-
-impl Client<'_> {
-    fn sluice(&self, args: &[&str]) -> Output {
-        Command::new(sluice_bin())
-            .args(args)
-            .env("HADOOP_CONF_DIR", &self.cluster.dir)
-            .env("TMPDIR", self.tmp.path())
-            .env("USER", "sluice-it")
-            .env_remove("SLUICE_CONF_DIR")
-            .current_dir(self.tmp.path())
-            .output()
-            .expect("run sluice")
-    }
-
-    fn app(&self, id: &str) -> Value {
-        self.http
-            .get(format!(
-                "http://{}/ws/v1/cluster/apps/{id}",
-                self.cluster.web
-            ))
-            .send()
-            .and_then(|r| r.json())
-            .map(|v: Value| v["app"].clone())
-            .unwrap_or(Value::Null)
-    }
-
-    fn sluice_rest(&self, address: &str, path: &str) -> Value {
-        self.http
-            .get(format!("http://{address}{path}"))
-            .send()
-            .and_then(|r| r.json())
-            .unwrap_or(Value::Null)
-    }
-}
-
-/// Kills the application however the test ends, so no container outlives it.
-struct KillOnDrop<'a> {
-    client: &'a Client<'a>,
-    app: String,
-}
-
-impl Drop for KillOnDrop<'_> {
-    fn drop(&mut self) {
-        let _ = self
-            .client
-            .sluice(&["yarn-session", "-id", &self.app, "--kill"]);
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn field_after<'a>(out: &'a str, prefix: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| l.split_once(prefix).map(|(_, rest)| rest))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no {prefix:?} in:\n{out}"))
-}
-
-/// Pids and command lines of the sluice processes running in containers of `app`.
-fn container_processes(app: &str) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) else {
-            continue;
-        };
-        if !cwd.to_string_lossy().contains(app) {
-            continue;
-        }
-        let cmd = std::fs::read(e.path().join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-            .unwrap_or_default();
-        if cmd.starts_with("./sluice") {
-            found.push((pid, cmd));
-        }
-    }
-    found
-}
-
-fn all_running(j: &Value) -> bool {
-    j["state"] == "RUNNING"
-        && j["vertices"]
-            .as_array()
-            .is_some_and(|vs| !vs.is_empty() && vs.iter().all(|v| v["status"] == "RUNNING"))
-}
 
 fn path(p: &Path) -> String {
     p.display().to_string()
@@ -189,20 +27,12 @@ fn path(p: &Path) -> String {
 
 #[test]
 fn killing_the_am_with_zookeeper_ha_resumes_the_job_in_attempt_2_exactly_once() {
-    if std::env::var("SLUICE_SKIP_YARN").as_deref() == Ok("1") {
-        println!("SKIPPED: SLUICE_SKIP_YARN=1, not starting a MiniYARNCluster");
+    if yarn::skipped() {
         return;
     }
     let zk = ZkServer::start();
-    let cluster = start_cluster();
-    let client = Client {
-        cluster: &cluster,
-        tmp: tempfile::tempdir().expect("tmp"),
-        http: reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("http"),
-    };
+    let cluster = MiniYarn::start("sluice-yarn-ha-");
+    let client = YarnClient::new(&cluster);
     // Containers run on this machine: a local directory is "shared" by every attempt.
     let scratch = tempfile::Builder::new()
         .prefix("sluice-yarn-ha-data-")
@@ -278,8 +108,8 @@ fn killing_the_am_with_zookeeper_ha_resumes_the_job_in_attempt_2_exactly_once() 
     });
     let attempt1_tms: Vec<String> = container_processes(&app)
         .into_iter()
-        .filter(|p| p.1.contains(" taskmanager"))
-        .map(|p| p.1)
+        .filter(|p| p.2.contains(" taskmanager"))
+        .map(|p| p.2)
         .collect();
     assert_eq!(attempt1_tms.len(), 2, "{attempt1_tms:?}");
     // TaskManagers follow the leader through ZooKeeper under the application's id.
@@ -293,7 +123,7 @@ fn killing_the_am_with_zookeeper_ha_resumes_the_job_in_attempt_2_exactly_once() 
 
     let am = container_processes(&app)
         .into_iter()
-        .find(|p| p.1.contains("yarn-appmaster"))
+        .find(|p| p.2.contains("yarn-appmaster"))
         .expect("the AM process");
     let killed = Instant::now();
     let status = Command::new("kill")
@@ -444,7 +274,7 @@ fn killing_the_am_with_zookeeper_ha_resumes_the_job_in_attempt_2_exactly_once() 
     );
     let am = container_processes(&one)
         .into_iter()
-        .find(|p| p.1.contains("yarn-appmaster"))
+        .find(|p| p.2.contains("yarn-appmaster"))
         .expect("the one-job AM process");
     let killed = Instant::now();
     let status = Command::new("kill")

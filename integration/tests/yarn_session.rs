@@ -8,193 +8,13 @@
 //! `scripts/yarn-minicluster.sh start DIR`. Prints the measured numbers (`MEASURED ...`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use sluice_integration::{
-    make_text, read_counts, reference_counts, repo_root, sluice_bin, wait_for,
+use sluice_integration::yarn::{
+    self, MiniYarn, YarnClient, container_processes, field_after, text,
 };
-
-struct Cluster {
-    dir: PathBuf,
-    owned: bool,
-    _tmp: Option<tempfile::TempDir>,
-    web: String,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if self.owned {
-            let _ = Command::new(script()).arg("stop").arg(&self.dir).status();
-        }
-    }
-}
-
-fn script() -> PathBuf {
-    repo_root().join("scripts/yarn-minicluster.sh")
-}
-
-fn start_cluster() -> Cluster {
-    let built = Command::new(script())
-        .arg("build")
-        .status()
-        .expect("build launcher");
-    assert!(built.success(), "building the YARN launcher failed");
-    let (dir, owned, tmp) = match std::env::var_os("SLUICE_YARN_CLUSTER_DIR") {
-        Some(d) => (PathBuf::from(d), false, None),
-        None => {
-            let tmp = tempfile::Builder::new()
-                .prefix("sluice-yarn-session-")
-                .tempdir_in("/var/tmp")
-                .expect("temp dir");
-            (tmp.path().to_path_buf(), true, Some(tmp))
-        }
-    };
-    let out = Command::new(script())
-        .arg("start")
-        .arg(&dir)
-        .output()
-        .expect("start mini cluster");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "mini cluster did not start:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let web = stdout
-        .lines()
-        .find(|l| l.starts_with("READY "))
-        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("web=")))
-        .unwrap_or_else(|| panic!("no READY line with web= in {stdout:?}"))
-        .to_string();
-    Cluster {
-        dir,
-        owned,
-        _tmp: tmp,
-        web,
-    }
-}
-
-/// The test's client environment: HADOOP_CONF_DIR for the cluster, its own TMPDIR (so the
-/// properties file and staging directories are the test's own) and USER.
-struct Client<'a> {
-    cluster: &'a Cluster,
-    tmp: tempfile::TempDir,
-    http: reqwest::blocking::Client,
-}
-
-impl Client<'_> {
-    fn sluice(&self, args: &[&str]) -> Output {
-        Command::new(sluice_bin())
-            .args(args)
-            .env("HADOOP_CONF_DIR", &self.cluster.dir)
-            .env("TMPDIR", self.tmp.path())
-            .env("USER", "sluice-it")
-            .env_remove("SLUICE_CONF_DIR")
-            .current_dir(self.tmp.path())
-            .output()
-            .expect("run sluice")
-    }
-
-    fn yarn(&self, path: &str) -> Value {
-        self.http
-            .get(format!("http://{}{path}", self.cluster.web))
-            .send()
-            .and_then(|r| r.json())
-            .unwrap_or(Value::Null)
-    }
-
-    fn app(&self, id: &str) -> Value {
-        self.yarn(&format!("/ws/v1/cluster/apps/{id}"))["app"].clone()
-    }
-
-    /// Ids of sluice applications YARN has not finished.
-    fn live_sluice_apps(&self) -> Vec<String> {
-        let apps = self.yarn("/ws/v1/cluster/apps?applicationTypes=sluice&states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING");
-        let mut ids: Vec<String> = match &apps["apps"]["app"] {
-            Value::Array(list) => list
-                .iter()
-                .filter_map(|a| a["id"].as_str().map(str::to_string))
-                .collect(),
-            Value::Object(_) => apps["apps"]["app"]["id"]
-                .as_str()
-                .map(str::to_string)
-                .into_iter()
-                .collect(),
-            _ => Vec::new(),
-        };
-        ids.sort();
-        ids
-    }
-
-    fn running_containers(&self, id: &str) -> i64 {
-        self.app(id)["runningContainers"].as_i64().unwrap_or(-1)
-    }
-
-    fn sluice_rest(&self, address: &str, path: &str) -> Value {
-        self.http
-            .get(format!("http://{address}{path}"))
-            .send()
-            .and_then(|r| r.json())
-            .unwrap_or(Value::Null)
-    }
-
-    fn properties(&self) -> PathBuf {
-        self.tmp.path().join(".yarn-properties-sluice-it")
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Processes whose working directory lies in a container of `app`, with their RSS in KiB and
-/// command line.
-fn container_processes(app: &str) -> Vec<(u32, u64, String)> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) else {
-            continue;
-        };
-        if !cwd.to_string_lossy().contains(app) {
-            continue;
-        }
-        let cmd = std::fs::read(e.path().join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-            .unwrap_or_default();
-        if !cmd.starts_with("./sluice") {
-            continue;
-        }
-        let rss = std::fs::read_to_string(e.path().join("status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("VmRSS:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            })
-            .unwrap_or(0);
-        found.push((pid, rss, cmd));
-    }
-    found
-}
-
-fn field_after<'a>(out: &'a str, prefix: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| l.split_once(prefix).map(|(_, rest)| rest))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no {prefix:?} in:\n{out}"))
-}
+use sluice_integration::{make_text, read_counts, reference_counts, sluice_bin, wait_for};
 
 fn write_input(dir: &Path) -> (PathBuf, String) {
     let input = dir.join("input.txt");
@@ -205,19 +25,11 @@ fn write_input(dir: &Path) -> (PathBuf, String) {
 
 #[test]
 fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_leave_nothing() {
-    if std::env::var("SLUICE_SKIP_YARN").as_deref() == Ok("1") {
-        println!("SKIPPED: SLUICE_SKIP_YARN=1, not starting a MiniYARNCluster");
+    if yarn::skipped() {
         return;
     }
-    let cluster = start_cluster();
-    let client = Client {
-        cluster: &cluster,
-        tmp: tempfile::tempdir().expect("tmp"),
-        http: reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("http"),
-    };
+    let cluster = MiniYarn::start("sluice-yarn-session-");
+    let client = YarnClient::new(&cluster);
 
     // Errors first: they must leave no application behind.
     let before = client.live_sluice_apps();
