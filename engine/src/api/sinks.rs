@@ -216,9 +216,8 @@ impl TransactionalFileSink {
 
 impl<T: Display> SinkFunction<T> for TransactionalFileSink {
     fn invoke(&mut self, record: T) -> Result<(), TaskError> {
-        let dir = self.dir.clone();
-        writeln!(self.writer()?, "{record}")
-            .map_err(|e| TaskError::io(format!("cannot write into {}", dir.display()), e))
+        let written = writeln!(self.writer()?, "{record}");
+        written.map_err(|e| TaskError::io(format!("cannot write into {}", self.dir.display()), e))
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         if self.checkpointing {

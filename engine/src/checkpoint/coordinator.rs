@@ -76,17 +76,9 @@ pub enum Terminal {
     Failed,
 }
 
-/// What happens to a job's checkpoints when it ends
+/// What happens to a job's checkpoints when it ends: the configuration's own type
 /// (`execution.checkpointing.externalized-checkpoint-retention`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Retention {
-    /// Flink's `NO_EXTERNALIZED_CHECKPOINTS` / `DELETE_ON_CANCELLATION`: delete them when the job
-    /// finishes or is cancelled, keep them when it fails (to restart it by hand).
-    DeleteOnCancellation,
-    /// Flink's `RETAIN_ON_CANCELLATION`: keep them when the job is cancelled or fails, delete
-    /// them when it finishes.
-    RetainOnCancellation,
-}
+pub use crate::config::CheckpointRetention as Retention;
 
 /// The job's checkpoint configuration (Flink's `execution.checkpointing.*`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,9 +10,9 @@ use super::resourcemanager::{ResourceManager, TaskManagerInfo};
 use super::restart::RestartPolicy;
 use crate::api::StreamExecutionEnvironment;
 use crate::checkpoint::{
-    CheckpointCoordinator, CheckpointSettings, LocalFileStorage, Retention, SubtaskState,
+    CheckpointCoordinator, CheckpointSettings, LocalFileStorage, SubtaskState,
 };
-use crate::config::{CheckpointRetention, CheckpointingMode, Config};
+use crate::config::{CheckpointingMode, Config};
 use crate::examples;
 use crate::ids::{ExecutionId, JobId, ResourceId};
 use crate::rpc::messages::{ExecutionState, JmToTm, ProgramSpec, TaskMetrics, TaskStateConfig};
@@ -72,10 +72,7 @@ impl JobSettings {
                 exactly_once: c.mode == CheckpointingMode::ExactlyOnce,
                 dir: path(&c.dir),
                 savepoint_dir: path(&c.savepoint_dir),
-                retention: match c.retention {
-                    CheckpointRetention::DeleteOnCancellation => Retention::DeleteOnCancellation,
-                    CheckpointRetention::RetainOnCancellation => Retention::RetainOnCancellation,
-                },
+                retention: c.retention,
             },
             state: TaskStateConfig {
                 backend: config.state.backend.name().into(),

@@ -484,6 +484,8 @@ impl JobMaster {
         let (metadata_dir, _) = crate::checkpoint::metadata::metadata_location(path);
         let metadata = crate::checkpoint::load_metadata(&storage, path)?;
         crate::checkpoint::validate(&storage, &metadata_dir, &metadata)?;
+        // Mapped once here only to refuse an unusable savepoint at submission, with its reason;
+        // the deployment maps it again through the coordinator's restore plan.
         let topology = Self::topology(&self.graph);
         crate::checkpoint::assign(&metadata, &metadata_dir, &topology)?;
         self.checkpoints

@@ -577,6 +577,24 @@ async fn accept_loop(
     }
 }
 
+/// Tells a TaskManager why its registration is refused (it logs the reason and stops trying
+/// where retrying cannot help), logs it here too, and ends the connection with it.
+async fn refuse<W: tokio::io::AsyncWrite + Unpin>(
+    writer: &mut W,
+    peer: SocketAddr,
+    reason: String,
+) -> Result<(), RpcError> {
+    warn!(%peer, "{reason}");
+    transport::send(
+        writer,
+        &JmToTm::Refused {
+            reason: reason.clone(),
+        },
+    )
+    .await?;
+    Err(RpcError::Malformed(reason))
+}
+
 async fn serve_taskmanager(
     tcp: TcpStream,
     peer: SocketAddr,
@@ -609,15 +627,7 @@ async fn serve_taskmanager(
         let reason = format!(
             "TaskManager {resource_id} speaks control protocol version {protocol_version}, this JobManager speaks {PROTOCOL_VERSION}: run the same sluice version everywhere"
         );
-        warn!(%peer, "{reason}");
-        transport::send(
-            &mut writer,
-            &JmToTm::Refused {
-                reason: reason.clone(),
-            },
-        )
-        .await?;
-        return Err(RpcError::Malformed(reason));
+        return refuse(&mut writer, peer, reason).await;
     }
     let term = shared.leader_session();
     if shared.ha.is_some() && (term.is_none() || leader_session != term) {
@@ -626,26 +636,11 @@ async fn serve_taskmanager(
             leader_session.as_deref().unwrap_or("none"),
             term.as_deref().unwrap_or("none (a standby)")
         );
-        warn!(%peer, "{reason}");
-        transport::send(
-            &mut writer,
-            &JmToTm::Refused {
-                reason: reason.clone(),
-            },
-        )
-        .await?;
-        return Err(RpcError::Malformed(reason));
+        return refuse(&mut writer, peer, reason).await;
     }
     if slots == 0 {
         let reason = "a TaskManager must offer at least one slot".to_string();
-        transport::send(
-            &mut writer,
-            &JmToTm::Refused {
-                reason: reason.clone(),
-            },
-        )
-        .await?;
-        return Err(RpcError::Malformed(reason));
+        return refuse(&mut writer, peer, reason).await;
     }
     let data_address = SocketAddr::new(peer.ip(), data_port);
     let data_address = match tokio::net::lookup_host((host.as_str(), data_port))
