@@ -54,7 +54,12 @@ enum Sub {
     },
     /// The keyed-state backends: keyed aggregation throughput (hashmap vs RocksDB) and
     /// RocksDB full and incremental checkpoints.
-    State,
+    State {
+        /// Only the keyed count, over this many keys (no checkpoint measurement): for
+        /// profiling one key set.
+        #[arg(long, value_name = "N")]
+        keys: Option<u64>,
+    },
     /// What checkpointing costs stream-sum on a cluster: none vs every second (hashmap,
     /// RocksDB).
     Checkpoints,
@@ -98,7 +103,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Sub::Receive { transport }) => baseline::receive(transport),
-        Some(Sub::State) => state::run(cli.quick),
+        Some(Sub::State { keys }) => state::run(cli.quick, keys),
         Some(Sub::Checkpoints) => {
             sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick))
         }

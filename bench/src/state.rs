@@ -87,11 +87,19 @@ fn open(kind: BackendKind, dir: &std::path::Path, name: &str) -> Result<KeyedSta
     .with_context(|| format!("open the {kind} state store"))
 }
 
-/// Keyed count: the per-record work of a keyed aggregation. Returns records/s.
-fn aggregation(kind: BackendKind, dir: &std::path::Path, sizes: &Sizes, run: usize) -> Result<f64> {
+/// Keyed count: the per-record work of a keyed aggregation. Returns records/s and the CPU time
+/// of this process per record in ns (its RocksDB flush and compaction threads included): on a
+/// machine that others share, CPU time is the steadier measure.
+fn aggregation(
+    kind: BackendKind,
+    dir: &std::path::Path,
+    sizes: &Sizes,
+    run: usize,
+) -> Result<(f64, f64)> {
     let store = open(kind, dir, &format!("agg-{kind}-{run}"))?;
     let count = store.value_state::<u64>("count")?;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 + run as u64);
+    let cpu = crate::procs::cpu_seconds(std::process::id())?;
     let started = Instant::now();
     for _ in 0..sizes.records {
         let key = rng.next() % sizes.keys;
@@ -100,6 +108,11 @@ fn aggregation(kind: BackendKind, dir: &std::path::Path, sizes: &Sizes, run: usi
         count.update(c + 1)?;
     }
     let elapsed = started.elapsed();
+    let cpu = crate::procs::cpu_seconds(std::process::id())? - cpu;
+    let result = (
+        sizes.records as f64 / elapsed.as_secs_f64(),
+        cpu * 1e9 / sizes.records as f64,
+    );
     // Every record was counted once.
     let mut total = 0;
     for key in 0..sizes.keys {
@@ -111,7 +124,7 @@ fn aggregation(kind: BackendKind, dir: &std::path::Path, sizes: &Sizes, run: usi
         "{kind}: counted {total} of {} records",
         sizes.records
     );
-    Ok(sizes.records as f64 / elapsed.as_secs_f64())
+    Ok(result)
 }
 
 fn fill(store: &KeyedStateStore, keys: impl Iterator<Item = u64>, salt: u64) -> Result<()> {
@@ -184,8 +197,11 @@ fn checkpoints(dir: &std::path::Path, sizes: &Sizes) -> Result<CheckpointRun> {
     })
 }
 
-pub(crate) fn run(quick: bool) -> Result<()> {
-    let sizes = Sizes::new(quick);
+pub(crate) fn run(quick: bool, only_keys: Option<u64>) -> Result<()> {
+    let mut sizes = Sizes::new(quick);
+    if let Some(keys) = only_keys {
+        sizes.key_sets = [keys; 2];
+    }
     let dir = tempfile::tempdir().context("temporary directory")?;
     eprintln!(
         "sluice-bench state ({} mode) in {}",
@@ -193,27 +209,38 @@ pub(crate) fn run(quick: bool) -> Result<()> {
         dir.path().display()
     );
     let mut rates = Vec::new();
-    for keys in sizes.key_sets {
+    let key_sets = if only_keys.is_some() {
+        &sizes.key_sets[..1]
+    } else {
+        &sizes.key_sets[..]
+    };
+    for &keys in key_sets {
         let with_keys = Sizes { keys, ..sizes };
         for kind in [BackendKind::HashMap, BackendKind::RocksDb] {
-            let mut samples = Vec::new();
+            let (mut samples, mut cpu) = (Vec::new(), Vec::new());
             for run in 0..sizes.repetitions {
-                let r = aggregation(kind, dir.path(), &with_keys, run)?;
+                let (r, c) = aggregation(kind, dir.path(), &with_keys, run)?;
                 eprintln!(
-                    "  {kind} keyed count, {keys} keys: {:.2} M records/s",
+                    "  {kind} keyed count, {keys} keys: {:.2} M records/s, {c:.0} CPU ns/record",
                     r / 1e6
                 );
                 samples.push(r / 1e6);
+                cpu.push(c);
             }
-            rates.push((keys, kind, Stat::of(&samples)));
+            rates.push((keys, kind, Stat::of(&samples), Stat::of(&cpu)));
         }
     }
-    let cp = checkpoints(dir.path(), &sizes)?;
-    eprintln!(
-        "  filled {} keys in {:.1} s",
-        cp.keys,
-        cp.fill.as_secs_f64()
-    );
+    let cp = match only_keys {
+        Some(_) => None,
+        None => Some(checkpoints(dir.path(), &sizes)?),
+    };
+    if let Some(cp) = &cp {
+        eprintln!(
+            "  filled {} keys in {:.1} s",
+            cp.keys,
+            cp.fill.as_secs_f64()
+        );
+    }
 
     println!();
     println!(
@@ -221,21 +248,29 @@ pub(crate) fn run(quick: bool) -> Result<()> {
         sizes.records, sizes.repetitions
     );
     println!();
-    println!("| keys | backend | median | min–max | unit | ns/record | vs hashmap |");
-    println!("|---:|---|---:|---:|---|---:|---:|");
-    let mut heap = 1.0;
-    for (keys, kind, s) in &rates {
+    println!(
+        "| keys | backend | median | min–max | unit | ns/record | vs hashmap | CPU ns/record | min–max | CPU vs hashmap |"
+    );
+    println!("|---:|---|---:|---:|---|---:|---:|---:|---:|---:|");
+    let (mut heap, mut heap_cpu) = (1.0, 1.0);
+    for (keys, kind, s, c) in &rates {
         if *kind == BackendKind::HashMap {
-            heap = s.median;
+            (heap, heap_cpu) = (s.median, c.median);
         }
         println!(
-            "| {keys} | {kind} | {:.2} | {} | M records/s | {:.0} | {:.2}x |",
+            "| {keys} | {kind} | {:.2} | {} | M records/s | {:.0} | {:.2}x | {:.0} | {} | {:.2}x |",
             s.median,
             s.range(2),
             1e3 / s.median,
-            heap / s.median
+            heap / s.median,
+            c.median,
+            c.range(0),
+            c.median / heap_cpu
         );
     }
+    let Some(cp) = cp else {
+        return Ok(());
+    };
     println!();
     println!(
         "RocksDB checkpoints in sequence ({} keys x {VALUE_BYTES}-byte values; {} keys changed each time):",

@@ -40,6 +40,7 @@ mod heap;
 mod rocks;
 #[cfg(test)]
 mod tests;
+mod write_buffer;
 
 use heap::HeapBackend;
 use rocks::RocksBackend;

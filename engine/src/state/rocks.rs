@@ -19,6 +19,7 @@ use rocksdb::{
 use crate::checkpoint::storage::{self, StateStorage};
 use crate::checkpoint::{KeyedStateHandle, SnapshotLocation, StateFile};
 
+use super::write_buffer::WriteBuffer;
 use super::{
     BackendKind, BackendSettings, BytesVisitor, KeyGroupRange, RawEntry, StateError, StateId,
     StorageKind,
@@ -90,7 +91,8 @@ fn key_prefix_len(k: &[u8]) -> Option<usize> {
 }
 
 /// RocksDB's prefix extractor: a key's entries (one value, or a map's entries) share a prefix,
-/// which the hash memtable buckets by.
+/// which the memtable's and the SSTs' bloom filters record, so that a seek to one key's map
+/// entries skips files without them.
 fn key_prefix(k: &[u8]) -> &[u8] {
     match key_prefix_len(k) {
         Some(n) => &k[..n],
@@ -102,8 +104,10 @@ fn in_prefix_domain(k: &[u8]) -> bool {
     key_prefix_len(k).is_some()
 }
 
-/// Buckets of the hash memtable: a bucket is a pointer, so 2 MiB per memtable.
-const MEMTABLE_BUCKETS: usize = 1 << 18;
+/// Bits of the memtable's bloom filter as a share of the memtable's bytes (RocksDB's
+/// `memtable_prefix_bloom_size_ratio`): 0.02 of 64 MiB is ~10 bits per entry for entries of
+/// ~50 bytes with the skiplist's overhead, a 1% false-positive rate.
+const MEMTABLE_BLOOM_RATIO: f64 = 0.02;
 
 fn options() -> Options {
     let mut o = Options::default();
@@ -112,27 +116,22 @@ fn options() -> Options {
     o.set_compression_type(DBCompressionType::Lz4);
     o.set_write_buffer_size(WRITE_BUFFER);
     o.set_max_background_jobs(2);
-    // A keyed aggregation rewrites the same keys: updating them in the memtable, rather than
-    // adding a version per write, keeps the memtable (and each lookup's skiplist search) as
-    // small as the key set. It needs single-writer memtables, which a subtask's thread is; it
-    // does not support RocksDB snapshots, which are not used (checkpoints flush first).
-    o.set_inplace_update_support(true);
+    // The default skiplist memtable: the write-back buffer hands it sorted batches, which it
+    // inserts nearly sequentially, and a flush reads it in order as it is. (A hash memtable
+    // made point lookups cheaper but sorted all its entries on every flush: a third of the
+    // CPU of a keyed count over 5 M keys.) Writes are plain inserts: an in-place update
+    // would search the skiplist before every insert.
     o.set_allow_concurrent_memtable_write(false);
     o.set_enable_write_thread_adaptive_yield(false);
-    // Point lookups and writes find a key through a hash of its prefix instead of a search of
-    // one skiplist over all keys (whose cache misses dominated a keyed count); a map's entries
-    // share the prefix and stay ordered in their bucket's skiplist. Full scans (snapshots are
-    // not scans; rescaling and `entries` are) ask for total order.
+    // A lookup of a key absent from the memtable (most lookups: the key is in an SST, or new)
+    // is answered by the memtable's bloom filter instead of a skiplist search.
+    o.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO);
+    o.set_memtable_whole_key_filtering(true);
     o.set_prefix_extractor(rocksdb::SliceTransform::create(
         "sluice-key",
         key_prefix,
         Some(in_prefix_domain),
     ));
-    o.set_memtable_factory(rocksdb::MemtableFactory::HashSkipList {
-        bucket_count: MEMTABLE_BUCKETS,
-        height: 4,
-        branching_factor: 4,
-    });
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE));
     // Point lookups of absent keys (a key's first record) skip SSTs through the filter.
@@ -192,21 +191,17 @@ pub(crate) struct RocksBackend {
     confirmed: HashMap<String, SharedSst>,
     /// Uploads of checkpoints not yet known to be complete, by checkpoint id.
     pending: BTreeMap<u64, Vec<(String, SharedSst)>>,
-    /// Value-state writes not yet in RocksDB (`None`: a delete), so that a key read and written
-    /// for every record (a running count) costs a hash lookup rather than a RocksDB `get` and
-    /// `put` each time. Written to RocksDB in one batch when it holds [`WRITE_BUFFER_BYTES`],
-    /// and before every snapshot, scan over all state and compaction, so checkpoints and
-    /// iterations see every write. Losing it in a crash loses nothing: the subtask restores
-    /// from its last checkpoint, as it would without it.
-    buffer: HashMap<Vec<u8>, Option<Vec<u8>>>,
-    buffered_bytes: usize,
+    /// Value-state writes not yet in RocksDB, so that a key read and written for every record
+    /// (a running count) costs a hash lookup rather than a RocksDB `get` and `put` each time.
+    /// Written to RocksDB in one sorted batch when it holds [`WRITE_BUFFER_BYTES`], and before
+    /// every snapshot, scan over all state and compaction, so checkpoints and iterations see
+    /// every write. Losing it in a crash loses nothing: the subtask restores from its last
+    /// checkpoint, as it would without it.
+    buffer: WriteBuffer,
 }
 
 /// Bytes of value-state writes kept in memory before they are written to RocksDB in a batch.
 const WRITE_BUFFER_BYTES: usize = 16 << 20;
-
-/// What one buffered entry costs beyond its bytes (hash-table slot, two vectors).
-const BUFFER_ENTRY_OVERHEAD: usize = 64;
 
 /// The name a downloaded file must have locally: shared SSTs were uploaded as
 /// `<prefix>-chk<id>-<sst>`, private files under their own name in a per-snapshot directory.
@@ -296,8 +291,7 @@ impl RocksBackend {
             incremental,
             confirmed: HashMap::new(),
             pending: BTreeMap::new(),
-            buffer: HashMap::new(),
-            buffered_bytes: 0,
+            buffer: WriteBuffer::default(),
         }
     }
 
@@ -306,43 +300,22 @@ impl RocksBackend {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let mut batch = WriteBatch::default();
-        for (k, v) in self.buffer.drain() {
-            match v {
-                Some(v) => batch.put(k, v),
-                None => batch.delete(k),
-            }
-        }
-        self.buffered_bytes = 0;
+        // Sized up front (an entry adds a tag and two length varints to its bytes): the batch's
+        // buffer would otherwise double its way up to ~16 MiB.
+        let mut batch =
+            WriteBatch::with_capacity_bytes(self.buffer.payload() + 12 * self.buffer.len() + 64);
+        self.buffer.drain_sorted(|k, v| match v {
+            Some(v) => batch.put(k, v),
+            None => batch.delete(k),
+        });
         self.db
             .write_opt(batch, &self.write)
             .map_err(|e| StateError::rocks(&self.path, e))
     }
 
     fn buffer_write(&mut self, value: Option<&[u8]>) -> Result<(), StateError> {
-        let added = self.key.len() + value.map_or(0, <[u8]>::len) + BUFFER_ENTRY_OVERHEAD;
-        match self.buffer.get_mut(self.key.as_slice()) {
-            Some(slot) => {
-                // Replacing a value: count only the growth (a shrink is not credited back;
-                // the budget is an upper bound until the next flush).
-                let old = slot.as_ref().map_or(0, Vec::len);
-                let new = value.map_or(0, <[u8]>::len);
-                self.buffered_bytes += new.saturating_sub(old);
-                match (slot.as_mut(), value) {
-                    (Some(v), Some(value)) => {
-                        v.clear();
-                        v.extend_from_slice(value);
-                    }
-                    _ => *slot = value.map(<[u8]>::to_vec),
-                }
-            }
-            None => {
-                self.buffered_bytes += added;
-                self.buffer
-                    .insert(self.key.clone(), value.map(<[u8]>::to_vec));
-            }
-        }
-        if self.buffered_bytes >= WRITE_BUFFER_BYTES {
+        self.buffer.put(&self.key, value);
+        if self.buffer.bytes() >= WRITE_BUFFER_BYTES {
             self.flush_buffer()?;
         }
         Ok(())
@@ -408,8 +381,8 @@ impl RocksBackend {
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R, StateError> {
         encode_key(&mut self.key, kg, &id.name, StorageKind::Value, key);
-        if let Some(buffered) = self.buffer.get(self.key.as_slice()) {
-            return Ok(f(buffered.as_deref()));
+        if let Some(buffered) = self.buffer.get(&self.key) {
+            return Ok(f(buffered));
         }
         self.get(f)
     }

@@ -1,0 +1,201 @@
+//! The RocksDB backend's write-back buffer for value state: the latest write of each key since
+//! the last flush, in one byte arena with a hash index over it.
+//!
+//! A keyed aggregation reads and writes its key for every record. Without the buffer each record
+//! costs a RocksDB `get` and `put`; with it, a key written recently costs a hash lookup, and the
+//! writes reach RocksDB as one batch **in key order**, which RocksDB's skiplist memtable inserts
+//! almost sequentially (it reuses the previous insert's search path). Keys and values live in
+//! one growing arena rather than in two allocations per entry, so filling and draining the
+//! buffer does not churn the allocator, and a drained buffer keeps its memory for the next round.
+
+use std::hash::{BuildHasher, BuildHasherDefault};
+
+use hashbrown::HashTable;
+
+use super::heap::FastHasher;
+
+/// One key's latest write: where its key and value are in the arena.
+#[derive(Clone, Copy)]
+struct Entry {
+    hash: u64,
+    key: usize,
+    key_len: usize,
+    value: usize,
+    /// `None`: the key was deleted.
+    value_len: Option<usize>,
+}
+
+#[derive(Default)]
+pub(crate) struct WriteBuffer {
+    index: HashTable<Entry>,
+    arena: Vec<u8>,
+    hasher: BuildHasherDefault<FastHasher>,
+    /// Reused by `drain_sorted`: each entry with its key's first 16 bytes.
+    order: Vec<(u128, Entry)>,
+}
+
+impl WriteBuffer {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Bytes of the keys and values buffered (with replaced values not yet reclaimed).
+    pub(crate) fn payload(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// Memory the buffered writes take: the arena and the index's slots.
+    pub(crate) fn bytes(&self) -> usize {
+        self.arena.len() + self.index.len() * (size_of::<Entry>() + 1)
+    }
+
+    fn key_of(&self, e: &Entry) -> &[u8] {
+        &self.arena[e.key..e.key + e.key_len]
+    }
+
+    /// The buffered write of `key`: `None` if there is none, `Some(None)` for a delete.
+    #[inline]
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        let hash = self.hasher.hash_one(key);
+        let e = self.index.find(hash, |e| {
+            e.hash == hash && &self.arena[e.key..e.key + e.key_len] == key
+        })?;
+        Some(e.value_len.map(|n| &self.arena[e.value..e.value + n]))
+    }
+
+    /// Records the latest write of `key` (`None`: a delete).
+    #[inline]
+    pub(crate) fn put(&mut self, key: &[u8], value: Option<&[u8]>) {
+        let hash = self.hasher.hash_one(key);
+        let arena = &mut self.arena;
+        let found = self.index.find_mut(hash, |e| {
+            e.hash == hash && &arena[e.key..e.key + e.key_len] == key
+        });
+        match found {
+            Some(e) => match value {
+                // The new value fits where the old one was: overwrite it.
+                Some(v) if e.value_len.is_some_and(|n| v.len() <= n) => {
+                    arena[e.value..e.value + v.len()].copy_from_slice(v);
+                    e.value_len = Some(v.len());
+                }
+                // A longer value goes to the end of the arena; the old one stays there, counted
+                // in `bytes`, until the flush.
+                Some(v) => {
+                    e.value = arena.len();
+                    e.value_len = Some(v.len());
+                    arena.extend_from_slice(v);
+                }
+                None => e.value_len = None,
+            },
+            None => {
+                let start = arena.len();
+                arena.extend_from_slice(key);
+                arena.extend_from_slice(value.unwrap_or_default());
+                let entry = Entry {
+                    hash,
+                    key: start,
+                    key_len: key.len(),
+                    value: start + key.len(),
+                    value_len: value.map(<[u8]>::len),
+                };
+                self.index.insert_unique(hash, entry, |e| e.hash);
+            }
+        }
+    }
+
+    /// Hands every buffered write to `f` in ascending key order, then empties the buffer
+    /// (keeping its memory).
+    pub(crate) fn drain_sorted(&mut self, mut f: impl FnMut(&[u8], Option<&[u8]>)) {
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        // Sorting compares the keys' first bytes held in `order` itself, and reads the arena only
+        // for keys that share them: far fewer cache misses than comparing in the arena.
+        order.extend(self.index.iter().map(|e| {
+            let key = self.key_of(e);
+            let mut head = [0u8; 16];
+            let n = key.len().min(16);
+            head[..n].copy_from_slice(&key[..n]);
+            (u128::from_be_bytes(head), *e)
+        }));
+        order.sort_unstable_by(|(ha, a), (hb, b)| {
+            ha.cmp(hb).then_with(|| self.key_of(a).cmp(self.key_of(b)))
+        });
+        for (_, e) in &order {
+            f(
+                self.key_of(e),
+                e.value_len.map(|n| &self.arena[e.value..e.value + n]),
+            );
+        }
+        self.order = order;
+        self.index.clear();
+        self.arena.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn drained(b: &mut WriteBuffer) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let mut out = Vec::new();
+        b.drain_sorted(|k, v| out.push((k.to_vec(), v.map(<[u8]>::to_vec))));
+        out
+    }
+
+    #[test]
+    fn the_latest_write_wins_and_deletes_are_kept() {
+        let mut b = WriteBuffer::default();
+        b.put(b"k1", Some(b"long value"));
+        b.put(b"k1", Some(b"short"));
+        b.put(b"k2", Some(b"x"));
+        b.put(b"k2", Some(b"grown past its slot"));
+        b.put(b"k3", Some(b"gone"));
+        b.put(b"k3", None);
+        assert_eq!(b.get(b"k1"), Some(Some(&b"short"[..])));
+        assert_eq!(b.get(b"k2"), Some(Some(&b"grown past its slot"[..])));
+        assert_eq!(b.get(b"k3"), Some(None));
+        assert_eq!(b.get(b"k4"), None);
+        assert_eq!(b.len(), 3);
+        assert_eq!(
+            drained(&mut b),
+            vec![
+                (b"k1".to_vec(), Some(b"short".to_vec())),
+                (b"k2".to_vec(), Some(b"grown past its slot".to_vec())),
+                (b"k3".to_vec(), None),
+            ]
+        );
+        assert!(b.is_empty());
+        assert_eq!(b.bytes(), 0);
+        assert_eq!(b.get(b"k1"), None);
+    }
+
+    proptest! {
+        /// Any sequence of writes drains as the last write of each key, in key order, like a
+        /// map that applies the same writes.
+        #[test]
+        fn drains_like_a_sorted_map(
+            ops in prop::collection::vec(
+                (prop::collection::vec(0u8..4, 0..4), prop::option::of(prop::collection::vec(any::<u8>(), 0..12))),
+                0..200,
+            )
+        ) {
+            let mut b = WriteBuffer::default();
+            let mut model = BTreeMap::new();
+            for (k, v) in &ops {
+                b.put(k, v.as_deref());
+                model.insert(k.clone(), v.clone());
+                prop_assert_eq!(b.get(k), Some(v.as_deref()));
+            }
+            let expected: Vec<_> = model.into_iter().collect();
+            prop_assert_eq!(drained(&mut b), expected);
+        }
+    }
+}
