@@ -124,9 +124,10 @@ fn options() -> Options {
     o.set_allow_concurrent_memtable_write(false);
     o.set_enable_write_thread_adaptive_yield(false);
     // A lookup of a key absent from the memtable (most lookups: the key is in an SST, or new)
-    // is answered by the memtable's bloom filter instead of a skiplist search.
+    // is answered by the memtable's bloom filter instead of a skiplist search. The filter holds
+    // prefixes, which for value state are whole keys; adding whole keys too would hash every
+    // insert twice (4% more CPU in a keyed count).
     o.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO);
-    o.set_memtable_whole_key_filtering(true);
     o.set_prefix_extractor(rocksdb::SliceTransform::create(
         "sluice-key",
         key_prefix,
