@@ -194,15 +194,20 @@ pub(crate) struct RocksBackend {
     pending: BTreeMap<u64, Vec<(String, SharedSst)>>,
     /// Value-state writes not yet in RocksDB, so that a key read and written for every record
     /// (a running count) costs a hash lookup rather than a RocksDB `get` and `put` each time.
-    /// Written to RocksDB in one sorted batch when it holds [`WRITE_BUFFER_BYTES`], and before
+    /// Written to RocksDB in one sorted batch when they reach [`WRITE_BUFFER_BYTES`], and before
     /// every snapshot, scan over all state and compaction, so checkpoints and iterations see
-    /// every write. Losing it in a crash loses nothing: the subtask restores from its last
-    /// checkpoint, as it would without it.
+    /// every write. Flushed writes stay as clean copies (a checkpoint does not empty the cache
+    /// of a job's hot keys) until the buffer holds [`VALUE_CACHE_BYTES`]. Losing it in a crash
+    /// loses nothing: the subtask restores from its last checkpoint, as it would without it.
     buffer: WriteBuffer,
 }
 
 /// Bytes of value-state writes kept in memory before they are written to RocksDB in a batch.
 const WRITE_BUFFER_BYTES: usize = 16 << 20;
+
+/// Bytes the write-back buffer may hold with the clean copies of flushed writes: a key updated
+/// again soon after its flush is found there instead of in a memtable or SST.
+const VALUE_CACHE_BYTES: usize = 64 << 20;
 
 /// The name a downloaded file must have locally: shared SSTs were uploaded as
 /// `<prefix>-chk<id>-<sst>`, private files under their own name in a per-snapshot directory.
@@ -296,27 +301,30 @@ impl RocksBackend {
         }
     }
 
-    /// Writes the buffered value-state writes to RocksDB.
+    /// Writes the value-state writes since the last flush to RocksDB; the buffer keeps them as
+    /// clean entries until it holds [`VALUE_CACHE_BYTES`].
     pub(crate) fn flush_buffer(&mut self) -> Result<(), StateError> {
-        if self.buffer.is_empty() {
-            return Ok(());
+        if self.buffer.dirty_bytes() > 0 {
+            // Sized up front (an entry adds a tag and two length varints to its bytes): the
+            // batch's buffer would otherwise double its way up to ~16 MiB.
+            let mut batch = WriteBatch::with_capacity_bytes(self.buffer.dirty_bytes() + 64);
+            self.buffer.flush_sorted(|k, v| match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
+            });
+            self.db
+                .write_opt(batch, &self.write)
+                .map_err(|e| StateError::rocks(&self.path, e))?;
         }
-        // Sized up front (an entry adds a tag and two length varints to its bytes): the batch's
-        // buffer would otherwise double its way up to ~16 MiB.
-        let mut batch =
-            WriteBatch::with_capacity_bytes(self.buffer.payload() + 12 * self.buffer.len() + 64);
-        self.buffer.drain_sorted(|k, v| match v {
-            Some(v) => batch.put(k, v),
-            None => batch.delete(k),
-        });
-        self.db
-            .write_opt(batch, &self.write)
-            .map_err(|e| StateError::rocks(&self.path, e))
+        if self.buffer.bytes() >= VALUE_CACHE_BYTES {
+            self.buffer.clear();
+        }
+        Ok(())
     }
 
     fn buffer_write(&mut self, value: Option<&[u8]>) -> Result<(), StateError> {
         self.buffer.put(&self.key, value);
-        if self.buffer.bytes() >= WRITE_BUFFER_BYTES {
+        if self.buffer.dirty_bytes() >= WRITE_BUFFER_BYTES {
             self.flush_buffer()?;
         }
         Ok(())

@@ -1,12 +1,14 @@
-//! The RocksDB backend's write-back buffer for value state: the latest write of each key since
-//! the last flush, in one byte arena with a hash index over it.
+//! The RocksDB backend's write-back buffer for value state: the latest write of each key, in
+//! one byte arena with a hash index over it, flushed to RocksDB in key order.
 //!
 //! A keyed aggregation reads and writes its key for every record. Without the buffer each record
 //! costs a RocksDB `get` and `put`; with it, a key written recently costs a hash lookup, and the
 //! writes reach RocksDB as one batch **in key order**, which RocksDB's skiplist memtable inserts
-//! almost sequentially (it reuses the previous insert's search path). Keys and values live in
-//! one growing arena rather than in two allocations per entry, so filling and draining the
-//! buffer does not churn the allocator, and a drained buffer keeps its memory for the next round.
+//! almost sequentially (it reuses the previous insert's search path). A flush leaves the entries
+//! in place as clean copies of what RocksDB holds, so the keys a job keeps updating stay cached
+//! across checkpoints (each of which flushes). Keys and values live in one growing arena rather
+//! than in two allocations per entry, so filling and clearing the buffer does not churn the
+//! allocator, and a cleared buffer keeps its memory.
 
 use std::hash::{BuildHasher, BuildHasherDefault};
 
@@ -23,6 +25,8 @@ struct Entry {
     value: usize,
     /// `None`: the key was deleted.
     value_len: Option<usize>,
+    /// Written since the last flush (else a clean copy of what RocksDB holds).
+    dirty: bool,
 }
 
 #[derive(Default)]
@@ -30,27 +34,33 @@ pub(crate) struct WriteBuffer {
     index: HashTable<Entry>,
     arena: Vec<u8>,
     hasher: BuildHasherDefault<FastHasher>,
-    /// Reused by `drain_sorted`: each entry with its key's first 16 bytes.
+    /// Reused by `flush_sorted`: each dirty entry with its key's first 16 bytes.
     order: Vec<(u128, Entry)>,
+    /// Bytes of the dirty entries (keys, values, index slots).
+    dirty_bytes: usize,
 }
 
+/// What an entry costs in the index besides its bytes in the arena.
+const SLOT: usize = size_of::<Entry>() + 1;
+
 impl WriteBuffer {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.index.is_empty()
+    /// Bytes of the writes not yet flushed.
+    pub(crate) fn dirty_bytes(&self) -> usize {
+        self.dirty_bytes
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.index.len()
-    }
-
-    /// Bytes of the keys and values buffered (with replaced values not yet reclaimed).
-    pub(crate) fn payload(&self) -> usize {
-        self.arena.len()
-    }
-
-    /// Memory the buffered writes take: the arena and the index's slots.
+    /// Memory the buffer takes: the arena and the index's slots.
     pub(crate) fn bytes(&self) -> usize {
-        self.arena.len() + self.index.len() * (size_of::<Entry>() + 1)
+        self.arena.len() + self.index.len() * SLOT
+    }
+
+    /// Forgets every entry (keeping the memory). Only for a flushed buffer: a dirty entry
+    /// would be lost.
+    pub(crate) fn clear(&mut self) {
+        debug_assert_eq!(self.dirty_bytes, 0, "clearing unflushed writes");
+        self.index.clear();
+        self.arena.clear();
+        self.dirty_bytes = 0;
     }
 
     fn key_of(&self, e: &Entry) -> &[u8] {
@@ -76,21 +86,28 @@ impl WriteBuffer {
             e.hash == hash && &arena[e.key..e.key + e.key_len] == key
         });
         match found {
-            Some(e) => match value {
-                // The new value fits where the old one was: overwrite it.
-                Some(v) if e.value_len.is_some_and(|n| v.len() <= n) => {
-                    arena[e.value..e.value + v.len()].copy_from_slice(v);
-                    e.value_len = Some(v.len());
+            Some(e) => {
+                if !e.dirty {
+                    e.dirty = true;
+                    self.dirty_bytes += e.key_len + e.value_len.unwrap_or(0) + SLOT;
                 }
-                // A longer value goes to the end of the arena; the old one stays there, counted
-                // in `bytes`, until the flush.
-                Some(v) => {
-                    e.value = arena.len();
-                    e.value_len = Some(v.len());
-                    arena.extend_from_slice(v);
+                match value {
+                    // The new value fits where the old one was: overwrite it.
+                    Some(v) if e.value_len.is_some_and(|n| v.len() <= n) => {
+                        arena[e.value..e.value + v.len()].copy_from_slice(v);
+                        e.value_len = Some(v.len());
+                    }
+                    // A longer value goes to the end of the arena; the old one stays there,
+                    // counted in `bytes`, until the buffer is cleared.
+                    Some(v) => {
+                        e.value = arena.len();
+                        e.value_len = Some(v.len());
+                        arena.extend_from_slice(v);
+                        self.dirty_bytes += v.len();
+                    }
+                    None => e.value_len = None,
                 }
-                None => e.value_len = None,
-            },
+            }
             None => {
                 let start = arena.len();
                 arena.extend_from_slice(key);
@@ -101,20 +118,22 @@ impl WriteBuffer {
                     key_len: key.len(),
                     value: start + key.len(),
                     value_len: value.map(<[u8]>::len),
+                    dirty: true,
                 };
+                self.dirty_bytes += arena.len() - start + SLOT;
                 self.index.insert_unique(hash, entry, |e| e.hash);
             }
         }
     }
 
-    /// Hands every buffered write to `f` in ascending key order, then empties the buffer
-    /// (keeping its memory).
-    pub(crate) fn drain_sorted(&mut self, mut f: impl FnMut(&[u8], Option<&[u8]>)) {
+    /// Hands every write since the last flush to `f` in ascending key order; the entries stay
+    /// as clean copies of what RocksDB then holds.
+    pub(crate) fn flush_sorted(&mut self, mut f: impl FnMut(&[u8], Option<&[u8]>)) {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         // Sorting compares the keys' first bytes held in `order` itself, and reads the arena only
         // for keys that share them: far fewer cache misses than comparing in the arena.
-        order.extend(self.index.iter().map(|e| {
+        order.extend(self.index.iter().filter(|e| e.dirty).map(|e| {
             let key = self.key_of(e);
             let mut head = [0u8; 16];
             let n = key.len().min(16);
@@ -131,8 +150,10 @@ impl WriteBuffer {
             );
         }
         self.order = order;
-        self.index.clear();
-        self.arena.clear();
+        if self.dirty_bytes > 0 {
+            self.index.iter_mut().for_each(|e| e.dirty = false);
+            self.dirty_bytes = 0;
+        }
     }
 }
 
@@ -144,9 +165,9 @@ mod tests {
 
     use super::*;
 
-    fn drained(b: &mut WriteBuffer) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    fn flushed(b: &mut WriteBuffer) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         let mut out = Vec::new();
-        b.drain_sorted(|k, v| out.push((k.to_vec(), v.map(<[u8]>::to_vec))));
+        b.flush_sorted(|k, v| out.push((k.to_vec(), v.map(<[u8]>::to_vec))));
         out
     }
 
@@ -163,39 +184,65 @@ mod tests {
         assert_eq!(b.get(b"k2"), Some(Some(&b"grown past its slot"[..])));
         assert_eq!(b.get(b"k3"), Some(None));
         assert_eq!(b.get(b"k4"), None);
-        assert_eq!(b.len(), 3);
         assert_eq!(
-            drained(&mut b),
+            flushed(&mut b),
             vec![
                 (b"k1".to_vec(), Some(b"short".to_vec())),
                 (b"k2".to_vec(), Some(b"grown past its slot".to_vec())),
                 (b"k3".to_vec(), None),
             ]
         );
-        assert!(b.is_empty());
+        assert_eq!(b.dirty_bytes(), 0);
+        // Flushed entries stay readable, and a second flush has nothing to write.
+        assert_eq!(b.get(b"k1"), Some(Some(&b"short"[..])));
+        assert_eq!(b.get(b"k3"), Some(None));
+        assert_eq!(flushed(&mut b), vec![]);
+        // A clean entry written again is flushed again, alone.
+        b.put(b"k2", Some(b"y"));
+        assert!(b.dirty_bytes() > 0);
+        assert_eq!(flushed(&mut b), vec![(b"k2".to_vec(), Some(b"y".to_vec()))]);
+        assert!(b.bytes() > 0);
+        b.clear();
         assert_eq!(b.bytes(), 0);
         assert_eq!(b.get(b"k1"), None);
     }
 
     proptest! {
-        /// Any sequence of writes drains as the last write of each key, in key order, like a
-        /// map that applies the same writes.
+        /// Any sequence of writes and flushes hands RocksDB exactly the keys written since the
+        /// previous flush, each with its last value, in key order; and every key reads as its
+        /// last write, flushed or not, like a map that applies the same writes.
         #[test]
-        fn drains_like_a_sorted_map(
+        fn flushes_like_a_sorted_map(
             ops in prop::collection::vec(
-                (prop::collection::vec(0u8..4, 0..4), prop::option::of(prop::collection::vec(any::<u8>(), 0..12))),
+                prop::option::of((
+                    prop::collection::vec(0u8..4, 0..4),
+                    prop::option::of(prop::collection::vec(any::<u8>(), 0..12)),
+                )),
                 0..200,
             )
         ) {
             let mut b = WriteBuffer::default();
-            let mut model = BTreeMap::new();
-            for (k, v) in &ops {
-                b.put(k, v.as_deref());
-                model.insert(k.clone(), v.clone());
-                prop_assert_eq!(b.get(k), Some(v.as_deref()));
+            let (mut model, mut since_flush) = (BTreeMap::new(), BTreeMap::new());
+            for op in &ops {
+                match op {
+                    Some((k, v)) => {
+                        b.put(k, v.as_deref());
+                        model.insert(k.clone(), v.clone());
+                        since_flush.insert(k.clone(), v.clone());
+                    }
+                    // `None`: a flush.
+                    None => {
+                        let expected: Vec<_> = std::mem::take(&mut since_flush).into_iter().collect();
+                        prop_assert_eq!(flushed(&mut b), expected);
+                        prop_assert_eq!(b.dirty_bytes(), 0);
+                    }
+                }
+                for (k, v) in &model {
+                    prop_assert_eq!(b.get(k), Some(v.as_deref()));
+                }
             }
-            let expected: Vec<_> = model.into_iter().collect();
-            prop_assert_eq!(drained(&mut b), expected);
+            let expected: Vec<_> = since_flush.into_iter().collect();
+            prop_assert_eq!(flushed(&mut b), expected);
         }
     }
 }
