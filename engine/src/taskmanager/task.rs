@@ -401,6 +401,7 @@ fn run(
         let writer = Rc::new(RefCell::new(RecordWriter::new(
             senders,
             services.segment_size,
+            out.subpartitions as usize * (per_channel + 2),
             out.consumer_max_parallelism,
             cancelled.clone(),
             counters.clone(),
