@@ -89,6 +89,12 @@ impl RecordWriter {
     }
 
     fn send(&self, channel: usize, mut item: NetBuffer) -> Result<(), TaskError> {
+        let queue = &self.subpartitions[channel];
+        item = match queue.try_send(item) {
+            Ok(()) => return Ok(()),
+            Err(flume::TrySendError::Full(back)) => back,
+            Err(flume::TrySendError::Disconnected(back)) => back,
+        };
         let started = Instant::now();
         loop {
             match self.subpartitions[channel].send_timeout(item, Duration::from_millis(50)) {
