@@ -92,7 +92,7 @@ impl Appender {
     pub fn append<T: Data>(&mut self, buf: &mut AlignedVec, record: &T) -> Result<(), RecordError> {
         append_with(buf, &mut self.arena, record)?;
         self.appended = self.appended.wrapping_add(1);
-        if self.appended % 4096 == 0 {
+        if self.appended.is_multiple_of(4096) {
             // Give back what one unusually large record made the arena grow to.
             self.arena.shrink();
         }

@@ -255,7 +255,7 @@ mod tests {
         // Not yet a batch: no permit stored in the Notify.
         let pending = credits.notify.notified();
         tokio::pin!(pending);
-        assert!(pending.as_mut().enable() == false);
+        assert!(!pending.as_mut().enable());
         drop(guards.next());
         assert!(
             pending.as_mut().enable(),
