@@ -84,19 +84,22 @@ pub fn append<T: Data>(buf: &mut AlignedVec, record: &T) -> Result<(), RecordErr
 #[derive(Default)]
 pub struct Appender {
     arena: rkyv::ser::allocator::Arena,
-    appended: u32,
 }
+
+/// Arena memory an [`Appender`] keeps between buffers.
+const ARENA_KEEP: usize = 64 * 1024;
 
 impl Appender {
     /// Appends one record to `buf` as a frame, like [`append`].
     pub fn append<T: Data>(&mut self, buf: &mut AlignedVec, record: &T) -> Result<(), RecordError> {
-        append_with(buf, &mut self.arena, record)?;
-        self.appended = self.appended.wrapping_add(1);
-        if self.appended.is_multiple_of(4096) {
-            // Give back what one unusually large record made the arena grow to.
+        append_with(buf, &mut self.arena, record)
+    }
+
+    /// Gives back what unusually large records made the arena grow to (call between buffers).
+    pub fn trim(&mut self) {
+        if self.arena.capacity() > ARENA_KEEP {
             self.arena.shrink();
         }
-        Ok(())
     }
 }
 

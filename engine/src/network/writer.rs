@@ -140,6 +140,7 @@ impl RecordWriter {
         if self.buffers[channel].is_empty() {
             return Ok(());
         }
+        self.appender.trim();
         let full = std::mem::replace(&mut self.buffers[channel], self.pool.take(0));
         self.counters
             .bytes_out
