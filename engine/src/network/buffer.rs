@@ -174,7 +174,8 @@ pub(crate) const SEGMENT_SLACK: usize = 256;
 /// message per buffer: each announcement costs a QUIC packet and wake-ups on both TaskManagers.
 /// Batching cannot stall the channel: with fewer than `batch` credits unannounced the producer
 /// still holds at least `credit - batch + 1 ≥ 1` of them (or they are in flight as buffers,
-/// whose release adds to the batch).
+/// whose release adds to the batch); leftovers short of a batch are announced after a short
+/// linger (see the transport).
 #[derive(Debug)]
 pub(crate) struct Credits {
     pub(crate) freed: std::sync::atomic::AtomicU32,

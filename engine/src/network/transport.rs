@@ -43,6 +43,10 @@ const KIND_DATA: u8 = 1;
 const KIND_END: u8 = 2;
 const KIND_ERROR: u8 = 3;
 const KIND_BARRIER: u8 = 4;
+/// Socket buffer size the data port asks the kernel for, in each direction.
+const SOCKET_BUFFER: usize = 8 * 1024 * 1024;
+/// How long freed credits short of a batch wait before they are announced anyway.
+const CREDIT_LINGER: Duration = Duration::from_millis(50);
 /// Largest frame body accepted from a peer.
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
 
@@ -230,6 +234,15 @@ impl DataPlane {
             .max_udp_payload_size(settings.max_mtu.max(DEFAULT_MTU))
             .map_err(|e| bind_err(e.to_string()))?;
         let socket = std::net::UdpSocket::bind(addr).map_err(|e| bind_err(e.to_string()))?;
+        // Bursts of large datagrams overflow the kernel's default socket buffers (~208 KiB) as
+        // soon as the receiving thread is not scheduled for a moment; every drop costs a
+        // retransmission, and repeated drops make MTU black-hole detection fall back to small
+        // datagrams for the rest of the connection. Ask for larger buffers (the kernel caps the
+        // request at net.core.rmem_max / wmem_max; failing to get them is not an error).
+        if let Ok(state) = quinn::udp::UdpSocketState::new((&socket).into()) {
+            let _ = state.set_recv_buffer_size((&socket).into(), SOCKET_BUFFER);
+            let _ = state.set_send_buffer_size((&socket).into(), SOCKET_BUFFER);
+        }
         let (handle, shutdown) =
             start_runtime(settings.threads).map_err(|e| bind_err(e.to_string()))?;
         // The endpoint's driver, and every connection's, run on the data plane's runtime.
@@ -332,7 +345,10 @@ impl DataPlane {
         let announcer = credits.clone();
         tokio::spawn(async move {
             loop {
-                announcer.notify.notified().await;
+                // Woken by a full batch of freed credits; credits that never make a batch (the
+                // task stopped reading, or a channel that carries little) go out after a while,
+                // so a producer always learns about them and a consumer that went away is noticed.
+                let _ = tokio::time::timeout(CREDIT_LINGER, announcer.notify.notified()).await;
                 let freed = announcer.freed.swap(0, Ordering::AcqRel);
                 if freed > 0 && send.write_all(&freed.to_le_bytes()).await.is_err() {
                     return;
