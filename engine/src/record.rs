@@ -73,13 +73,86 @@ pub enum RecordError {
 }
 
 /// Appends one record to `buf` as a frame. The buffer's length must be a multiple of
-/// [`RECORD_ALIGN`] (every frame leaves it so).
+/// [`RECORD_ALIGN`] (every frame leaves it so). Uses the thread's rkyv arena; a writer that
+/// appends many records keeps its own [`Appender`].
 pub fn append<T: Data>(buf: &mut AlignedVec, record: &T) -> Result<(), RecordError> {
+    rkyv::util::with_arena(|arena| append_with(buf, arena, record))
+}
+
+/// Serializes records into buffers with an arena of its own (rkyv's scratch space for records
+/// with out-of-line parts), so appending costs no thread-local lookup per record.
+#[derive(Default)]
+pub struct Appender {
+    arena: rkyv::ser::allocator::Arena,
+}
+
+/// Arena memory an [`Appender`] keeps between buffers.
+const ARENA_KEEP: usize = 64 * 1024;
+
+impl Appender {
+    /// Appends one record to `buf` as a frame, like [`append`].
+    pub fn append<T: Data>(&mut self, buf: &mut AlignedVec, record: &T) -> Result<(), RecordError> {
+        append_with(buf, &mut self.arena, record)
+    }
+
+    /// Gives back what unusually large records made the arena grow to (call between buffers).
+    pub fn trim(&mut self) {
+        if self.arena.capacity() > ARENA_KEEP {
+            self.arena.shrink();
+        }
+    }
+}
+
+fn append_with<T: Data>(
+    buf: &mut AlignedVec,
+    arena: &mut rkyv::ser::allocator::Arena,
+    record: &T,
+) -> Result<(), RecordError> {
+    use rkyv::ser::{Serializer, WriterExt, sharing::Share};
     debug_assert_eq!(buf.len() % RECORD_ALIGN, 0);
+    let serialize_err = |e: rancor::Error| RecordError::Serialize(e.to_string());
     let start = buf.len();
     buf.extend_from_slice(&[0u8; RECORD_HEADER]);
-    rkyv::api::high::to_bytes_in::<_, rancor::Error>(record, &mut *buf)
-        .map_err(|e| RecordError::Serialize(e.to_string()))?;
+    if std::mem::align_of::<T::Archived>() > 16 {
+        // Over-aligned archives (beyond the buffer's 16-byte storage alignment) take rkyv's path.
+        rkyv::api::high::to_bytes_in_with_alloc::<_, _, rancor::Error>(
+            record,
+            &mut *buf,
+            arena.acquire(),
+        )
+        .map_err(serialize_err)?;
+        return finish_frame(buf, start);
+    }
+    // What rkyv's `to_bytes_in` does, except that the root is resolved in place in the buffer
+    // rather than on the stack and then copied (for a record of plain bytes that copy was most
+    // of the serialization's cost).
+    let mut serializer = Serializer::new(&mut *buf, arena.acquire(), Share::new());
+    let resolver = rkyv::Serialize::serialize(
+        record,
+        rancor::Strategy::<_, rancor::Error>::wrap(&mut serializer),
+    )
+    .map_err(serialize_err)?;
+    WriterExt::<rancor::Error>::align_for::<T::Archived>(&mut serializer).map_err(serialize_err)?;
+    let buf = serializer.into_writer();
+    let pos = buf.len();
+    let size = std::mem::size_of::<T::Archived>();
+    buf.reserve(size);
+    // SAFETY: `reserve` made room for `size` bytes at `pos`, which `align_for` aligned for
+    // `T::Archived` (the buffer's storage is 16-byte aligned and archives need at most that);
+    // the bytes are zeroed before `resolve` writes the archive (so padding is initialized), and
+    // `resolver` is the result of serializing `record` into this same buffer, whose positions
+    // are the buffer's offsets, as `Place::new_unchecked` requires.
+    unsafe {
+        let out = buf.as_mut_ptr().add(pos).cast::<T::Archived>();
+        out.write_bytes(0, 1);
+        record.resolve(resolver, rkyv::Place::new_unchecked(pos, out));
+        buf.set_len(pos + size);
+    }
+    finish_frame(buf, start)
+}
+
+/// Writes the length of the frame that starts at `start` and pads the buffer to the next frame.
+fn finish_frame(buf: &mut AlignedVec, start: usize) -> Result<(), RecordError> {
     let len = buf.len() - start - RECORD_HEADER;
     buf[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     let padded = buf.len().next_multiple_of(RECORD_ALIGN);
@@ -190,6 +263,34 @@ mod tests {
         ]);
         roundtrip(&[1u8, 2, 3]);
         roundtrip::<Vec<u32>>(&[vec![], vec![1, 2, 3]]);
+    }
+
+    #[test]
+    fn the_appender_writes_what_rkyv_writes() {
+        let records = [
+            ("hello".to_string(), 3u64),
+            ("ü".repeat(300), u64::MAX),
+            (String::new(), 0),
+        ];
+        let (mut ours, mut appender) = (AlignedVec::new(), Appender::default());
+        for r in &records {
+            appender.append(&mut ours, r).unwrap();
+        }
+        let mut theirs = AlignedVec::<16>::new();
+        for r in &records {
+            let start = theirs.len();
+            theirs.extend_from_slice(&[0u8; RECORD_HEADER]);
+            rkyv::api::high::to_bytes_in::<_, rancor::Error>(r, &mut theirs).unwrap();
+            finish_frame(&mut theirs, start).unwrap();
+        }
+        assert_eq!(&ours[..], &theirs[..]);
+        let back: Vec<(String, u64)> = Frames::new(&ours)
+            .map(|f| {
+                let (off, bytes) = f.unwrap();
+                decode(off, bytes).unwrap()
+            })
+            .collect();
+        assert_eq!(back, records);
     }
 
     #[test]

@@ -276,6 +276,9 @@ pub struct NetworkOptions {
     /// QUIC connections grow to by MTU discovery (the path MTU; 9000 on jumbo-frame links,
     /// 65000 on loopback).
     pub quic_max_mtu: u16,
+    /// `taskmanager.network.quic.num-threads` (default -1: one per task slot): threads of the
+    /// data plane's own async runtime (QUIC I/O, encryption, serving and reading channels).
+    pub quic_num_threads: i32,
 }
 
 impl NetworkOptions {
@@ -448,6 +451,7 @@ impl Config {
                 floating_buffers_per_gate: 0,
                 buffer_timeout: Duration::ZERO,
                 quic_max_mtu: 0,
+                quic_num_threads: 0,
             },
             parallelism_default: 0,
             max_parallelism: None,

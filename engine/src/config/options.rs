@@ -795,6 +795,9 @@ options! {
     "taskmanager.network.quic.max-mtu" => network.quic_max_mtu: Int::<u16>::range(1200, 65000),
         default "1452",
         doc "Largest UDP payload QUIC data connections grow to by MTU discovery: the path MTU (9000 on jumbo frames, 65000 on loopback).";
+    "taskmanager.network.quic.num-threads" => network.quic_num_threads: Int::<i32>::range(-1, 1024),
+        default "-1",
+        doc "Threads of the data plane's own runtime (QUIC I/O and encryption, serving and reading channels); -1 or 0 means one per task slot, like Flink's netty threads.";
     "taskmanager.numberOfTaskSlots" => taskmanager.number_of_task_slots: AT_LEAST_ONE,
         default "1",
         doc "Number of slots a TaskManager offers, each running one parallel pipeline.";

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex as AsyncMutex;
 use tracing::{debug, warn};
 
-use super::buffer::{Buffer, CheckpointBarrier, CreditGuard, Credits, NetBuffer};
+use super::buffer::{Buffer, BufferPool, CheckpointBarrier, CreditGuard, Credits, NetBuffer};
 use super::registry::PartitionRegistry;
 use crate::api::TaskError;
 use crate::ids::PartitionId;
@@ -43,6 +43,10 @@ const KIND_DATA: u8 = 1;
 const KIND_END: u8 = 2;
 const KIND_ERROR: u8 = 3;
 const KIND_BARRIER: u8 = 4;
+/// Socket buffer size the data port asks the kernel for, in each direction.
+const SOCKET_BUFFER: usize = 8 * 1024 * 1024;
+/// How long freed credits short of a batch wait before they are announced anyway.
+const CREDIT_LINGER: Duration = Duration::from_millis(50);
 /// Largest frame body accepted from a peer.
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
 
@@ -104,6 +108,8 @@ pub struct DataPlaneSettings {
     pub idle_timeout: Duration,
     /// The largest UDP payload MTU discovery may reach (`taskmanager.network.quic.max-mtu`).
     pub max_mtu: u16,
+    /// Threads of the data plane's runtime (`taskmanager.network.quic.num-threads`, resolved).
+    pub threads: usize,
 }
 
 /// QUIC's default and minimum-safe UDP payload: what every IPv4 path with a 1500-byte MTU carries.
@@ -122,6 +128,13 @@ fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
     if let Ok(idle) = quinn::IdleTimeout::try_from(settings.idle_timeout) {
         t.max_idle_timeout(Some(idle));
     }
+    // Ask the peer to acknowledge every 8th packet instead of every 2nd (the ACK frequency
+    // extension, which quinn peers support): a channel's credit announcements already carry
+    // acknowledgements back, so ACK-only packets are mostly overhead for bulk data.
+    let mut ack_frequency = quinn::AckFrequencyConfig::default();
+    ack_frequency.ack_eliciting_threshold(quinn::VarInt::from_u32(8));
+    ack_frequency.max_ack_delay(Some(Duration::from_millis(5)));
+    t.ack_frequency_config(Some(ack_frequency));
     if settings.max_mtu > DEFAULT_MTU {
         // Let MTU discovery climb to the configured path MTU (it stops at 1452 by default).
         // Both sides start at the safe default: a server's initial MTU above ~3600 bytes would
@@ -143,12 +156,47 @@ fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
 }
 
 /// A TaskManager's QUIC endpoint: serves its partitions and fetches remote ones.
+///
+/// The data plane runs on a runtime of its own, apart from the TaskManager's RPC and REST work:
+/// with one thread (a single-slot TaskManager) every QUIC connection, channel reader and
+/// channel server of the TaskManager runs on that thread, so handing a buffer from one to
+/// another never wakes a second worker thread, and the task threads wake at most one.
 pub struct DataPlane {
     endpoint: quinn::Endpoint,
     secret: ClusterSecret,
     connections: AsyncMutex<HashMap<SocketAddr, quinn::Connection>>,
     runtime: tokio::runtime::Handle,
     settings: DataPlaneSettings,
+    /// Ends the runtime's thread when the data plane is dropped.
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Starts the data plane's runtime on a thread of its own; it ends when `shutdown` fires or is
+/// dropped. With more than one thread it is a work-stealing runtime whose workers do the work
+/// while the owning thread only waits.
+fn start_runtime(
+    threads: usize,
+) -> std::io::Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sender<()>)> {
+    let mut builder = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    let runtime = builder.enable_all().thread_name("sluice-data").build()?;
+    let handle = runtime.handle().clone();
+    let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("sluice-data".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                let _ = stopped.await;
+            });
+            // Dropped here, outside any async context.
+            runtime.shutdown_background();
+        })?;
+    Ok((handle, shutdown))
 }
 
 impl DataPlane {
@@ -186,20 +234,37 @@ impl DataPlane {
             .max_udp_payload_size(settings.max_mtu.max(DEFAULT_MTU))
             .map_err(|e| bind_err(e.to_string()))?;
         let socket = std::net::UdpSocket::bind(addr).map_err(|e| bind_err(e.to_string()))?;
-        let runtime =
-            quinn::default_runtime().ok_or_else(|| bind_err("no async runtime".into()))?;
-        let mut endpoint =
-            quinn::Endpoint::new(endpoint_config, Some(server_config), socket, runtime)
-                .map_err(|e| bind_err(e.to_string()))?;
-        endpoint.set_default_client_config(client_config);
+        // Bursts of large datagrams overflow the kernel's default socket buffers (~208 KiB) as
+        // soon as the receiving thread is not scheduled for a moment; every drop costs a
+        // retransmission, and repeated drops make MTU black-hole detection fall back to small
+        // datagrams for the rest of the connection. Ask for larger buffers (the kernel caps the
+        // request at net.core.rmem_max / wmem_max; failing to get them is not an error).
+        if let Ok(state) = quinn::udp::UdpSocketState::new((&socket).into()) {
+            let _ = state.set_recv_buffer_size((&socket).into(), SOCKET_BUFFER);
+            let _ = state.set_send_buffer_size((&socket).into(), SOCKET_BUFFER);
+        }
+        let (handle, shutdown) =
+            start_runtime(settings.threads).map_err(|e| bind_err(e.to_string()))?;
+        // The endpoint's driver, and every connection's, run on the data plane's runtime.
+        let endpoint = {
+            let _in_runtime = handle.enter();
+            let runtime =
+                quinn::default_runtime().ok_or_else(|| bind_err("no async runtime".into()))?;
+            let mut endpoint =
+                quinn::Endpoint::new(endpoint_config, Some(server_config), socket, runtime)
+                    .map_err(|e| bind_err(e.to_string()))?;
+            endpoint.set_default_client_config(client_config);
+            endpoint
+        };
         let plane = Arc::new(DataPlane {
             endpoint,
             secret,
             connections: AsyncMutex::new(HashMap::new()),
-            runtime: tokio::runtime::Handle::current(),
+            runtime: handle.clone(),
             settings,
+            _shutdown: shutdown,
         });
-        tokio::spawn(accept_loop(plane.clone(), registry));
+        handle.spawn(accept_loop(plane.clone(), registry));
         Ok(plane)
     }
 
@@ -261,7 +326,7 @@ impl DataPlane {
         let addr = channel.location.data_address;
         let connection = self.connection(addr).await?;
         let stream_err = |e: &dyn std::fmt::Display| TransportError::Stream(e.to_string());
-        let (mut send, mut recv) = connection.open_bi().await.map_err(|e| stream_err(&e))?;
+        let (mut send, recv) = connection.open_bi().await.map_err(|e| stream_err(&e))?;
         let capacity = capacity.max(1);
         let request = serde_json::to_vec(&PartitionRequest {
             partition: channel.partition,
@@ -274,13 +339,16 @@ impl DataPlane {
             .map_err(|e| stream_err(&e))?;
         send.write_all(&request).await.map_err(|e| stream_err(&e))?;
         let (tx, rx) = flume::bounded(capacity);
-        let credits = Arc::new(Credits::default());
+        let credits = Arc::new(Credits::new(capacity as u32));
         let peer = addr;
         // Announces freed credits to the producer.
         let announcer = credits.clone();
         tokio::spawn(async move {
             loop {
-                announcer.notify.notified().await;
+                // Woken by a full batch of freed credits; credits that never make a batch (the
+                // task stopped reading, or a channel that carries little) go out after a while,
+                // so a producer always learns about them and a consumer that went away is noticed.
+                let _ = tokio::time::timeout(CREDIT_LINGER, announcer.notify.notified()).await;
                 let freed = announcer.freed.swap(0, Ordering::AcqRel);
                 if freed > 0 && send.write_all(&freed.to_le_bytes()).await.is_err() {
                     return;
@@ -291,16 +359,20 @@ impl DataPlane {
                 }
             }
         });
+        // Received buffers are recycled: the channel holds at most `capacity` of them.
+        let pool = BufferPool::new(self.settings.segment_size, capacity);
+        let mut frames = FrameReader::new(recv, peer);
         // Reads frames into the queue; the producer's credit guarantees room, so this never
         // waits on the queue. Dropping `tx` without an end-of-partition tells the task its
         // producer is gone.
         tokio::spawn(async move {
             let result = loop {
-                match read_frame(&mut recv, peer).await {
+                match frames.next(&pool).await {
                     Ok(Some((KIND_DATA, body))) => {
-                        let buffer = Buffer::remote(body, CreditGuard(credits.clone()));
+                        let credit = CreditGuard(credits.clone());
+                        let buffer = Buffer::remote(body, pool.clone(), credit);
                         if tx.send_async(NetBuffer::Data(buffer)).await.is_err() {
-                            let _ = recv.stop(quinn::VarInt::from_u32(0));
+                            frames.stop();
                             break Ok(());
                         }
                     }
@@ -313,7 +385,7 @@ impl DataPlane {
                             Ok(barrier) => {
                                 let barrier = NetBuffer::Barrier(Arc::new(barrier));
                                 if tx.send_async(barrier).await.is_err() {
-                                    let _ = recv.stop(quinn::VarInt::from_u32(0));
+                                    frames.stop();
                                     break Ok(());
                                 }
                             }
@@ -354,31 +426,96 @@ impl RemoteChannels for Arc<DataPlane> {
             "partition {} on {}",
             channel.partition, channel.location.data_address
         );
-        self.runtime
-            .block_on(plane.open_channel(channel, capacity, cancelled))
+        // Opened on the data plane's runtime (where the connection and the channel's tasks
+        // live); the task thread waits for the result.
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let _ = tx.send(plane.open_channel(channel, capacity, cancelled).await);
+        });
+        rx.recv()
+            .unwrap_or_else(|_| Err(TransportError::Stream("the data plane shut down".into())))
             .map_err(|e| TaskError::Network(format!("cannot open {what}: {e}")))
     }
 }
 
-/// Reads `[u32 LE len][u8 kind][body]`; `None` at a clean end of stream.
-async fn read_frame(
-    recv: &mut quinn::RecvStream,
+/// Reads frames `[u32 LE len][u8 kind][body]` from a stream.
+///
+/// It takes the stream's data in the chunks QUIC received it in (one lock of the connection per
+/// chunk rather than per read) and copies each frame's body once, into a buffer from the
+/// channel's pool (8-byte aligned, so records are accessed in place).
+struct FrameReader {
+    recv: quinn::RecvStream,
+    /// Received bytes not yet consumed.
+    pending: bytes::Bytes,
     peer: SocketAddr,
-) -> Result<Option<(u8, AlignedVec)>, TransportError> {
-    let mut header = [0u8; 5];
-    match recv.read_exact(&mut header).await {
-        Ok(()) => {}
-        Err(quinn::ReadExactError::FinishedEarly(0)) => return Ok(None),
-        Err(e) => return Err(TransportError::Stream(e.to_string())),
+}
+
+impl FrameReader {
+    fn new(recv: quinn::RecvStream, peer: SocketAddr) -> Self {
+        FrameReader {
+            recv,
+            pending: bytes::Bytes::new(),
+            peer,
+        }
     }
-    let (len, kind) =
-        decode_header(header).map_err(|reason| TransportError::Malformed { peer, reason })?;
-    let mut body = AlignedVec::with_capacity(len);
-    body.resize(len, 0);
-    recv.read_exact(&mut body[..])
-        .await
-        .map_err(|e| TransportError::Stream(e.to_string()))?;
-    Ok(Some((kind, body)))
+
+    /// Tells the producer nothing more will be read.
+    fn stop(&mut self) {
+        let _ = self.recv.stop(quinn::VarInt::from_u32(0));
+    }
+
+    /// Waits for more bytes; `false` at the end of the stream.
+    async fn fill(&mut self) -> Result<bool, TransportError> {
+        while self.pending.is_empty() {
+            match self.recv.read_chunk(usize::MAX, true).await {
+                Ok(Some(chunk)) => self.pending = chunk.bytes,
+                Ok(None) => return Ok(false),
+                Err(e) => return Err(TransportError::Stream(e.to_string())),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Moves up to `want` bytes of the pending chunk out.
+    fn consume(&mut self, want: usize) -> bytes::Bytes {
+        let n = want.min(self.pending.len());
+        self.pending.split_to(n)
+    }
+
+    /// The next frame's kind and body; `None` at a clean end of stream (between frames).
+    async fn next(
+        &mut self,
+        pool: &BufferPool,
+    ) -> Result<Option<(u8, AlignedVec)>, TransportError> {
+        let truncated = || TransportError::Stream("the stream ended inside a frame".into());
+        let mut header = [0u8; 5];
+        let mut have = 0;
+        while have < header.len() {
+            if !self.fill().await? {
+                return if have == 0 {
+                    Ok(None)
+                } else {
+                    Err(truncated())
+                };
+            }
+            let part = self.consume(header.len() - have);
+            header[have..have + part.len()].copy_from_slice(&part);
+            have += part.len();
+        }
+        let (len, kind) = decode_header(header).map_err(|reason| TransportError::Malformed {
+            peer: self.peer,
+            reason,
+        })?;
+        let mut body = pool.take(len);
+        while body.len() < len {
+            if !self.fill().await? {
+                return Err(truncated());
+            }
+            let part = self.consume(len - body.len());
+            body.extend_from_slice(&part);
+        }
+        Ok(Some((kind, body)))
+    }
 }
 
 /// Checks a frame header: a known kind and a length within [`MAX_FRAME`].
@@ -548,10 +685,12 @@ async fn serve_channel(
                         ));
                     }
                 }
-                send.write_all(&encode_header(buf.len(), KIND_DATA))
+                // The buffer itself goes to QUIC, not a copy: its memory returns to the
+                // producer's pool once the peer has acknowledged it.
+                let header = bytes::Bytes::copy_from_slice(&encode_header(buf.len(), KIND_DATA));
+                send.write_all_chunks(&mut [header, bytes::Bytes::from_owner(buf)])
                     .await
                     .map_err(|e| stream_err(&e))?;
-                send.write_all(&buf).await.map_err(|e| stream_err(&e))?;
             }
             Ok(NetBuffer::Barrier(barrier)) => {
                 // Barriers need no credit: they are rare and tiny, and the consumer's reader

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rkyv::util::AlignedVec;
 
-use super::buffer::{Buffer, IoCounters, NetBuffer};
+use super::buffer::{Buffer, BufferPool, IoCounters, NetBuffer};
 use super::partitioner::{ChannelSelector, key_group, operator_index_for_key_group};
 use crate::api::{Output, RuntimeContext, TaskError};
 use crate::record::{self, Data};
@@ -18,10 +18,18 @@ use crate::record::{self, Data};
 pub(crate) struct RecordWriter {
     subpartitions: Vec<flume::Sender<NetBuffer>>,
     buffers: Vec<AlignedVec>,
+    /// Where shipped buffers' memory comes back to once consumed.
+    pool: Arc<BufferPool>,
+    appender: record::Appender,
     segment_size: usize,
     consumer_max_parallelism: u32,
+    /// Which subpartition owns each key group (the consumer's max parallelism of them).
+    key_group_owner: Vec<u32>,
     cancelled: Arc<AtomicBool>,
     counters: Arc<IoCounters>,
+    /// Records written since the counters were last brought up to date (they are published
+    /// whenever a buffer ships, not per record).
+    unpublished_records: u64,
     finished: bool,
 }
 
@@ -29,24 +37,33 @@ pub(crate) struct RecordWriter {
 pub(crate) type RecordWriterHandle = Rc<RefCell<RecordWriter>>;
 
 impl RecordWriter {
+    /// `max_buffers` is how many buffers the writer may have in use at once (what the task
+    /// reserved for it in the network budget); that many are recycled.
     pub(crate) fn new(
         subpartitions: Vec<flume::Sender<NetBuffer>>,
         segment_size: usize,
+        max_buffers: usize,
         consumer_max_parallelism: u32,
         cancelled: Arc<AtomicBool>,
         counters: Arc<IoCounters>,
     ) -> Self {
-        let buffers = subpartitions
-            .iter()
-            .map(|_| AlignedVec::with_capacity(segment_size + 256))
+        let pool = BufferPool::new(segment_size, max_buffers);
+        let buffers = subpartitions.iter().map(|_| pool.take(0)).collect();
+        let channels = subpartitions.len().max(1) as u32;
+        let key_group_owner = (0..consumer_max_parallelism)
+            .map(|group| operator_index_for_key_group(consumer_max_parallelism, channels, group))
             .collect();
         RecordWriter {
             subpartitions,
             buffers,
+            pool,
+            appender: record::Appender::default(),
             segment_size,
             consumer_max_parallelism,
+            key_group_owner,
             cancelled,
             counters,
+            unpublished_records: 0,
             finished: false,
         }
     }
@@ -56,7 +73,7 @@ impl RecordWriter {
     }
 
     fn write<T: Data>(&mut self, channel: usize, record: &T) -> Result<(), TaskError> {
-        record::append(&mut self.buffers[channel], record)?;
+        self.appender.append(&mut self.buffers[channel], record)?;
         if self.buffers[channel].len() >= self.segment_size {
             self.flush(channel)?;
         }
@@ -72,6 +89,12 @@ impl RecordWriter {
     }
 
     fn send(&self, channel: usize, mut item: NetBuffer) -> Result<(), TaskError> {
+        let queue = &self.subpartitions[channel];
+        item = match queue.try_send(item) {
+            Ok(()) => return Ok(()),
+            Err(flume::TrySendError::Full(back)) => back,
+            Err(flume::TrySendError::Disconnected(back)) => back,
+        };
         let started = Instant::now();
         loop {
             match self.subpartitions[channel].send_timeout(item, Duration::from_millis(50)) {
@@ -101,23 +124,36 @@ impl RecordWriter {
         Ok(())
     }
 
+    /// Brings the record counter up to date.
+    fn publish_records(&mut self) {
+        if self.unpublished_records > 0 {
+            self.counters
+                .records_out
+                .fetch_add(self.unpublished_records, Ordering::Relaxed);
+            self.unpublished_records = 0;
+        }
+    }
+
     /// Ships the buffer of one subpartition if it holds anything.
     pub(crate) fn flush(&mut self, channel: usize) -> Result<(), TaskError> {
+        self.publish_records();
         if self.buffers[channel].is_empty() {
             return Ok(());
         }
-        let full = std::mem::replace(
-            &mut self.buffers[channel],
-            AlignedVec::with_capacity(self.segment_size + 256),
-        );
+        self.appender.trim();
+        let full = std::mem::replace(&mut self.buffers[channel], self.pool.take(0));
         self.counters
             .bytes_out
             .fetch_add(full.len() as u64, Ordering::Relaxed);
-        self.send(channel, NetBuffer::Data(Buffer::local(full)))
+        self.send(
+            channel,
+            NetBuffer::Data(Buffer::pooled(full, self.pool.clone())),
+        )
     }
 
     /// Ships every non-empty buffer (the buffer timeout expired).
     pub(crate) fn flush_all(&mut self) -> Result<(), TaskError> {
+        self.publish_records();
         for channel in 0..self.channels() {
             self.flush(channel)?;
         }
@@ -160,7 +196,6 @@ pub(crate) struct NetworkOutput<T> {
     selector: ChannelSelector<T>,
     next_channel: usize,
     scratch: AlignedVec,
-    counters: Arc<IoCounters>,
 }
 
 impl<T: Data> NetworkOutput<T> {
@@ -169,10 +204,7 @@ impl<T: Data> NetworkOutput<T> {
         selector: ChannelSelector<T>,
         ctx: &RuntimeContext,
     ) -> Self {
-        let (channels, counters) = {
-            let w = writer.borrow();
-            (w.channels().max(1), w.counters.clone())
-        };
+        let channels = writer.borrow().channels().max(1);
         // Start round-robin at our own index so that parallel producers do not all hit channel 0.
         let next_channel = ctx.subtask_index() as usize % channels;
         NetworkOutput {
@@ -180,15 +212,14 @@ impl<T: Data> NetworkOutput<T> {
             selector,
             next_channel,
             scratch: AlignedVec::new(),
-            counters,
         }
     }
 }
 
 impl<T: Data> Output<T> for NetworkOutput<T> {
     fn push(&mut self, record: T) -> Result<(), TaskError> {
-        self.counters.records_out.fetch_add(1, Ordering::Relaxed);
         let mut w = self.writer.borrow_mut();
+        w.unpublished_records += 1;
         let channels = w.channels();
         match &self.selector {
             ChannelSelector::RoundRobin => {
@@ -201,9 +232,8 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
                 w.write(channel, &record)
             }
             ChannelSelector::Key(hash) => {
-                let maxp = w.consumer_max_parallelism;
-                let group = key_group(hash(&record), maxp);
-                let channel = operator_index_for_key_group(maxp, channels as u32, group) as usize;
+                let group = key_group(hash(&record), w.consumer_max_parallelism);
+                let channel = w.key_group_owner[group as usize] as usize;
                 w.write(channel, &record)
             }
             ChannelSelector::Broadcast => {
@@ -242,6 +272,7 @@ mod tests {
         let w = RecordWriter::new(
             txs,
             1024,
+            3 * channels,
             128,
             Arc::new(AtomicBool::new(false)),
             Arc::new(IoCounters::default()),

@@ -86,6 +86,10 @@ impl TaskManager {
             buffers_per_channel: net.buffers_per_channel as usize,
             partition_wait: Duration::from_secs(60),
             max_mtu: config.network.quic_max_mtu,
+            threads: match config.network.quic_num_threads {
+                n if n > 0 => n as usize,
+                _ => config.taskmanager.number_of_task_slots.max(1) as usize,
+            },
             idle_timeout: config
                 .heartbeat
                 .interval

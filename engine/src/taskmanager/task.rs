@@ -366,12 +366,21 @@ fn run(
     let total_channels = d.inputs.iter().map(Vec::len).sum::<usize>().max(1);
     // A remote channel's queue: its exclusive buffers plus a fair share of the gate's floating ones.
     let remote_capacity = per_channel + services.floating_buffers_per_gate.div_ceil(total_channels);
+    // A subpartition's queue: its exclusive buffers plus a share of the floating ones (as a
+    // Flink result partition's pool holds buffers-per-channel per subpartition plus the
+    // floating buffers), so that a consumer descheduled for a moment does not stall the producer.
+    let queue_capacity = |subpartitions: u32| {
+        per_channel
+            + services
+                .floating_buffers_per_gate
+                .div_ceil(subpartitions.max(1) as usize)
+    };
     // Per subpartition: its queue, the buffer being filled, and one a sender holds while it
     // waits for credit.
     let output_buffers: usize = d
         .outputs
         .iter()
-        .map(|o| o.subpartitions as usize * (per_channel + 2))
+        .map(|o| o.subpartitions as usize * (queue_capacity(o.subpartitions) + 2))
         .sum();
     let remote_channels = d
         .inputs
@@ -389,7 +398,7 @@ fn run(
     let mut writers = Vec::new();
     for (k, (&edge, out)) in vertex.outputs.iter().zip(&d.outputs).enumerate() {
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..out.subpartitions)
-            .map(|_| flume::bounded(services.buffers_per_channel.max(1)))
+            .map(|_| flume::bounded(queue_capacity(out.subpartitions)))
             .unzip();
         services.registry.register(
             PartitionId {
@@ -401,6 +410,7 @@ fn run(
         let writer = Rc::new(RefCell::new(RecordWriter::new(
             senders,
             services.segment_size,
+            out.subpartitions as usize * (queue_capacity(out.subpartitions) + 2),
             out.consumer_max_parallelism,
             cancelled.clone(),
             counters.clone(),
