@@ -105,20 +105,29 @@ pub struct CheckpointSettings {
     pub retention: Retention,
 }
 
-impl Default for CheckpointSettings {
-    fn default() -> Self {
+impl From<&crate::config::CheckpointingOptions> for CheckpointSettings {
+    /// The coordinator's view of the `execution.checkpointing.*` keys.
+    fn from(c: &crate::config::CheckpointingOptions) -> Self {
+        let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
         CheckpointSettings {
-            interval: None,
-            timeout: Duration::from_secs(600),
-            min_pause: Duration::ZERO,
-            max_concurrent: 1,
-            tolerable_failures: 0,
-            num_retained: 1,
-            exactly_once: true,
-            dir: None,
-            savepoint_dir: None,
-            retention: Retention::DeleteOnCancellation,
+            interval: c.interval,
+            timeout: c.timeout,
+            min_pause: c.min_pause,
+            max_concurrent: c.max_concurrent,
+            tolerable_failures: c.tolerable_failures,
+            num_retained: c.num_retained,
+            exactly_once: c.mode == crate::config::CheckpointingMode::ExactlyOnce,
+            dir: path(&c.dir),
+            savepoint_dir: path(&c.savepoint_dir),
+            retention: c.retention,
         }
+    }
+}
+
+impl Default for CheckpointSettings {
+    /// The configuration registry's defaults (no periodic checkpoints, no directory).
+    fn default() -> Self {
+        (&crate::config::Config::default().checkpointing).into()
     }
 }
 

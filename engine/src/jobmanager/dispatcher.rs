@@ -59,21 +59,9 @@ impl JobSettings {
                 "execution.checkpointing.interval is set but execution.checkpointing.dir is not: checkpoints need a directory every JobManager and TaskManager can reach".into(),
             ));
         }
-        let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
         Ok(JobSettings {
             restart: RestartPolicy::from_config(&config.restart, c.interval.is_some()),
-            checkpoints: CheckpointSettings {
-                interval: c.interval,
-                timeout: c.timeout,
-                min_pause: c.min_pause,
-                max_concurrent: c.max_concurrent,
-                tolerable_failures: c.tolerable_failures,
-                num_retained: c.num_retained,
-                exactly_once: c.mode == CheckpointingMode::ExactlyOnce,
-                dir: path(&c.dir),
-                savepoint_dir: path(&c.savepoint_dir),
-                retention: c.retention,
-            },
+            checkpoints: CheckpointSettings::from(c),
             state: TaskStateConfig {
                 backend: config.state.backend.name().into(),
                 incremental: c.incremental,

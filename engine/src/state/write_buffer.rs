@@ -131,15 +131,18 @@ impl WriteBuffer {
     pub(crate) fn flush_sorted(&mut self, mut f: impl FnMut(&[u8], Option<&[u8]>)) {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        // Sorting compares the keys' first bytes held in `order` itself, and reads the arena only
-        // for keys that share them: far fewer cache misses than comparing in the arena.
-        order.extend(self.index.iter().filter(|e| e.dirty).map(|e| {
-            let key = self.key_of(e);
+        // One pass takes the dirty entries and marks them clean. Sorting compares the keys'
+        // first bytes held in `order` itself, and reads the arena only for keys that share
+        // them: far fewer cache misses than comparing in the arena.
+        let arena = &self.arena;
+        for e in self.index.iter_mut().filter(|e| e.dirty) {
+            e.dirty = false;
+            let key = &arena[e.key..e.key + e.key_len];
             let mut head = [0u8; 16];
             let n = key.len().min(16);
             head[..n].copy_from_slice(&key[..n]);
-            (u128::from_be_bytes(head), *e)
-        }));
+            order.push((u128::from_be_bytes(head), *e));
+        }
         order.sort_unstable_by(|(ha, a), (hb, b)| {
             ha.cmp(hb).then_with(|| self.key_of(a).cmp(self.key_of(b)))
         });
@@ -150,10 +153,7 @@ impl WriteBuffer {
             );
         }
         self.order = order;
-        if self.dirty_bytes > 0 {
-            self.index.iter_mut().for_each(|e| e.dirty = false);
-            self.dirty_bytes = 0;
-        }
+        self.dirty_bytes = 0;
     }
 }
 
