@@ -2,7 +2,9 @@
 //!
 //! 1. Keyed aggregation through `KeyedStateStore`: per record `set_current_key` and a
 //!    `ValueState<u64>` read-modify-write, over uniformly random keys, for the hashmap and the
-//!    RocksDB backend; records/s and RocksDB's ratio to the hashmap.
+//!    RocksDB backend; records/s and RocksDB's ratio to the hashmap. RocksDB gets the memory a
+//!    slot of a default TaskManager gives it (its share of managed memory), and once more a
+//!    small budget far below the state's size, so both regimes stay visible.
 //! 2. RocksDB checkpoints: a full checkpoint of a large state (100-byte incompressible values),
 //!    then ~1% of the keys changed and an incremental checkpoint: duration and uploaded bytes.
 //!
@@ -15,7 +17,8 @@ use anyhow::{Context, Result};
 use sluice::checkpoint::{
     KeyedStateHandle, LocalFileStorage, SnapshotKind, SnapshotLocation, StateStorage,
 };
-use sluice::state::{BackendKind, BackendSettings, KeyGroupRange, KeyedStateStore};
+use sluice::config::Config;
+use sluice::state::{BackendKind, BackendSettings, KeyGroupRange, KeyedStateStore, RocksMemory};
 
 use crate::{Stat, mib};
 
@@ -26,9 +29,11 @@ const VALUE_BYTES: usize = 100;
 struct Sizes {
     repetitions: usize,
     keys: u64,
-    /// Key counts of the keyed count: one whose writes fit RocksDB's write-back buffer, one
-    /// far beyond it.
+    /// Key counts of the keyed count: a small one, and one whose state is several times the
+    /// small budget.
     key_sets: [u64; 2],
+    /// RocksDB memory of the small-budget row.
+    small_budget: u64,
     records: u64,
     /// Approximate state size of the checkpoint measurement.
     checkpoint_state: u64,
@@ -41,6 +46,7 @@ impl Sizes {
                 repetitions: 1,
                 keys: 100_000,
                 key_sets: [100_000, 1_000_000],
+                small_budget: 16 << 20,
                 records: 1_000_000,
                 checkpoint_state: 50 << 20,
             }
@@ -49,6 +55,7 @@ impl Sizes {
                 repetitions: 3,
                 keys: 100_000,
                 key_sets: [100_000, 5_000_000],
+                small_budget: 64 << 20,
                 records: 5_000_000,
                 checkpoint_state: 1 << 30,
             }
@@ -70,11 +77,27 @@ impl Rng {
     }
 }
 
-fn open(kind: BackendKind, dir: &std::path::Path, name: &str) -> Result<KeyedStateStore> {
+/// The RocksDB memory of one slot of a TaskManager with the default configuration (one slot).
+fn default_slot_memory() -> u64 {
+    let config = Config::default();
+    config
+        .state
+        .rocksdb_memory_per_slot(&config.network, config.taskmanager.number_of_task_slots)
+        .unwrap_or(0)
+}
+
+fn open(
+    kind: BackendKind,
+    dir: &std::path::Path,
+    name: &str,
+    memory: u64,
+) -> Result<KeyedStateStore> {
+    let ratio = Config::default().state.rocksdb_write_buffer_ratio;
     let settings = BackendSettings {
         kind,
         local_dir: dir.join(name),
         incremental: true,
+        rocks_memory: Some(RocksMemory::budget(memory, ratio)),
     };
     KeyedStateStore::open(
         &settings,
@@ -92,11 +115,12 @@ fn open(kind: BackendKind, dir: &std::path::Path, name: &str) -> Result<KeyedSta
 /// machine that others share, CPU time is the steadier measure.
 fn aggregation(
     kind: BackendKind,
+    memory: u64,
     dir: &std::path::Path,
     sizes: &Sizes,
     run: usize,
 ) -> Result<(f64, f64)> {
-    let store = open(kind, dir, &format!("agg-{kind}-{run}"))?;
+    let store = open(kind, dir, &format!("agg-{kind}-{memory}-{run}"), memory)?;
     let count = store.value_state::<u64>("count")?;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 + run as u64);
     let cpu = crate::procs::cpu_seconds(std::process::id())?;
@@ -153,7 +177,12 @@ struct CheckpointRun {
 fn checkpoints(dir: &std::path::Path, sizes: &Sizes) -> Result<CheckpointRun> {
     // ~ key, value archive and RocksDB's per-entry overhead.
     let keys = sizes.checkpoint_state / (VALUE_BYTES as u64 + 28);
-    let store = open(BackendKind::RocksDb, dir, "checkpoint")?;
+    let store = open(
+        BackendKind::RocksDb,
+        dir,
+        "checkpoint",
+        default_slot_memory(),
+    )?;
     let started = Instant::now();
     fill(&store, 0..keys, 0)?;
     let fill_time = started.elapsed();
@@ -208,27 +237,37 @@ pub(crate) fn run(quick: bool, only_keys: Option<u64>) -> Result<()> {
         if quick { "quick" } else { "full" },
         dir.path().display()
     );
-    let mut rates = Vec::new();
+    let slot_memory = default_slot_memory();
+    // (keys, backend, RocksDB memory): the hashmap, then RocksDB with a default slot's memory,
+    // then, for the larger key set, RocksDB with the small budget.
+    let mut runs = Vec::new();
     let key_sets = if only_keys.is_some() {
         &sizes.key_sets[..1]
     } else {
         &sizes.key_sets[..]
     };
-    for &keys in key_sets {
-        let with_keys = Sizes { keys, ..sizes };
-        for kind in [BackendKind::HashMap, BackendKind::RocksDb] {
-            let (mut samples, mut cpu) = (Vec::new(), Vec::new());
-            for run in 0..sizes.repetitions {
-                let (r, c) = aggregation(kind, dir.path(), &with_keys, run)?;
-                eprintln!(
-                    "  {kind} keyed count, {keys} keys: {:.2} M records/s, {c:.0} CPU ns/record",
-                    r / 1e6
-                );
-                samples.push(r / 1e6);
-                cpu.push(c);
-            }
-            rates.push((keys, kind, Stat::of(&samples), Stat::of(&cpu)));
+    for (i, &keys) in key_sets.iter().enumerate() {
+        runs.push((keys, BackendKind::HashMap, 0));
+        runs.push((keys, BackendKind::RocksDb, slot_memory));
+        if i + 1 == key_sets.len() {
+            runs.push((keys, BackendKind::RocksDb, sizes.small_budget));
         }
+    }
+    let mut rates = Vec::new();
+    for (keys, kind, memory) in runs {
+        let with_keys = Sizes { keys, ..sizes };
+        let (mut samples, mut cpu) = (Vec::new(), Vec::new());
+        for run in 0..sizes.repetitions {
+            let (r, c) = aggregation(kind, memory, dir.path(), &with_keys, run)?;
+            eprintln!(
+                "  {kind} keyed count, {keys} keys, {:.0} MiB: {:.2} M records/s, {c:.0} CPU ns/record",
+                mib(memory),
+                r / 1e6
+            );
+            samples.push(r / 1e6);
+            cpu.push(c);
+        }
+        rates.push((keys, kind, memory, Stat::of(&samples), Stat::of(&cpu)));
     }
     let cp = match only_keys {
         Some(_) => None,
@@ -249,16 +288,25 @@ pub(crate) fn run(quick: bool, only_keys: Option<u64>) -> Result<()> {
     );
     println!();
     println!(
-        "| keys | backend | median | min–max | unit | ns/record | vs hashmap | CPU ns/record | min–max | CPU vs hashmap |"
+        "RocksDB memory: the default configuration's per slot ({:.1} MiB: \
+         taskmanager.memory.managed.fraction × process size, one slot), or the small budget.",
+        mib(slot_memory)
     );
-    println!("|---:|---|---:|---:|---|---:|---:|---:|---:|---:|");
+    println!();
+    println!(
+        "| keys | backend | RocksDB memory | median | min–max | unit | ns/record | vs hashmap | CPU ns/record | min–max | CPU vs hashmap |"
+    );
+    println!("|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---:|");
     let (mut heap, mut heap_cpu) = (1.0, 1.0);
-    for (keys, kind, s, c) in &rates {
-        if *kind == BackendKind::HashMap {
+    for (keys, kind, memory, s, c) in &rates {
+        let memory = if *kind == BackendKind::HashMap {
             (heap, heap_cpu) = (s.median, c.median);
-        }
+            "-".to_string()
+        } else {
+            format!("{:.0} MiB", mib(*memory))
+        };
         println!(
-            "| {keys} | {kind} | {:.2} | {} | M records/s | {:.0} | {:.2}x | {:.0} | {} | {:.2}x |",
+            "| {keys} | {kind} | {memory} | {:.2} | {} | M records/s | {:.0} | {:.2}x | {:.0} | {} | {:.2}x |",
             s.median,
             s.range(2),
             1e3 / s.median,

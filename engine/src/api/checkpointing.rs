@@ -81,6 +81,8 @@ pub(crate) struct StateInit {
     pub(crate) backend: crate::state::BackendKind,
     /// Whether RocksDB checkpoints upload only new files.
     pub(crate) incremental: bool,
+    /// The memory the RocksDB instances of the subtask's slot share (`None`: no budget).
+    pub(crate) rocks_memory: Option<Arc<crate::state::RocksMemory>>,
     /// This subtask attempt's private working directory (RocksDB instances live below it).
     pub(crate) local_dir: PathBuf,
     /// The checkpoint storage.
@@ -107,6 +109,7 @@ impl StateInit {
         StateInit {
             backend: crate::state::BackendKind::HashMap,
             incremental: false,
+            rocks_memory: None,
             local_dir: std::env::temp_dir(),
             storage: Arc::new(crate::checkpoint::LocalFileStorage),
             restore: None,

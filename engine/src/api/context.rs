@@ -135,6 +135,7 @@ impl RuntimeContext {
             kind: init.backend,
             local_dir: init.local_dir.join(format!("op{}", self.operator_id)),
             incremental: init.incremental,
+            rocks_memory: init.rocks_memory.clone(),
         };
         let range = crate::state::KeyGroupRange::for_subtask(
             self.max_parallelism,

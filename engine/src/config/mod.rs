@@ -194,6 +194,15 @@ pub struct StateOptions {
     pub backend: StateBackendKind,
     /// `state.backend.rocksdb.localdir` (default unset: the system's temporary directory).
     pub rocksdb_localdir: Option<PathBuf>,
+    /// `state.backend.rocksdb.memory.managed` (default true): the RocksDB instances of a slot
+    /// share the slot's managed memory.
+    pub rocksdb_memory_managed: bool,
+    /// `state.backend.rocksdb.memory.fixed-per-slot` (default unset): a fixed memory size shared
+    /// by the RocksDB instances of a slot, instead of managed memory.
+    pub rocksdb_fixed_per_slot: Option<u64>,
+    /// `state.backend.rocksdb.memory.write-buffer-ratio` (default 0.5, in (0, 1)): share of a
+    /// slot's RocksDB memory for write buffers.
+    pub rocksdb_write_buffer_ratio: f64,
 }
 
 impl StateOptions {
@@ -213,6 +222,19 @@ impl StateOptions {
             .clone()
             .unwrap_or_else(std::env::temp_dir)
             .join(format!("sluice-state-{safe}"))
+    }
+
+    /// Bytes the RocksDB instances of one slot share, as Flink sizes them: `fixed-per-slot` if
+    /// set, else the slot's share of managed memory when `memory.managed` is on; `None` means
+    /// unbounded (each instance sized on its own).
+    pub fn rocksdb_memory_per_slot(&self, memory: &NetworkOptions, slots: u32) -> Option<u64> {
+        match self.rocksdb_fixed_per_slot {
+            Some(fixed) => Some(fixed),
+            None if self.rocksdb_memory_managed => {
+                Some(memory.managed_memory() / u64::from(slots.max(1)))
+            }
+            None => None,
+        }
     }
 }
 
@@ -266,6 +288,11 @@ pub struct NetworkOptions {
     pub network_min: u64,
     /// `taskmanager.memory.network.max` (default 1gb, ≥ min): upper bound of network memory.
     pub network_max: u64,
+    /// `taskmanager.memory.managed.fraction` (default 0.4, in [0, 1)): share of the process
+    /// memory managed for state backends, when `managed.size` is unset.
+    pub managed_fraction: f64,
+    /// `taskmanager.memory.managed.size` (default unset): managed memory as a fixed size.
+    pub managed_size: Option<u64>,
     /// `taskmanager.network.memory.buffers-per-channel` (default 2): exclusive buffers per channel.
     pub buffers_per_channel: u32,
     /// `taskmanager.network.memory.floating-buffers-per-gate` (default 8): shared buffers per gate.
@@ -288,6 +315,14 @@ impl NetworkOptions {
         // f64 → u64 saturates, and the product is at most process_size since fraction < 1.
         let relative = (self.network_fraction * self.process_size as f64) as u64;
         relative.max(self.network_min).min(self.network_max)
+    }
+
+    /// Bytes of managed memory (for RocksDB): `managed.size` if set, else `managed.fraction ×
+    /// process size`. sluice has no JVM, so the fraction is of the whole process where Flink
+    /// takes it of the "total Flink memory" (the process less JVM metaspace and overhead).
+    pub fn managed_memory(&self) -> u64 {
+        self.managed_size
+            .unwrap_or((self.managed_fraction * self.process_size as f64) as u64)
     }
 }
 
@@ -447,6 +482,8 @@ impl Config {
                 network_fraction: 0.0,
                 network_min: 0,
                 network_max: 0,
+                managed_fraction: 0.0,
+                managed_size: None,
                 buffers_per_channel: 0,
                 floating_buffers_per_gate: 0,
                 buffer_timeout: Duration::ZERO,
@@ -500,6 +537,9 @@ impl Config {
             state: StateOptions {
                 backend: StateBackendKind::HashMap,
                 rocksdb_localdir: None,
+                rocksdb_memory_managed: false,
+                rocksdb_fixed_per_slot: None,
+                rocksdb_write_buffer_ratio: 0.0,
             },
             ha: HaOptions {
                 zookeeper: false,

@@ -151,6 +151,25 @@ pub(super) static RULES: &[Rule] = &[
         },
     },
     Rule {
+        key: "taskmanager.memory.managed.fraction",
+        other_key: "taskmanager.memory.network.fraction",
+        check: |c| {
+            let n = &c.network;
+            let (network, managed) = (n.network_memory(), n.managed_memory());
+            if network.saturating_add(managed) < n.process_size {
+                Ok(())
+            } else {
+                Err(format!(
+                    "network memory ({}) and managed memory ({}) leave nothing of the process size ({}); \
+                     lower taskmanager.memory.managed.* or raise taskmanager.memory.process.size",
+                    format_memory_size(network),
+                    format_memory_size(managed),
+                    format_memory_size(n.process_size)
+                ))
+            }
+        },
+    },
+    Rule {
         key: "heartbeat.interval",
         other_key: "heartbeat.timeout",
         check: |c| {
@@ -499,6 +518,23 @@ impl Codec for OptDur {
     }
 }
 
+/// A memory size that may be unset; empty means unset.
+struct OptMem;
+
+impl Codec for OptMem {
+    type Value = Option<u64>;
+    const TYPE_NAME: &'static str = "memory size (optional)";
+    fn parse(&self, raw: &str) -> Result<Option<u64>, Rejection> {
+        if raw.trim().is_empty() {
+            return Ok(None);
+        }
+        ANY_SIZE.parse(raw).map(Some)
+    }
+    fn render(&self, value: &Option<u64>) -> String {
+        value.map(format_memory_size).unwrap_or_default()
+    }
+}
+
 /// An optional enum: empty means unset.
 struct OptChoice<E>(PhantomData<E>);
 
@@ -759,6 +795,15 @@ options! {
     "state.backend.rocksdb.localdir" => state.rocksdb_localdir: OptionalPath,
         default "",
         doc "Local directory of the TaskManagers' RocksDB instances; unset: the system's temporary directory.";
+    "state.backend.rocksdb.memory.fixed-per-slot" => state.rocksdb_fixed_per_slot: OptMem,
+        default "",
+        doc "Memory shared by the RocksDB instances of one slot, instead of managed memory; unset: managed memory decides.";
+    "state.backend.rocksdb.memory.managed" => state.rocksdb_memory_managed: Bool,
+        default "true",
+        doc "Whether the RocksDB instances of a slot share the slot's managed memory (block cache, memtables, write-back cache).";
+    "state.backend.rocksdb.memory.write-buffer-ratio" => state.rocksdb_write_buffer_ratio: Fraction,
+        default "0.5",
+        doc "Share of a slot's RocksDB memory for writes (memtables and the write-back cache); the rest is the block cache.";
     "state.backend.type" => state.backend: Choice::<StateBackendKind>(PhantomData),
         default "hashmap",
         doc "Keyed state backend: hashmap (in memory) or rocksdb (on local disk).";
@@ -771,6 +816,12 @@ options! {
     "taskmanager.host" => taskmanager.host: Text,
         default "localhost",
         doc "Address the JobManager and other TaskManagers use to reach this TaskManager.";
+    "taskmanager.memory.managed.fraction" => network.managed_fraction: FloatRange(0.0, 0.99),
+        default "0.4",
+        doc "Share of the process memory managed for state backends (RocksDB), when no size is set.";
+    "taskmanager.memory.managed.size" => network.managed_size: OptMem,
+        default "",
+        doc "Managed memory of a TaskManager as a size; unset: the fraction of the process size.";
     "taskmanager.memory.network.fraction" => network.network_fraction: Fraction,
         default "0.1",
         doc "Share of the process memory used for network buffers, before min/max clamping.";

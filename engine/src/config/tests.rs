@@ -317,6 +317,48 @@ fn network_min_must_not_exceed_max() {
 }
 
 #[test]
+fn managed_memory_is_a_size_or_a_fraction_and_must_fit_the_process() {
+    let c = Config::default();
+    assert_eq!(c.network.managed_memory(), (1728u64 << 20) * 4 / 10);
+    // The RocksDB instances of a slot share the slot's part of it ...
+    assert_eq!(
+        c.state.rocksdb_memory_per_slot(&c.network, 4),
+        Some(c.network.managed_memory() / 4)
+    );
+    // ... unless a fixed size per slot is set, or they are not managed.
+    let fixed = yaml("state.backend.rocksdb.memory.fixed-per-slot: 100mb\n").unwrap();
+    assert_eq!(
+        fixed.state.rocksdb_memory_per_slot(&fixed.network, 4),
+        Some(100 << 20)
+    );
+    let unmanaged = yaml("state.backend.rocksdb.memory.managed: false\n").unwrap();
+    assert_eq!(
+        unmanaged
+            .state
+            .rocksdb_memory_per_slot(&unmanaged.network, 4),
+        None
+    );
+    let sized = yaml("taskmanager.memory.managed.size: 1gb\n").unwrap();
+    assert_eq!(
+        sized.network.managed_memory(),
+        1 << 30,
+        "a size wins over the fraction"
+    );
+    // Network and managed memory must leave room in the process.
+    let err = yaml("taskmanager.memory.managed.size: 2gb\n").unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::Conflict { key, .. } if key == "taskmanager.memory.managed.fraction"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("taskmanager.memory.process.size"),
+        "{err}"
+    );
+    let err = yaml("taskmanager.memory.managed.fraction: 1.5\n").unwrap_err();
+    assert!(matches!(err, ConfigError::OutOfRange { .. }), "{err}");
+}
+
+#[test]
 fn network_memory_is_the_fraction_clamped_like_flink() {
     let mut n = Config::default().network;
     // 0.1 × 1728mb = 172.8mb, inside [64mb, 1gb].
@@ -500,7 +542,8 @@ proptest::proptest! {
         c.taskmanager.number_of_task_slots = slots;
         c.rest.port = port;
         c.heartbeat.timeout = Duration::from_millis(timeout_ms);
-        c.network.process_size = kb * 1024;
+        // Room for the 64mb minimum of network memory and 40% managed memory.
+        c.network.process_size = (128 << 20) + kb * 1024;
         // Stay above the 64mb default minimum.
         c.network.network_max = (64 << 20) + kb * 2048;
         let args: Vec<String> = c.entries().into_iter().map(|(k, v)| format!("{k}={v}")).collect();

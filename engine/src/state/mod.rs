@@ -37,12 +37,14 @@ use crate::record::Data;
 
 mod format;
 mod heap;
+mod memory;
 mod rocks;
 #[cfg(test)]
 mod tests;
 mod write_buffer;
 
 use heap::HeapBackend;
+pub use memory::RocksMemory;
 use rocks::RocksBackend;
 
 /// The largest supported max parallelism (Flink's limit): key groups are stored as 16 bits.
@@ -162,7 +164,7 @@ impl FromStr for BackendKind {
 }
 
 /// How one keyed operator of one subtask keeps its state.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct BackendSettings {
     /// The backend.
     pub kind: BackendKind,
@@ -171,6 +173,9 @@ pub struct BackendSettings {
     pub local_dir: PathBuf,
     /// RocksDB: upload only new SST files in checkpoints (savepoints are always full).
     pub incremental: bool,
+    /// RocksDB: the memory of the slot the subtask runs in, shared with the slot's other
+    /// instances; `None` sizes the instance on its own (no memory budget).
+    pub rocks_memory: Option<std::sync::Arc<RocksMemory>>,
 }
 
 /// Why keyed state could not be read, written, snapshotted or restored.

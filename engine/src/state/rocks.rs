@@ -10,26 +10,22 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{
-    BlockBasedOptions, Cache, DB, DBCompressionType, Options, ReadOptions, WriteBatch, WriteOptions,
+    BlockBasedOptions, DB, DBCompressionType, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
 use crate::checkpoint::storage::{self, StateStorage};
 use crate::checkpoint::{KeyedStateHandle, SnapshotLocation, StateFile};
 
+use super::memory::{RocksMemory, ValueCacheLease};
 use super::write_buffer::WriteBuffer;
 use super::{
     BackendKind, BackendSettings, BytesVisitor, KeyGroupRange, RawEntry, StateError, StateId,
     StorageKind,
 };
-
-/// Memtable size: large enough that a checkpoint interval's updates of a hot key set mostly
-/// overwrite each other in memory instead of producing SSTs.
-const WRITE_BUFFER: usize = 64 << 20;
-/// Block cache per instance.
-const BLOCK_CACHE: usize = 64 << 20;
 
 /// Writes `[kg][name][kind][key]` into `buf`.
 #[inline]
@@ -109,12 +105,17 @@ fn in_prefix_domain(k: &[u8]) -> bool {
 /// ~50 bytes with the skiplist's overhead, a 1% false-positive rate.
 const MEMTABLE_BLOOM_RATIO: f64 = 0.02;
 
-fn options() -> Options {
+fn options(memory: &RocksMemory) -> Options {
     let mut o = Options::default();
     o.create_if_missing(true);
     // The crate is built with lz4 only; the default (snappy) is not linked.
     o.set_compression_type(DBCompressionType::Lz4);
-    o.set_write_buffer_size(WRITE_BUFFER);
+    // Large enough that a checkpoint interval's updates of a hot key set mostly overwrite each
+    // other in memory instead of producing SSTs; the slot's write buffer manager caps the sum.
+    o.set_write_buffer_size(memory.split().memtable_size());
+    if let Some(manager) = memory.write_buffer_manager() {
+        o.set_write_buffer_manager(manager);
+    }
     o.set_max_background_jobs(2);
     // The default skiplist memtable: the write-back buffer hands it sorted batches, which it
     // inserts nearly sequentially, and a flush reads it in order as it is. (A hash memtable
@@ -134,15 +135,26 @@ fn options() -> Options {
         Some(in_prefix_domain),
     ));
     let mut table = BlockBasedOptions::default();
-    table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE));
+    // Index and filter blocks stay beside the cache, in the table readers (~1.3 bytes per key
+    // with these filters): in a small cache, data blocks evict them and every lookup reloads
+    // them (a keyed count with a 16 MiB budget ran 5x slower with them cached).
+    table.set_block_cache(memory.cache());
     // Point lookups of absent keys (a key's first record) skip SSTs through the filter.
     table.set_bloom_filter(10.0, false);
     o.set_block_based_table_factory(&table);
     o
 }
 
-fn open_db(dir: &Path) -> Result<DB, StateError> {
-    DB::open(&options(), dir).map_err(|e| StateError::rocks(dir, e))
+fn open_db(dir: &Path, memory: &RocksMemory) -> Result<DB, StateError> {
+    DB::open(&options(memory), dir).map_err(|e| StateError::rocks(dir, e))
+}
+
+/// The memory an instance of `settings` uses: its slot's, or its own without a budget.
+fn memory_of(settings: &BackendSettings) -> Arc<RocksMemory> {
+    settings
+        .rocks_memory
+        .clone()
+        .unwrap_or_else(RocksMemory::unmanaged)
 }
 
 /// Removes a local directory when dropped (temporary checkpoints and restore copies), so an
@@ -197,17 +209,21 @@ pub(crate) struct RocksBackend {
     /// Written to RocksDB in one sorted batch when they reach [`WRITE_BUFFER_BYTES`], and before
     /// every snapshot, scan over all state and compaction, so checkpoints and iterations see
     /// every write. Flushed writes stay as clean copies (a checkpoint does not empty the cache
-    /// of a job's hot keys) until the buffer holds [`VALUE_CACHE_BYTES`]. Losing it in a crash
-    /// loses nothing: the subtask restores from its last checkpoint, as it would without it.
+    /// of a job's hot keys: a key updated again soon after its flush is found there instead of
+    /// in a memtable or SST) while the slot's write-back caches fit their share of its memory.
+    /// Losing it in a crash loses nothing: the subtask restores from its last checkpoint, as it
+    /// would without it.
     buffer: WriteBuffer,
+    /// Dirty bytes after which the buffer is written to RocksDB.
+    dirty_limit: usize,
+    /// This instance's part of the slot's memory for write-back caches.
+    lease: ValueCacheLease,
+    /// Every value-state entry RocksDB holds is in `buffer` too: true for a fresh instance
+    /// until the buffer first drops its clean entries (or entries arrive around it, by a
+    /// restore). While it holds, a key the buffer lacks has no value, and looking it up skips
+    /// RocksDB (for a job whose state fits its memory, every key's first record).
+    complete: bool,
 }
-
-/// Bytes of value-state writes kept in memory before they are written to RocksDB in a batch.
-const WRITE_BUFFER_BYTES: usize = 16 << 20;
-
-/// Bytes the write-back buffer may hold with the clean copies of flushed writes: a key updated
-/// again soon after its flush is found there instead of in a memtable or SST.
-const VALUE_CACHE_BYTES: usize = 64 << 20;
 
 /// The name a downloaded file must have locally: shared SSTs were uploaded as
 /// `<prefix>-chk<id>-<sst>`, private files under their own name in a per-snapshot directory.
@@ -250,7 +266,8 @@ pub(crate) fn read_checkpoint(
 ) -> Result<(), StateError> {
     let tmp = TempDir::create(dir.to_path_buf())?;
     download(handle, storage, metadata_dir, &tmp.0)?;
-    let db = open_db(&tmp.0)?;
+    // A scan that neither fills the cache nor writes: the instance's own small memory suffices.
+    let db = open_db(&tmp.0, &RocksMemory::unmanaged())?;
     let r = for_each_in(&db, &tmp.0, range, visit);
     drop(db);
     r
@@ -285,7 +302,13 @@ fn for_each_in(
 }
 
 impl RocksBackend {
-    fn new(db: DB, path: PathBuf, incremental: bool) -> Self {
+    fn new(
+        db: DB,
+        path: PathBuf,
+        incremental: bool,
+        memory: Arc<RocksMemory>,
+        complete: bool,
+    ) -> Self {
         let mut write = WriteOptions::default();
         write.disable_wal(true);
         RocksBackend {
@@ -298,11 +321,14 @@ impl RocksBackend {
             confirmed: HashMap::new(),
             pending: BTreeMap::new(),
             buffer: WriteBuffer::default(),
+            dirty_limit: memory.split().dirty_limit(),
+            lease: ValueCacheLease::new(memory),
+            complete,
         }
     }
 
     /// Writes the value-state writes since the last flush to RocksDB; the buffer keeps them as
-    /// clean entries until it holds [`VALUE_CACHE_BYTES`].
+    /// clean entries while the slot's write-back caches fit their share of its memory.
     pub(crate) fn flush_buffer(&mut self) -> Result<(), StateError> {
         if self.buffer.dirty_bytes() > 0 {
             // Sized up front (an entry adds a tag and two length varints to its bytes): the
@@ -312,19 +338,35 @@ impl RocksBackend {
                 Some(v) => batch.put(k, v),
                 None => batch.delete(k),
             });
-            self.db
-                .write_opt(batch, &self.write)
-                .map_err(|e| StateError::rocks(&self.path, e))?;
+            self.write(batch)?;
         }
-        if self.buffer.bytes() >= VALUE_CACHE_BYTES {
-            self.buffer.clear();
+        if self.lease.report(self.buffer.bytes()) {
+            self.drop_clean();
         }
         Ok(())
     }
 
+    /// Empties the flushed buffer: its memory goes back to the slot, and RocksDB alone now has
+    /// the values.
+    fn drop_clean(&mut self) {
+        self.buffer.clear();
+        self.lease.report(0);
+        self.complete = false;
+    }
+
     fn buffer_write(&mut self, value: Option<&[u8]>) -> Result<(), StateError> {
+        if !self.buffer.fits(&self.key, value) {
+            self.flush_buffer()?;
+            self.drop_clean();
+            if !self.buffer.fits(&self.key, value) {
+                return Err(StateError::Config(format!(
+                    "a value-state entry of {} bytes is larger than RocksDB's limit of 4 GiB",
+                    self.key.len() + value.map_or(0, <[u8]>::len)
+                )));
+            }
+        }
         self.buffer.put(&self.key, value);
-        if self.buffer.dirty_bytes() >= WRITE_BUFFER_BYTES {
+        if self.buffer.dirty_bytes() >= self.dirty_limit {
             self.flush_buffer()?;
         }
         Ok(())
@@ -341,8 +383,9 @@ impl RocksBackend {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| StateError::io("remove stale state directory", dir.display(), e))?;
         }
-        let db = open_db(&dir)?;
-        Ok(Self::new(db, dir, settings.incremental))
+        let memory = memory_of(settings);
+        let db = open_db(&dir, &memory)?;
+        Ok(Self::new(db, dir, settings.incremental, memory, true))
     }
 
     /// Restores a snapshot of exactly our key groups: its files become the instance, and its
@@ -359,8 +402,9 @@ impl RocksBackend {
                 .map_err(|e| StateError::io("remove stale state directory", dir.display(), e))?;
         }
         download(handle, storage, metadata_dir, &dir)?;
-        let db = open_db(&dir)?;
-        let mut backend = Self::new(db, dir, settings.incremental);
+        let memory = memory_of(settings);
+        let db = open_db(&dir, &memory)?;
+        let mut backend = Self::new(db, dir, settings.incremental, memory, false);
         for file in handle.files.iter().filter(|f| f.shared) {
             let shared_name = file.path.rsplit('/').next().unwrap_or(&file.path);
             backend.confirmed.insert(
@@ -375,7 +419,13 @@ impl RocksBackend {
         Ok(backend)
     }
 
-    pub(crate) fn write_batch(&self, batch: WriteBatch) -> Result<(), StateError> {
+    /// Writes entries straight into RocksDB, around the write-back buffer (a restore's import).
+    pub(crate) fn write_batch(&mut self, batch: WriteBatch) -> Result<(), StateError> {
+        self.complete = false;
+        self.write(batch)
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<(), StateError> {
         self.db
             .write_opt(batch, &self.write)
             .map_err(|e| StateError::rocks(&self.path, e))
@@ -390,10 +440,11 @@ impl RocksBackend {
         f: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R, StateError> {
         encode_key(&mut self.key, kg, &id.name, StorageKind::Value, key);
-        if let Some(buffered) = self.buffer.get(&self.key) {
-            return Ok(f(buffered));
+        match self.buffer.get(&self.key) {
+            Some(buffered) => Ok(f(buffered)),
+            None if self.complete => Ok(f(None)),
+            None => self.get(f),
         }
-        self.get(f)
     }
 
     #[inline]
@@ -534,7 +585,7 @@ impl RocksBackend {
             batch.delete(k);
             Ok(true)
         })?;
-        self.write_batch(batch)
+        self.write(batch)
     }
 
     pub(crate) fn for_each(

@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
+use super::memory::MemorySplit;
 use super::*;
 use crate::checkpoint::{LocalFileStorage, SnapshotKind, StateFile};
 
@@ -32,6 +33,7 @@ impl Env {
             kind,
             local_dir: self.dir.path().join("local").join(name),
             incremental: true,
+            rocks_memory: None,
         }
     }
 
@@ -627,5 +629,67 @@ fn restore_refuses_unknown_backends_and_a_changed_max_parallelism() -> Result<()
         matches!(err, Some(StateError::UnknownBackend { .. })),
         "{err:?}"
     );
+    Ok(())
+}
+
+#[test]
+fn rocksdb_instances_sharing_a_small_slot_budget_keep_every_value() -> Result<(), StateError> {
+    let env = Env::new();
+    // 256 KiB for the slot: a write-back cache of 96 KiB, far less than the state, so the
+    // buffers write through and drop their clean entries again and again.
+    let memory = RocksMemory::budget(256 << 10, 0.5);
+    let settings = |name: &str| BackendSettings {
+        rocks_memory: Some(memory.clone()),
+        ..env.settings(BackendKind::RocksDb, name)
+    };
+    let all = KeyGroupRange::new(0, MAX_P - 1);
+    let open = |name: &str, restore: &[KeyedStateHandle], dir: &str| {
+        KeyedStateStore::open(&settings(name), MAX_P, all, restore, &env.storage, dir)
+    };
+    let (a, b) = (open("a", &[], "")?, open("b", &[], "")?);
+    let (ca, cb) = (a.value_state::<u64>("c")?, b.value_state::<u64>("c")?);
+    // Key k is counted k % 3 + 1 times in `a` and twice in `b`, interleaved.
+    for round in 0..3u64 {
+        for k in 0..4000u64 {
+            if round <= k % 3 {
+                a.set_current_key(&k)?;
+                ca.update(ca.value()?.unwrap_or(0) + 1)?;
+            }
+            if round < 2 {
+                b.set_current_key(&k)?;
+                cb.update(cb.value()?.unwrap_or(0) + 1)?;
+            }
+        }
+    }
+    let value_cache = MemorySplit::of(256 << 10, 0.5).value_cache;
+    assert!(
+        memory.value_cache_usage()
+            <= value_cache + 2 * MemorySplit::of(256 << 10, 0.5).dirty_limit(),
+        "the slot's write-back caches stay near their share: {} bytes",
+        memory.value_cache_usage()
+    );
+    let counts = |store: &KeyedStateStore, expect: &dyn Fn(u64) -> u64| -> Result<(), StateError> {
+        let c = store.value_state::<u64>("c")?;
+        for k in 0..4000u64 {
+            store.set_current_key(&k)?;
+            assert_eq!(c.value()?, Some(expect(k)), "key {k}");
+        }
+        store.set_current_key(&5000u64)?;
+        assert_eq!(c.value()?, None, "a key never written");
+        Ok(())
+    };
+    counts(&a, &|k| k % 3 + 1)?;
+    counts(&b, &|_| 2)?;
+    // A snapshot holds every count, and restores within the same budget.
+    let loc = env.checkpoint(1);
+    let handle = a.snapshot(&loc, &env.storage, "op1-sub0-att0")?;
+    drop((ca, cb, a, b));
+    assert_eq!(
+        memory.value_cache_usage(),
+        0,
+        "closed stores give their share back"
+    );
+    let restored = open("restored", std::slice::from_ref(&handle), &loc.dir)?;
+    counts(&restored, &|k| k % 3 + 1)?;
     Ok(())
 }

@@ -16,17 +16,45 @@ use hashbrown::HashTable;
 
 use super::heap::FastHasher;
 
-/// One key's latest write: where its key and value are in the arena.
+/// One key's latest write: where its key and value are in the arena. 24 bytes: the index's
+/// share of an entry is about as large as a small key and value, so it decides how many keys a
+/// budget of memory holds.
 #[derive(Clone, Copy)]
 struct Entry {
     hash: u64,
-    key: usize,
-    key_len: usize,
-    value: usize,
-    /// `None`: the key was deleted.
-    value_len: Option<usize>,
-    /// Written since the last flush (else a clean copy of what RocksDB holds).
-    dirty: bool,
+    key: u32,
+    /// The key's length, and [`DIRTY`] when the key was written since the last flush (else the
+    /// entry is a clean copy of what RocksDB holds).
+    key_len: u32,
+    value: u32,
+    /// [`DELETED`]: the key was deleted.
+    value_len: u32,
+}
+
+/// `Entry::key_len`'s flag of a write not yet flushed.
+const DIRTY: u32 = 1 << 31;
+/// `Entry::value_len` of a delete.
+const DELETED: u32 = u32::MAX;
+
+impl Entry {
+    fn key_range(&self) -> std::ops::Range<usize> {
+        let start = self.key as usize;
+        start..start + (self.key_len & !DIRTY) as usize
+    }
+
+    fn value_range(&self) -> Option<std::ops::Range<usize>> {
+        let start = self.value as usize;
+        (self.value_len != DELETED).then(|| start..start + self.value_len as usize)
+    }
+
+    fn is_dirty(&self) -> bool {
+        self.key_len & DIRTY != 0
+    }
+
+    /// Bytes of the entry in the arena and the index.
+    fn bytes(&self) -> usize {
+        self.key_range().len() + self.value_range().map_or(0, |r| r.len()) + SLOT
+    }
 }
 
 #[derive(Default)]
@@ -64,7 +92,16 @@ impl WriteBuffer {
     }
 
     fn key_of(&self, e: &Entry) -> &[u8] {
-        &self.arena[e.key..e.key + e.key_len]
+        &self.arena[e.key_range()]
+    }
+
+    /// Whether a write of `key` and `value` fits the arena's 32-bit offsets (4 GiB, what
+    /// RocksDB allows for a key and value too); if not, flush and clear the buffer first.
+    pub(crate) fn fits(&self, key: &[u8], value: Option<&[u8]>) -> bool {
+        let len = key.len() + value.map_or(0, <[u8]>::len);
+        key.len() < DIRTY as usize
+            && value.is_none_or(|v| v.len() < DELETED as usize)
+            && self.arena.len() + len < u32::MAX as usize
     }
 
     /// The buffered write of `key`: `None` if there is none, `Some(None)` for a delete.
@@ -72,40 +109,43 @@ impl WriteBuffer {
     pub(crate) fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         let hash = self.hasher.hash_one(key);
         let e = self.index.find(hash, |e| {
-            e.hash == hash && &self.arena[e.key..e.key + e.key_len] == key
+            e.hash == hash && &self.arena[e.key_range()] == key
         })?;
-        Some(e.value_len.map(|n| &self.arena[e.value..e.value + n]))
+        Some(e.value_range().map(|r| &self.arena[r]))
     }
 
-    /// Records the latest write of `key` (`None`: a delete).
+    /// Records the latest write of `key` (`None`: a delete). The caller checks
+    /// [`fits`](Self::fits) first.
     #[inline]
     pub(crate) fn put(&mut self, key: &[u8], value: Option<&[u8]>) {
+        debug_assert!(self.fits(key, value));
         let hash = self.hasher.hash_one(key);
         let arena = &mut self.arena;
-        let found = self.index.find_mut(hash, |e| {
-            e.hash == hash && &arena[e.key..e.key + e.key_len] == key
-        });
+        let found = self
+            .index
+            .find_mut(hash, |e| e.hash == hash && &arena[e.key_range()] == key);
         match found {
             Some(e) => {
-                if !e.dirty {
-                    e.dirty = true;
-                    self.dirty_bytes += e.key_len + e.value_len.unwrap_or(0) + SLOT;
+                if !e.is_dirty() {
+                    e.key_len |= DIRTY;
+                    self.dirty_bytes += e.bytes();
                 }
                 match value {
                     // The new value fits where the old one was: overwrite it.
-                    Some(v) if e.value_len.is_some_and(|n| v.len() <= n) => {
-                        arena[e.value..e.value + v.len()].copy_from_slice(v);
-                        e.value_len = Some(v.len());
+                    Some(v) if e.value_range().is_some_and(|r| v.len() <= r.len()) => {
+                        let start = e.value as usize;
+                        arena[start..start + v.len()].copy_from_slice(v);
+                        e.value_len = v.len() as u32;
                     }
                     // A longer value goes to the end of the arena; the old one stays there,
                     // counted in `bytes`, until the buffer is cleared.
                     Some(v) => {
-                        e.value = arena.len();
-                        e.value_len = Some(v.len());
+                        e.value = arena.len() as u32;
+                        e.value_len = v.len() as u32;
                         arena.extend_from_slice(v);
                         self.dirty_bytes += v.len();
                     }
-                    None => e.value_len = None,
+                    None => e.value_len = DELETED,
                 }
             }
             None => {
@@ -114,11 +154,10 @@ impl WriteBuffer {
                 arena.extend_from_slice(value.unwrap_or_default());
                 let entry = Entry {
                     hash,
-                    key: start,
-                    key_len: key.len(),
-                    value: start + key.len(),
-                    value_len: value.map(<[u8]>::len),
-                    dirty: true,
+                    key: start as u32,
+                    key_len: key.len() as u32 | DIRTY,
+                    value: (start + key.len()) as u32,
+                    value_len: value.map_or(DELETED, |v| v.len() as u32),
                 };
                 self.dirty_bytes += arena.len() - start + SLOT;
                 self.index.insert_unique(hash, entry, |e| e.hash);
@@ -135,9 +174,9 @@ impl WriteBuffer {
         // first bytes held in `order` itself, and reads the arena only for keys that share
         // them: far fewer cache misses than comparing in the arena.
         let arena = &self.arena;
-        for e in self.index.iter_mut().filter(|e| e.dirty) {
-            e.dirty = false;
-            let key = &arena[e.key..e.key + e.key_len];
+        for e in self.index.iter_mut().filter(|e| e.is_dirty()) {
+            e.key_len &= !DIRTY;
+            let key = &arena[e.key_range()];
             let mut head = [0u8; 16];
             let n = key.len().min(16);
             head[..n].copy_from_slice(&key[..n]);
@@ -147,10 +186,7 @@ impl WriteBuffer {
             ha.cmp(hb).then_with(|| self.key_of(a).cmp(self.key_of(b)))
         });
         for (_, e) in &order {
-            f(
-                self.key_of(e),
-                e.value_len.map(|n| &self.arena[e.value..e.value + n]),
-            );
+            f(self.key_of(e), e.value_range().map(|r| &self.arena[r]));
         }
         self.order = order;
         self.dirty_bytes = 0;

@@ -112,6 +112,20 @@ impl TaskManager {
                 rand::random::<u32>() & 0xff_ffff
             )
         });
+        let slots = config.taskmanager.number_of_task_slots.max(1);
+        let rocks_slot_memory = config.state.rocksdb_memory_per_slot(&config.network, slots);
+        let rocks_memory: Vec<_> = rocks_slot_memory
+            .map(|bytes| {
+                (0..slots)
+                    .map(|_| {
+                        crate::state::RocksMemory::budget(
+                            bytes,
+                            config.state.rocksdb_write_buffer_ratio,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let services = Arc::new(TaskServices {
             resource_id: resource_id.clone(),
             registry,
@@ -127,12 +141,15 @@ impl TaskManager {
             partition_wait: settings.partition_wait,
             local_state_dir: config.state.local_dir(&resource_id),
             storage: Arc::new(crate::checkpoint::LocalFileStorage),
+            rocks_memory: rocks_memory.clone(),
         });
         info!(
             %resource_id,
             data_port,
             slots = config.taskmanager.number_of_task_slots,
             network_buffers = services.budget.total(),
+            managed_memory = config.network.managed_memory(),
+            rocksdb_memory_per_slot = rocks_slot_memory.unwrap_or(0),
             segment_size = settings.segment_size,
             "TaskManager started"
         );

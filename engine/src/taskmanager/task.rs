@@ -62,6 +62,8 @@ pub(crate) struct TaskServices {
     pub(crate) local_state_dir: std::path::PathBuf,
     /// Where checkpoints are written.
     pub(crate) storage: Arc<dyn StateStorage>,
+    /// Per slot, the memory its subtasks' RocksDB instances share; empty without a budget.
+    pub(crate) rocks_memory: Vec<Arc<crate::state::RocksMemory>>,
 }
 
 /// A running task as the TaskManager sees it.
@@ -354,6 +356,7 @@ fn run(
                 .parse()
                 .map_err(|e: crate::state::StateError| TaskError::Setup(e.to_string()))?,
             incremental: d.state.incremental,
+            rocks_memory: services.rocks_memory.get(d.slot as usize).cloned(),
             local_dir: local_dir.to_path_buf(),
             storage: services.storage.clone(),
             restore: d.state.restore.clone(),
