@@ -493,6 +493,7 @@ mod tests {
             rpc_address: "127.0.0.1:2".parse().unwrap(),
             hardware: Hardware::default(),
             network_memory: 0,
+            managed_memory: 0,
             registered_at: now,
             last_heartbeat: now,
             slots: vec![None; slots],

@@ -36,6 +36,8 @@ pub struct TaskManagerInfo {
     pub hardware: Hardware,
     /// Network memory in bytes.
     pub network_memory: u64,
+    /// Managed memory in bytes (for RocksDB).
+    pub managed_memory: u64,
     /// When it registered (ms since the epoch).
     pub registered_at: u64,
     /// When it was last heard from (ms since the epoch).
@@ -226,6 +228,7 @@ mod tests {
             rpc_address: "127.0.0.1:2".parse().unwrap(),
             hardware: Hardware::default(),
             network_memory: 0,
+            managed_memory: 0,
             registered_at: 0,
             last_heartbeat: 0,
             slots: vec![None; slots],

@@ -615,6 +615,7 @@ async fn serve_taskmanager(
         slots,
         hardware,
         network_memory,
+        managed_memory,
         running: _,
         leader_session,
     } = first
@@ -680,6 +681,7 @@ async fn serve_taskmanager(
         rpc_address: peer,
         hardware,
         network_memory,
+        managed_memory,
         registered_at: now,
         last_heartbeat: now,
         slots: vec![None; slots as usize],
@@ -817,6 +819,7 @@ mod tests {
             slots: 1,
             hardware: Default::default(),
             network_memory: 0,
+            managed_memory: 0,
             running: vec![],
             leader_session: None,
         };

@@ -682,6 +682,7 @@ mod views_of_a_running_cluster {
                     physical_memory: 8 << 30,
                 },
                 network_memory: 64 << 20,
+                managed_memory: 256 << 20,
                 registered_at: 1_000,
                 last_heartbeat: 1_500,
                 slots: vec![None; 2],
@@ -802,6 +803,9 @@ mod views_of_a_running_cluster {
         );
         assert_eq!(tm["totalResource"]["networkMemory"], 64);
         assert_eq!(tm["freeResource"]["networkMemory"], 0);
+        assert_eq!(tm["totalResource"]["managedMemory"], 256);
+        assert_eq!(tm["hardware"]["managedMemory"], 256u64 << 20);
+        assert_eq!(tm["memoryConfiguration"]["managedMemory"], 256u64 << 20);
         has_fields(
             &tm["memoryConfiguration"],
             &[

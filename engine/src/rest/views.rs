@@ -381,7 +381,7 @@ fn resource_profile(tm: &TaskManagerInfo, slots: u32) -> Value {
         "cpuCores": share(tm.hardware.cpu_cores as u64) as f64,
         "taskHeapMemory": 0,
         "taskOffHeapMemory": 0,
-        "managedMemory": 0,
+        "managedMemory": share(tm.managed_memory) / MB,
         "networkMemory": share(tm.network_memory) / MB,
         "extendedResources": {},
     })
@@ -405,7 +405,7 @@ pub fn taskmanager(tm: &TaskManagerInfo) -> Value {
             "cpuCores": tm.hardware.cpu_cores,
             "physicalMemory": tm.hardware.physical_memory,
             "freeMemory": 0,
-            "managedMemory": 0,
+            "managedMemory": tm.managed_memory,
         },
         "memoryConfiguration": {
             "frameworkHeap": 0,
@@ -413,11 +413,11 @@ pub fn taskmanager(tm: &TaskManagerInfo) -> Value {
             "frameworkOffHeap": 0,
             "taskOffHeap": 0,
             "networkMemory": tm.network_memory,
-            "managedMemory": 0,
+            "managedMemory": tm.managed_memory,
             "jvmMetaspace": 0,
             "jvmOverhead": 0,
-            "totalFlinkMemory": tm.network_memory,
-            "totalProcessMemory": tm.network_memory,
+            "totalFlinkMemory": tm.network_memory + tm.managed_memory,
+            "totalProcessMemory": tm.network_memory + tm.managed_memory,
         },
         "blocked": false,
     })

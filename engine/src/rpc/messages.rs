@@ -197,6 +197,9 @@ pub enum TmToJm {
         hardware: Hardware,
         /// Network memory in bytes.
         network_memory: u64,
+        /// Managed memory in bytes (for RocksDB).
+        #[serde(default)]
+        managed_memory: u64,
         /// Executions it still runs (after a JobManager change).
         running: Vec<ExecutionId>,
         /// With HA: the leader session id of the JobManager it means to register with; a

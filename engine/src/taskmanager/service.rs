@@ -289,6 +289,7 @@ impl TaskManager {
                 slots: self.config.taskmanager.number_of_task_slots,
                 hardware: hardware(),
                 network_memory: self.config.network.network_memory(),
+                managed_memory: self.config.network.managed_memory(),
                 running,
                 leader_session,
             },
