@@ -80,7 +80,8 @@ pub fn append<T: Data>(buf: &mut AlignedVec, record: &T) -> Result<(), RecordErr
 }
 
 /// Serializes records into buffers with an arena of its own (rkyv's scratch space for records
-/// with out-of-line parts), so appending costs no thread-local lookup per record.
+/// with out-of-line parts), so appending costs no thread-local lookup per record: network
+/// writers frame records with it, keyed state encodes keys and values with it.
 #[derive(Default)]
 pub struct Appender {
     arena: rkyv::ser::allocator::Arena,
@@ -93,6 +94,12 @@ impl Appender {
     /// Appends one record to `buf` as a frame, like [`append`].
     pub fn append<T: Data>(&mut self, buf: &mut AlignedVec, record: &T) -> Result<(), RecordError> {
         append_with(buf, &mut self.arena, record)
+    }
+
+    /// Appends `value`'s bare archive (no frame) to `buf`, the root last, as rkyv's
+    /// `to_bytes_in` does; the bytes are the same.
+    pub fn encode<T: Data>(&mut self, buf: &mut AlignedVec, value: &T) -> Result<(), RecordError> {
+        archive_with(buf, &mut self.arena, value)
     }
 
     /// Gives back what unusually large records made the arena grow to (call between buffers).
@@ -108,11 +115,21 @@ fn append_with<T: Data>(
     arena: &mut rkyv::ser::allocator::Arena,
     record: &T,
 ) -> Result<(), RecordError> {
-    use rkyv::ser::{Serializer, WriterExt, sharing::Share};
     debug_assert_eq!(buf.len() % RECORD_ALIGN, 0);
-    let serialize_err = |e: rancor::Error| RecordError::Serialize(e.to_string());
     let start = buf.len();
     buf.extend_from_slice(&[0u8; RECORD_HEADER]);
+    archive_with(buf, arena, record)?;
+    finish_frame(buf, start)
+}
+
+/// Appends `record`'s archive to `buf`.
+fn archive_with<T: Data>(
+    buf: &mut AlignedVec,
+    arena: &mut rkyv::ser::allocator::Arena,
+    record: &T,
+) -> Result<(), RecordError> {
+    use rkyv::ser::{Serializer, WriterExt, sharing::Share};
+    let serialize_err = |e: rancor::Error| RecordError::Serialize(e.to_string());
     if std::mem::align_of::<T::Archived>() > 16 {
         // Over-aligned archives (beyond the buffer's 16-byte storage alignment) take rkyv's path.
         rkyv::api::high::to_bytes_in_with_alloc::<_, _, rancor::Error>(
@@ -121,7 +138,7 @@ fn append_with<T: Data>(
             arena.acquire(),
         )
         .map_err(serialize_err)?;
-        return finish_frame(buf, start);
+        return Ok(());
     }
     // What rkyv's `to_bytes_in` does, except that the root is resolved in place in the buffer
     // rather than on the stack and then copied (for a record of plain bytes that copy was most
@@ -148,7 +165,7 @@ fn append_with<T: Data>(
         record.resolve(resolver, rkyv::Place::new_unchecked(pos, out));
         buf.set_len(pos + size);
     }
-    finish_frame(buf, start)
+    Ok(())
 }
 
 /// Writes the length of the frame that starts at `start` and pads the buffer to the next frame.
@@ -291,6 +308,13 @@ mod tests {
             })
             .collect();
         assert_eq!(back, records);
+        // Bare archives (keyed state's keys and values) are rkyv's bytes too.
+        for r in &records {
+            let mut bare = AlignedVec::new();
+            appender.encode(&mut bare, r).unwrap();
+            let theirs = rkyv::to_bytes::<rancor::Error>(r).unwrap();
+            assert_eq!(&bare[..], &theirs[..]);
+        }
     }
 
     #[test]

@@ -420,6 +420,8 @@ struct Inner {
     current: RefCell<CurrentKey>,
     /// Reused for encoding values, so the per-record path does not allocate.
     scratch: RefCell<AlignedVec>,
+    /// Serializes keys and values.
+    encoder: RefCell<crate::record::Appender>,
     registry: RefCell<Registry>,
     backend: RefCell<Option<Backend>>,
 }
@@ -453,23 +455,34 @@ impl fmt::Debug for KeyedStateStore {
     }
 }
 
-/// Serializes `value` into `buf` (cleared first).
-fn encode_into<T: Data>(value: &T, buf: &mut AlignedVec, state: &str) -> Result<(), StateError> {
-    buf.clear();
-    rkyv::api::high::to_bytes_in::<_, rancor::Error>(value, &mut *buf).map_err(|e| {
-        StateError::Codec {
+impl Inner {
+    /// Serializes `value` into `buf` (cleared first) with the store's own rkyv arena (rkyv's
+    /// thread-local one costs a lookup, and a shrink, per call).
+    fn encode_into<T: Data>(
+        &self,
+        value: &T,
+        buf: &mut AlignedVec,
+        state: &str,
+    ) -> Result<(), StateError> {
+        buf.clear();
+        let mut encoder = self.encoder.borrow_mut();
+        encoder.encode(buf, value).map_err(|e| StateError::Codec {
             state: state.to_string(),
-            reason: e.to_string(),
-        }
-    })?;
-    Ok(())
-}
+            reason: match e {
+                crate::record::RecordError::Serialize(reason) => reason,
+                other => other.to_string(),
+            },
+        })?;
+        encoder.trim();
+        Ok(())
+    }
 
-/// Serializes `value` into a new buffer.
-fn encode<T: Data>(value: &T, state: &str) -> Result<AlignedVec, StateError> {
-    let mut buf = AlignedVec::new();
-    encode_into(value, &mut buf, state)?;
-    Ok(buf)
+    /// Serializes `value` into a new buffer.
+    fn encode<T: Data>(&self, value: &T, state: &str) -> Result<AlignedVec, StateError> {
+        let mut buf = AlignedVec::new();
+        self.encode_into(value, &mut buf, state)?;
+        Ok(buf)
+    }
 }
 
 /// Validates and deserializes an archive. rkyv needs the archive aligned; bytes from RocksDB or
@@ -543,6 +556,7 @@ impl KeyedStateStore {
                 bytes: AlignedVec::new(),
             }),
             scratch: RefCell::new(AlignedVec::new()),
+            encoder: RefCell::default(),
             registry: RefCell::new(Registry::default()),
             backend: RefCell::new(None),
         });
@@ -643,7 +657,7 @@ impl KeyedStateStore {
         }
         let mut current = self.inner.current.borrow_mut();
         current.set = false;
-        encode_into(key, &mut current.bytes, "key")?;
+        self.inner.encode_into(key, &mut current.bytes, "key")?;
         current.key_group = kg;
         current.set = true;
         Ok(())
@@ -931,7 +945,9 @@ impl Cell {
 
     fn put<T: Data>(&self, value: &T) -> Result<(), StateError> {
         let mut scratch = self.store.inner.scratch.borrow_mut();
-        encode_into(value, &mut scratch, &self.id.name)?;
+        self.store
+            .inner
+            .encode_into(value, &mut scratch, &self.id.name)?;
         self.store.with_key(|b, kg, key| match b {
             Backend::Heap(h) => {
                 h.value_put(kg, &self.id, key, &scratch);
@@ -1022,7 +1038,7 @@ pub struct MapState<UK, UV> {
 impl<UK: Data, UV: Data> MapState<UK, UV> {
     /// The value under `user_key` for the current key.
     pub fn get(&self, user_key: &UK) -> Result<Option<UV>, StateError> {
-        let uk = encode(user_key, &self.cell.id.name)?;
+        let uk = self.cell.store.inner.encode(user_key, &self.cell.id.name)?;
         let id = &self.cell.id;
         self.cell.store.with_key(|b, kg, key| match b {
             Backend::Heap(h) => h
@@ -1038,8 +1054,8 @@ impl<UK: Data, UV: Data> MapState<UK, UV> {
     /// Sets the value under `user_key` for the current key.
     pub fn put(&self, user_key: UK, value: UV) -> Result<(), StateError> {
         let id = &self.cell.id;
-        let uk = encode(&user_key, &id.name)?;
-        let v = encode(&value, &id.name)?;
+        let uk = self.cell.store.inner.encode(&user_key, &id.name)?;
+        let v = self.cell.store.inner.encode(&value, &id.name)?;
         self.cell.store.with_key(|b, kg, key| match b {
             Backend::Heap(h) => {
                 h.map_put(kg, id, key, &uk, &v);
@@ -1052,7 +1068,7 @@ impl<UK: Data, UV: Data> MapState<UK, UV> {
     /// Removes `user_key` from the current key's map.
     pub fn remove(&self, user_key: &UK) -> Result<(), StateError> {
         let id = &self.cell.id;
-        let uk = encode(user_key, &id.name)?;
+        let uk = self.cell.store.inner.encode(user_key, &id.name)?;
         self.cell.store.with_key(|b, kg, key| match b {
             Backend::Heap(h) => {
                 h.map_remove(kg, id, key, &uk);
@@ -1065,7 +1081,7 @@ impl<UK: Data, UV: Data> MapState<UK, UV> {
     /// Whether the current key's map has `user_key`.
     pub fn contains(&self, user_key: &UK) -> Result<bool, StateError> {
         let id = &self.cell.id;
-        let uk = encode(user_key, &id.name)?;
+        let uk = self.cell.store.inner.encode(user_key, &id.name)?;
         self.cell.store.with_key(|b, kg, key| match b {
             Backend::Heap(h) => Ok(h.map_get(kg, id, key, &uk).is_some()),
             Backend::Rocks(r) => r.map_get(kg, id, key, &uk, |v| v.is_some()),
