@@ -294,14 +294,15 @@ fn run(cli: &Cli) -> Result<()> {
             "quinn bulk, tuned, MTU by discovery up to 65000",
         ),
     ] {
-        let mut gbs = Vec::new();
+        let (mut gbs, mut per_cpu) = (Vec::new(), Vec::new());
         for _ in 0..sizes.transfers {
             let t = baseline::measure(transport, sizes.transfer)
                 .with_context(|| format!("baseline {label}"))?;
             eprintln!("  {label}: {t}");
             gbs.push(t.gb_per_s());
+            per_cpu.push(t.gb_per_cpu_s());
         }
-        transfers.push((label, Stat::of(&gbs)));
+        transfers.push((label, Stat::of(&gbs), Stat::of(&per_cpu)));
     }
     // The ceilings are the best transfers: other load on the machine only ever slows a
     // transfer down, so the fastest one is the closest to what the transport can do here.
@@ -415,7 +416,7 @@ fn run(cli: &Cli) -> Result<()> {
     println!();
     println!("| measurement | median | min–max | unit | vs TCP best | vs tuned quinn best |");
     println!("|---|---:|---:|---|---:|---:|");
-    for (label, s) in &transfers {
+    for (label, s, _) in &transfers {
         println!(
             "| {label} | {:.2} | {} | GB/s | {:.2} | {:.2} |",
             s.median,
@@ -467,6 +468,34 @@ fn run(cli: &Cli) -> Result<()> {
             s.median / quinn_tuned
         );
     }
+    let shuffle_ns = Stat::of(
+        &shuffles
+            .iter()
+            .map(|r| r.tm_cpu_seconds * 1e9 / r.records as f64)
+            .collect::<Vec<_>>(),
+    );
+    let shuffle_cores = Stat::of(
+        &shuffles
+            .iter()
+            .map(|r| r.tm_cpu_seconds / r.wall.as_secs_f64())
+            .collect::<Vec<_>>(),
+    );
+    let shuffle_per_cpu = Stat::of(
+        &shuffles
+            .iter()
+            .map(|r| (r.records * RECORD_BYTES) as f64 / r.tm_cpu_seconds / 1e9)
+            .collect::<Vec<_>>(),
+    );
+    println!(
+        "| shuffle: TaskManager CPU per record (both TMs, utime + stime) | {:.0} | {} | ns | | |",
+        shuffle_ns.median,
+        shuffle_ns.range(0)
+    );
+    println!(
+        "| shuffle: TaskManager cores busy (CPU s / wall s) | {:.2} | {} | cores | | |",
+        shuffle_cores.median,
+        shuffle_cores.range(2)
+    );
     let sum_rps = Stat::of(
         &sums
             .iter()
@@ -523,6 +552,20 @@ fn run(cli: &Cli) -> Result<()> {
         transfers[2].1.median,
         best_share * 100.0,
         cross_gbs.median / quinn_tuned * 100.0
+    );
+    let quinn_per_cpu = transfers[2].2;
+    println!(
+        "Per CPU second, which other load on the machine disturbs far less than wall-clock rates: tuned quinn moves {:.2} GB per CPU second of its two processes (best transfer; median {:.2}), the shuffle {:.2} GB of record bytes per CPU second of its two TaskManagers (median{}): {:.0}% of quinn's best. With both cores to itself, ≥ 70% of the ceiling needs about {:.0} ns of TaskManager CPU per record (the ceiling's bytes in 100-byte records, over {cores} cores busy); the shuffle used {:.0}.",
+        quinn_per_cpu.max,
+        quinn_per_cpu.median,
+        shuffle_per_cpu.median,
+        match shuffle_per_cpu.range(2) {
+            r if r.is_empty() => r,
+            r => format!(" of {r}"),
+        },
+        shuffle_per_cpu.median / quinn_per_cpu.max * 100.0,
+        cores as f64 * 1e9 / (0.7 * quinn_tuned * 1e9 / RECORD_BYTES as f64),
+        shuffle_ns.median
     );
     println!(
         "Peak TaskManager RSS during the full-speed shuffles: {:.1} MiB.",
