@@ -555,7 +555,7 @@ fn run(cli: &Cli) -> Result<()> {
     );
     let quinn_per_cpu = transfers[2].2;
     println!(
-        "Per CPU second, which other load on the machine disturbs far less than wall-clock rates: tuned quinn moves {:.2} GB per CPU second of its two processes (best transfer; median {:.2}), the shuffle {:.2} GB of record bytes per CPU second of its two TaskManagers (median{}): {:.0}% of quinn's best. With both cores to itself, ≥ 70% of the ceiling needs about {:.0} ns of TaskManager CPU per record (the ceiling's bytes in 100-byte records, over {cores} cores busy); the shuffle used {:.0}.",
+        "Per CPU second (a second view, independent of how the scheduler shares the cores with other load, though not of the cache and memory traffic that load adds): tuned quinn moves {:.2} GB per CPU second of its two processes (best transfer; median {:.2}), the shuffle {:.2} GB of record bytes per CPU second of its two TaskManagers (median{}): {:.0}% of quinn's best. With both cores to itself, ≥ 70% of the ceiling needs about {:.0} ns of TaskManager CPU per record (the ceiling's bytes in 100-byte records, over {cores} cores busy); the shuffle used {:.0}.",
         quinn_per_cpu.max,
         quinn_per_cpu.median,
         shuffle_per_cpu.median,
