@@ -146,7 +146,14 @@ mod tests {
     fn key_groups_without_division_match_at_the_edges() {
         for max_p in [1, 2, 3, 7, 128, 32768, 32767, u32::MAX - 1, u32::MAX] {
             let groups = KeyGroups::new(max_p);
-            for hash in [0, 1, u64::from(max_p) - 1, u64::from(max_p), u64::MAX - 1, u64::MAX] {
+            for hash in [
+                0,
+                1,
+                u64::from(max_p) - 1,
+                u64::from(max_p),
+                u64::MAX - 1,
+                u64::MAX,
+            ] {
                 assert_eq!(groups.of(hash), key_group(hash, max_p), "{hash} % {max_p}");
             }
         }
