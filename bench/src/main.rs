@@ -63,6 +63,14 @@ enum Sub {
     /// What checkpointing costs stream-sum on a cluster: none vs every second (hashmap,
     /// RocksDB).
     Checkpoints,
+    /// Serialization alone: appends `records` shuffle records (100 bytes: a u64 key and a
+    /// 92-byte payload) into 32 KiB buffers with `sluice::record::Appender`, on this thread,
+    /// and prints the CPU time per record.
+    Append {
+        /// How many records.
+        #[arg(long, default_value_t = 100_000_000)]
+        records: u64,
+    },
     /// Only one baseline: `count` transfers of `seconds` each, one line per transfer.
     Baseline {
         #[arg(value_enum)]
@@ -122,6 +130,7 @@ fn main() -> std::process::ExitCode {
         Some(Sub::Checkpoints) => {
             sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick))
         }
+        Some(Sub::Append { records }) => append_only(records),
         Some(Sub::Baseline {
             transport,
             count,
@@ -136,6 +145,33 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `sluice-bench append`: the writer's serialization of the shuffle's records, alone.
+fn append_only(records: u64) -> Result<()> {
+    const SEGMENT: usize = 32 * 1024;
+    let mut appender = sluice::record::Appender::default();
+    let mut buf = rkyv::util::AlignedVec::<16>::with_capacity(SEGMENT + 256);
+    let cpu = procs::cpu_seconds(std::process::id())?;
+    let start = Instant::now();
+    for i in 0..records {
+        let record = std::hint::black_box((i % 1024, [(i & 0xff) as u8; 92]));
+        appender.append(&mut buf, &record)?;
+        if buf.len() >= SEGMENT {
+            std::hint::black_box(&buf);
+            buf.clear();
+        }
+    }
+    let (wall, cpu) = (
+        start.elapsed().as_secs_f64(),
+        procs::cpu_seconds(std::process::id())? - cpu,
+    );
+    println!(
+        "{records} records appended: {:.2} ns CPU per record ({:.2} ns wall)",
+        cpu * 1e9 / records as f64,
+        wall * 1e9 / records as f64
+    );
+    Ok(())
 }
 
 /// `sluice-bench baseline`: one baseline's transfers, each on its own line, then the statistics.
