@@ -6,6 +6,12 @@
 //! receiver prints its port on its first stdout line, counts what arrives until the sender
 //! finishes, and answers with the count as a `u64`; the sender's clock runs from the first
 //! byte written (connection already established) to that answer.
+//!
+//! The tuned QUIC ends ask for 8 MiB socket buffers, as sluice's data port does. Without them
+//! the receiver's default ~208 KiB buffer (three 64 KiB datagrams) overflowed whenever its
+//! thread was descheduled: a quarter of the datagrams were lost, Cubic cut its window thousands
+//! of times a second, and a transfer ran at 0.9–1.1 GB/s or, when the scheduler happened to
+//! keep the receiver running, at twice that: the bimodal baseline of the earlier runs.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -16,10 +22,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 
-use crate::procs::Child;
+use crate::procs::{self, Child};
 
 /// Size of one write: 1 MiB.
 const CHUNK: usize = 1 << 20;
+/// Socket buffers the tuned ends ask for, as sluice's data port does.
+const SOCKET_BUFFER: usize = 8 * 1024 * 1024;
 /// ALPN of the bench's QUIC connections.
 const ALPN: &[u8] = b"sluice-bench";
 
@@ -45,12 +53,61 @@ pub struct Transfer {
     pub bytes: u64,
     /// From the first write to the receiver's answer.
     pub elapsed: Duration,
+    /// CPU seconds (user + system) the sender and the receiver process spent in that time.
+    pub cpu_seconds: f64,
+    /// The sender's path statistics, for the QUIC transports.
+    pub quic: Option<QuicPath>,
+}
+
+/// What the QUIC sender's connection saw on its path during a transfer.
+#[derive(Clone, Copy, Debug)]
+pub struct QuicPath {
+    /// Packets sent, including the handshake's.
+    pub sent_packets: u64,
+    /// Packets declared lost: on loopback, datagrams the receiver's socket buffer dropped.
+    pub lost_packets: u64,
+    /// Times the congestion controller cut its window.
+    pub congestion_events: u64,
+    /// The datagram size at the end.
+    pub mtu: u16,
+}
+
+impl std::fmt::Display for Transfer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.2} GB/s ({:.2} GB in {:.2} s; {:.2} cores busy, {:.2} GB per CPU second",
+            self.gb_per_s(),
+            self.bytes as f64 / 1e9,
+            self.elapsed.as_secs_f64(),
+            self.cores(),
+            self.gb_per_cpu_s()
+        )?;
+        if let Some(q) = &self.quic {
+            write!(
+                f,
+                "; {} of {} packets lost, {} congestion events, MTU {}",
+                q.lost_packets, q.sent_packets, q.congestion_events, q.mtu
+            )?;
+        }
+        write!(f, ")")
+    }
 }
 
 impl Transfer {
     /// Throughput in GB/s (10^9 bytes per second).
     pub fn gb_per_s(&self) -> f64 {
         self.bytes as f64 / self.elapsed.as_secs_f64() / 1e9
+    }
+
+    /// Cores the two processes kept busy on average.
+    pub fn cores(&self) -> f64 {
+        self.cpu_seconds / self.elapsed.as_secs_f64()
+    }
+
+    /// GB moved per CPU second of the two processes.
+    pub fn gb_per_cpu_s(&self) -> f64 {
+        self.bytes as f64 / self.cpu_seconds / 1e9
     }
 }
 
@@ -77,22 +134,28 @@ pub fn measure(transport: Transport, duration: Duration) -> Result<Transfer> {
         .with_context(|| format!("receiver printed {line:?} instead of its port"))?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let transfer = match transport {
-        Transport::Tcp => send_tcp(addr, duration)?,
+        Transport::Tcp => send_tcp(addr, duration, child.pid())?,
         Transport::QuicDefault | Transport::QuicTuned | Transport::QuicDiscovery => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
                 .context("tokio runtime")?;
-            runtime.block_on(send_quic(addr, transport, duration))?
+            runtime.block_on(send_quic(addr, transport, duration, child.pid()))?
         }
     };
     child.wait_exit(Duration::from_secs(10))?;
     Ok(transfer)
 }
 
-fn send_tcp(addr: SocketAddr, duration: Duration) -> Result<Transfer> {
+/// CPU seconds of this process and the receiver so far.
+fn both_cpu(receiver: u32) -> Result<f64> {
+    Ok(procs::cpu_seconds(std::process::id())? + procs::cpu_seconds(receiver)?)
+}
+
+fn send_tcp(addr: SocketAddr, duration: Duration, receiver: u32) -> Result<Transfer> {
     let mut stream = TcpStream::connect(addr).context("connect to the TCP receiver")?;
     let chunk = vec![0xa5u8; CHUNK];
+    let cpu = both_cpu(receiver)?;
     let start = Instant::now();
     while start.elapsed() < duration {
         stream.write_all(&chunk).context("TCP write")?;
@@ -104,9 +167,12 @@ fn send_tcp(addr: SocketAddr, duration: Duration) -> Result<Transfer> {
     stream
         .read_exact(&mut answer)
         .context("read the receiver's count")?;
+    let elapsed = start.elapsed();
     Ok(Transfer {
         bytes: u64::from_le_bytes(answer),
-        elapsed: start.elapsed(),
+        elapsed,
+        cpu_seconds: both_cpu(receiver)? - cpu,
+        quic: None,
     })
 }
 
@@ -193,6 +259,16 @@ fn quic_endpoint(
     server: Option<quinn::ServerConfig>,
 ) -> Result<quinn::Endpoint> {
     let socket = UdpSocket::bind("127.0.0.1:0").context("bind UDP")?;
+    if transport != Transport::QuicDefault {
+        let state =
+            quinn::udp::UdpSocketState::new((&socket).into()).context("UDP socket state")?;
+        state
+            .set_recv_buffer_size((&socket).into(), SOCKET_BUFFER)
+            .context("SO_RCVBUF")?;
+        state
+            .set_send_buffer_size((&socket).into(), SOCKET_BUFFER)
+            .context("SO_SNDBUF")?;
+    }
     quinn::Endpoint::new(
         endpoint_config(transport)?,
         server,
@@ -230,7 +306,12 @@ async fn receive_quic(transport: Transport) -> Result<()> {
     Ok(())
 }
 
-async fn send_quic(addr: SocketAddr, transport: Transport, duration: Duration) -> Result<Transfer> {
+async fn send_quic(
+    addr: SocketAddr,
+    transport: Transport,
+    duration: Duration,
+    receiver: u32,
+) -> Result<Transfer> {
     let tls = sluice::security::client_tls(ALPN)?;
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)?;
     let mut client = quinn::ClientConfig::new(Arc::new(crypto));
@@ -245,6 +326,7 @@ async fn send_quic(addr: SocketAddr, transport: Transport, duration: Duration) -
     let (mut send, mut recv) = conn.open_bi().await.context("open stream")?;
     // write_chunk hands quinn a reference-counted buffer: no copy on the sending side.
     let chunk = Bytes::from(vec![0xa5u8; CHUNK]);
+    let cpu = both_cpu(receiver)?;
     let start = Instant::now();
     while start.elapsed() < duration {
         send.write_chunk(chunk.clone())
@@ -257,11 +339,23 @@ async fn send_quic(addr: SocketAddr, transport: Transport, duration: Duration) -
         .await
         .context("read the receiver's count")?;
     let elapsed = start.elapsed();
+    let cpu_seconds = both_cpu(receiver)? - cpu;
+    let path = conn.stats().path;
     conn.close(quinn::VarInt::from_u32(0), b"done");
     endpoint.wait_idle().await;
     let bytes = u64::from_le_bytes(answer);
     if bytes == 0 {
         bail!("the QUIC receiver counted no bytes");
     }
-    Ok(Transfer { bytes, elapsed })
+    Ok(Transfer {
+        bytes,
+        elapsed,
+        cpu_seconds,
+        quic: Some(QuicPath {
+            sent_packets: path.sent_packets,
+            lost_packets: path.lost_packets,
+            congestion_events: path.congestion_events,
+            mtu: path.current_mtu,
+        }),
+    })
 }

@@ -143,14 +143,20 @@ fn archive_with<T: Data>(
     // What rkyv's `to_bytes_in` does, except that the root is resolved in place in the buffer
     // rather than on the stack and then copied (for a record of plain bytes that copy was most
     // of the serialization's cost).
-    let mut serializer = Serializer::new(&mut *buf, arena.acquire(), Share::new());
-    let resolver = rkyv::Serialize::serialize(
-        record,
-        rancor::Strategy::<_, rancor::Error>::wrap(&mut serializer),
-    )
-    .map_err(serialize_err)?;
-    WriterExt::<rancor::Error>::align_for::<T::Archived>(&mut serializer).map_err(serialize_err)?;
-    let buf = serializer.into_writer();
+    let resolver = {
+        // Used in place and dropped where it lies: taking it apart (`into_writer`) moved it
+        // through the stack in wide loads of what `acquire` had just stored in narrower ones,
+        // a store-forwarding stall on every record (the source thread's hottest instruction).
+        let mut serializer = Serializer::new(&mut *buf, arena.acquire(), Share::new());
+        let resolver = rkyv::Serialize::serialize(
+            record,
+            rancor::Strategy::<_, rancor::Error>::wrap(&mut serializer),
+        )
+        .map_err(serialize_err)?;
+        WriterExt::<rancor::Error>::align_for::<T::Archived>(&mut serializer)
+            .map_err(serialize_err)?;
+        resolver
+    };
     let pos = buf.len();
     let size = std::mem::size_of::<T::Archived>();
     buf.reserve(size);

@@ -52,6 +52,46 @@ pub fn key_group(hash: u64, max_parallelism: u32) -> u32 {
     (hash % max_parallelism as u64) as u32
 }
 
+/// [`key_group`] for one `max_parallelism`, without a 64-bit division per key.
+///
+/// The key-by writer computes a key group for every record; a `div` is tens of cycles, a few
+/// percent of a shuffle's CPU. This is Lemire's remainder by direct computation ("Faster
+/// Remainder by Direct Computation", 2019): with `m = ceil(2^128 / d)`, `n % d` is the high 64
+/// bits of `(m * n mod 2^128) * d`, exact for every 64-bit `n`, so it gives `key_group`'s
+/// results bit for bit (the tests check that).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyGroups {
+    divisor: u64,
+    /// `ceil(2^128 / divisor)`, or 0 for a divisor of 1 (every key is in group 0).
+    multiplier: u128,
+}
+
+impl KeyGroups {
+    /// Key groups of `max_parallelism` (at least 1).
+    pub(crate) fn new(max_parallelism: u32) -> Self {
+        let divisor = u64::from(max_parallelism.max(1));
+        let multiplier = if divisor == 1 {
+            0
+        } else {
+            u128::MAX / u128::from(divisor) + 1
+        };
+        KeyGroups {
+            divisor,
+            multiplier,
+        }
+    }
+
+    /// The key group of a key hash: `key_group(hash, max_parallelism)`.
+    #[inline]
+    pub(crate) fn of(&self, hash: u64) -> u32 {
+        let low = self.multiplier.wrapping_mul(u128::from(hash));
+        let d = u128::from(self.divisor);
+        let bottom = (u128::from(low as u64) * d) >> 64;
+        let top = (low >> 64) * d;
+        ((bottom + top) >> 64) as u32
+    }
+}
+
 /// The subtask that owns a key group (Flink's `computeOperatorIndexForKeyGroup`).
 pub fn operator_index_for_key_group(max_parallelism: u32, parallelism: u32, key_group: u32) -> u32 {
     ((key_group as u64 * parallelism as u64) / max_parallelism as u64) as u32
@@ -93,6 +133,30 @@ mod tests {
         assert_eq!(stable_hash("word"), stable_hash(&"word".to_string()));
         assert_eq!(stable_hash_bytes(b""), stable_hash_bytes(b""));
         assert_ne!(stable_hash("a"), stable_hash("b"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn key_groups_without_division_match_the_remainder(hash: u64, max_p in 1u32..=u32::MAX) {
+            proptest::prop_assert_eq!(KeyGroups::new(max_p).of(hash), key_group(hash, max_p));
+        }
+    }
+
+    #[test]
+    fn key_groups_without_division_match_at_the_edges() {
+        for max_p in [1, 2, 3, 7, 128, 32768, 32767, u32::MAX - 1, u32::MAX] {
+            let groups = KeyGroups::new(max_p);
+            for hash in [
+                0,
+                1,
+                u64::from(max_p) - 1,
+                u64::from(max_p),
+                u64::MAX - 1,
+                u64::MAX,
+            ] {
+                assert_eq!(groups.of(hash), key_group(hash, max_p), "{hash} % {max_p}");
+            }
+        }
     }
 
     #[test]

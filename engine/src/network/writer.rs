@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rkyv::util::AlignedVec;
 
 use super::buffer::{Buffer, BufferPool, IoCounters, NetBuffer};
-use super::partitioner::{ChannelSelector, key_group, operator_index_for_key_group};
+use super::partitioner::{ChannelSelector, KeyGroups, operator_index_for_key_group};
 use crate::api::{Output, RuntimeContext, TaskError};
 use crate::record::{self, Data};
 
@@ -22,7 +22,7 @@ pub(crate) struct RecordWriter {
     pool: Arc<BufferPool>,
     appender: record::Appender,
     segment_size: usize,
-    consumer_max_parallelism: u32,
+    key_groups: KeyGroups,
     /// Which subpartition owns each key group (the consumer's max parallelism of them).
     key_group_owner: Vec<u32>,
     cancelled: Arc<AtomicBool>,
@@ -59,7 +59,7 @@ impl RecordWriter {
             pool,
             appender: record::Appender::default(),
             segment_size,
-            consumer_max_parallelism,
+            key_groups: KeyGroups::new(consumer_max_parallelism),
             key_group_owner,
             cancelled,
             counters,
@@ -232,7 +232,7 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
                 w.write(channel, &record)
             }
             ChannelSelector::Key(hash) => {
-                let group = key_group(hash(&record), w.consumer_max_parallelism);
+                let group = w.key_groups.of(hash(&record));
                 let channel = w.key_group_owner[group as usize] as usize;
                 w.write(channel, &record)
             }
@@ -264,7 +264,7 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::network::partitioner::stable_hash;
+    use crate::network::partitioner::{key_group, stable_hash};
     use crate::record::Frames;
 
     fn writer(channels: usize) -> (RecordWriterHandle, Vec<flume::Receiver<NetBuffer>>) {
