@@ -206,7 +206,7 @@ pub(crate) struct RocksBackend {
     pending: BTreeMap<u64, Vec<(String, SharedSst)>>,
     /// Value-state writes not yet in RocksDB, so that a key read and written for every record
     /// (a running count) costs a hash lookup rather than a RocksDB `get` and `put` each time.
-    /// Written to RocksDB in one sorted batch when they reach [`WRITE_BUFFER_BYTES`], and before
+    /// Written to RocksDB in one sorted batch when they reach `dirty_limit` bytes, and before
     /// every snapshot, scan over all state and compaction, so checkpoints and iterations see
     /// every write. Flushed writes stay as clean copies (a checkpoint does not empty the cache
     /// of a job's hot keys: a key updated again soon after its flush is found there instead of
