@@ -268,6 +268,11 @@ struct Stat {
 }
 
 impl Stat {
+    /// The statistics of `f` over `runs`.
+    fn by<R>(runs: &[R], f: impl Fn(&R) -> f64) -> Stat {
+        Stat::of(&runs.iter().map(f).collect::<Vec<_>>())
+    }
+
     fn of(samples: &[f64]) -> Stat {
         let mut s: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
         if s.is_empty() {
@@ -488,30 +493,16 @@ fn run(cli: &Cli) -> Result<()> {
             s.median / quinn_tuned
         );
     }
-    let shuffle_rps = Stat::of(
-        &shuffles
-            .iter()
-            .map(|r| r.records as f64 / r.wall.as_secs_f64() / 1e6)
-            .collect::<Vec<_>>(),
-    );
-    let shuffle_gbs = Stat::of(
-        &shuffles
-            .iter()
-            .map(|r| (r.records * RECORD_BYTES) as f64 / r.wall.as_secs_f64() / 1e9)
-            .collect::<Vec<_>>(),
-    );
-    let wire_gbs = Stat::of(
-        &shuffles
-            .iter()
-            .map(|r| r.source_write_bytes as f64 / r.wall.as_secs_f64() / 1e9)
-            .collect::<Vec<_>>(),
-    );
-    let cross_gbs = Stat::of(
-        &shuffles
-            .iter()
-            .map(|r| r.source_write_bytes as f64 / 2.0 / r.wall.as_secs_f64() / 1e9)
-            .collect::<Vec<_>>(),
-    );
+    let shuffle_rps = Stat::by(&shuffles, |r| r.records as f64 / r.wall.as_secs_f64() / 1e6);
+    let shuffle_gbs = Stat::by(&shuffles, |r| {
+        (r.records * RECORD_BYTES) as f64 / r.wall.as_secs_f64() / 1e9
+    });
+    let wire_gbs = Stat::by(&shuffles, |r| {
+        r.source_write_bytes as f64 / r.wall.as_secs_f64() / 1e9
+    });
+    let cross_gbs = Stat::by(&shuffles, |r| {
+        r.source_write_bytes as f64 / 2.0 / r.wall.as_secs_f64() / 1e9
+    });
     let n = sizes.shuffle_records;
     println!(
         "| shuffle key_by p=2, 2 TMs: {n} records of 100 B | {:.2} | {} | M records/s | | |",
@@ -531,24 +522,11 @@ fn run(cli: &Cli) -> Result<()> {
             s.median / quinn_tuned
         );
     }
-    let shuffle_ns = Stat::of(
-        &shuffles
-            .iter()
-            .map(|r| r.tm_cpu_seconds * 1e9 / r.records as f64)
-            .collect::<Vec<_>>(),
-    );
-    let shuffle_cores = Stat::of(
-        &shuffles
-            .iter()
-            .map(|r| r.tm_cpu_seconds / r.wall.as_secs_f64())
-            .collect::<Vec<_>>(),
-    );
-    let shuffle_per_cpu = Stat::of(
-        &shuffles
-            .iter()
-            .map(|r| (r.records * RECORD_BYTES) as f64 / r.tm_cpu_seconds / 1e9)
-            .collect::<Vec<_>>(),
-    );
+    let shuffle_ns = Stat::by(&shuffles, |r| r.tm_cpu_seconds * 1e9 / r.records as f64);
+    let shuffle_cores = Stat::by(&shuffles, |r| r.tm_cpu_seconds / r.wall.as_secs_f64());
+    let shuffle_per_cpu = Stat::by(&shuffles, |r| {
+        (r.records * RECORD_BYTES) as f64 / r.tm_cpu_seconds / 1e9
+    });
     println!(
         "| shuffle: TaskManager CPU per record (both TMs, utime + stime) | {:.0} | {} | ns | | |",
         shuffle_ns.median,
@@ -559,24 +537,9 @@ fn run(cli: &Cli) -> Result<()> {
         shuffle_cores.median,
         shuffle_cores.range(2)
     );
-    let sum_rps = Stat::of(
-        &sums
-            .iter()
-            .map(|r| r.records as f64 / r.wall.as_secs_f64() / 1e6)
-            .collect::<Vec<_>>(),
-    );
-    let sum_per_core = Stat::of(
-        &sums
-            .iter()
-            .map(|r| r.records as f64 / r.tm_cpu_seconds / 1e6)
-            .collect::<Vec<_>>(),
-    );
-    let sum_cores = Stat::of(
-        &sums
-            .iter()
-            .map(|r| r.tm_cpu_seconds / r.wall.as_secs_f64())
-            .collect::<Vec<_>>(),
-    );
+    let sum_rps = Stat::by(&sums, |r| r.records as f64 / r.wall.as_secs_f64() / 1e6);
+    let sum_per_core = Stat::by(&sums, |r| r.records as f64 / r.tm_cpu_seconds / 1e6);
+    let sum_cores = Stat::by(&sums, |r| r.tm_cpu_seconds / r.wall.as_secs_f64());
     let n = sizes.stream_sum_records;
     println!(
         "| stream-sum p=2, 2 TMs: {n} records | {:.2} | {} | M records/s | | |",

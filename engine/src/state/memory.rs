@@ -133,11 +133,6 @@ impl RocksMemory {
         self.write_buffers.as_ref()
     }
 
-    /// Bytes in the block cache now (memtables and write-back caches not included).
-    pub fn block_cache_usage(&self) -> usize {
-        self.cache.get_usage()
-    }
-
     /// Bytes the instances' write-back caches hold, as last reported.
     pub fn value_cache_usage(&self) -> usize {
         self.value_cache_used.load(Ordering::Relaxed)

@@ -32,7 +32,9 @@ use rkyv::util::AlignedVec;
 use crate::api::TaskError;
 use crate::checkpoint::storage::{self, StateStorage};
 use crate::checkpoint::{KeyedStateHandle, SnapshotLocation};
-use crate::network::partitioner::{key_group, operator_index_for_key_group, stable_hash};
+use crate::network::partitioner::{
+    KeyGroups, key_group, operator_index_for_key_group, stable_hash,
+};
 use crate::record::Data;
 
 mod format;
@@ -415,6 +417,8 @@ struct CurrentKey {
 struct Inner {
     kind: BackendKind,
     max_parallelism: u32,
+    /// `key_group` for `max_parallelism`, without a division per record.
+    key_groups: KeyGroups,
     range: KeyGroupRange,
     local_dir: PathBuf,
     current: RefCell<CurrentKey>,
@@ -548,6 +552,7 @@ impl KeyedStateStore {
         let inner = Rc::new(Inner {
             kind: settings.kind,
             max_parallelism,
+            key_groups: KeyGroups::new(max_parallelism),
             range: key_groups,
             local_dir: settings.local_dir.clone(),
             current: RefCell::new(CurrentKey {
@@ -648,7 +653,7 @@ impl KeyedStateStore {
     /// partitioner does; a key of another subtask's key groups is an error (the operator and the
     /// partitioner disagree on max parallelism).
     pub fn set_current_key<K: Hash + Data>(&self, key: &K) -> Result<(), StateError> {
-        let kg = key_group(stable_hash(key), self.inner.max_parallelism);
+        let kg = self.inner.key_groups.of(stable_hash(key));
         if !self.inner.range.contains(kg) {
             return Err(StateError::KeyGroupOutOfRange {
                 key_group: kg,
