@@ -7,6 +7,7 @@
 //! `cargo run -p sluice-bench -- [--quick]`; `cargo run -p sluice-bench -- state [--quick]` measures
 //! the keyed-state backends alone (see `state.rs`). Nothing here asserts on time: it prints numbers.
 
+mod ab;
 mod baseline;
 mod checkpoints;
 mod cluster;
@@ -70,6 +71,25 @@ enum Sub {
     Append {
         /// How many records.
         #[arg(long, default_value_t = 100_000_000)]
+        records: u64,
+    },
+    /// The shuffle alone, alternating between two engines (`--against`) or two configurations
+    /// (`--set`, `--set-against`) running side by side; prints each run and the medians.
+    Shuffle {
+        /// The second engine (default: the first, `--sluice-bin`).
+        #[arg(long, value_name = "PATH")]
+        against: Option<PathBuf>,
+        /// A configuration line (`key: value`) for the first cluster; repeatable.
+        #[arg(long, value_name = "KEY: VALUE")]
+        set: Vec<String>,
+        /// A configuration line for the second cluster; repeatable.
+        #[arg(long, value_name = "KEY: VALUE")]
+        set_against: Vec<String>,
+        /// Runs on each side.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Records per run.
+        #[arg(long, default_value_t = 40_000_000)]
         records: u64,
     },
     /// Only one baseline: `count` transfers of `seconds` each, one line per transfer.
@@ -137,6 +157,23 @@ fn main() -> std::process::ExitCode {
             count,
             seconds,
         }) => baseline_only(transport, count, Duration::from_secs_f64(seconds)),
+        Some(Sub::Shuffle {
+            ref against,
+            ref set,
+            ref set_against,
+            runs,
+            records,
+        }) => sluice_bin(&cli).and_then(|bin| {
+            let a = ab::Side {
+                bin: &bin,
+                config: set,
+            };
+            let b = (against.is_some() || !set_against.is_empty()).then(|| ab::Side {
+                bin: against.as_deref().unwrap_or(&bin),
+                config: set_against,
+            });
+            ab::run(a, b, runs, records)
+        }),
         None => run(&cli),
     };
     match result {

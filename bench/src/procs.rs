@@ -242,3 +242,44 @@ pub fn load_average() -> Option<f64> {
         .parse()
         .ok()
 }
+
+/// Datagrams the kernel dropped because a UDP socket's receive buffer was full, over the whole
+/// machine (`RcvbufErrors` in `/proc/net/snmp`): QUIC loss on loopback.
+pub fn udp_receive_buffer_drops() -> Result<u64> {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").context("read /proc/net/snmp")?;
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
+    let (names, values) = (udp.next(), udp.next());
+    let (Some(names), Some(values)) = (names, values) else {
+        bail!("/proc/net/snmp has no Udp lines");
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(name, _)| *name == "RcvbufErrors")
+        .and_then(|(_, v)| v.parse().ok())
+        .context("/proc/net/snmp has no Udp RcvbufErrors")
+}
+
+/// Context switches of all threads of `pid`: (voluntary, involuntary).
+pub fn context_switches(pid: u32) -> Result<(u64, u64)> {
+    let mut total = (0, 0);
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).context("list threads")?;
+    for task in tasks.flatten() {
+        // A thread that ended meanwhile has no status: it counts no more.
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        for line in status.lines() {
+            let field = |name: &str| {
+                line.strip_prefix(name)
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            if let Some(n) = field("voluntary_ctxt_switches:") {
+                total.0 += n;
+            } else if let Some(n) = field("nonvoluntary_ctxt_switches:") {
+                total.1 += n;
+            }
+        }
+    }
+    Ok(total)
+}

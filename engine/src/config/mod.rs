@@ -295,8 +295,12 @@ pub struct NetworkOptions {
     pub managed_size: Option<u64>,
     /// `taskmanager.network.memory.buffers-per-channel` (default 2): exclusive buffers per channel.
     pub buffers_per_channel: u32,
-    /// `taskmanager.network.memory.floating-buffers-per-gate` (default 8): shared buffers per gate.
+    /// `taskmanager.network.memory.floating-buffers-per-gate` (default 8): shared buffers per gate
+    /// (lent to its remote channels) and per result partition.
     pub floating_buffers_per_gate: u32,
+    /// `taskmanager.network.memory.max-buffers-per-channel` (default 10, ≥ 1): most buffers one
+    /// subpartition may queue.
+    pub max_buffers_per_channel: u32,
     /// `execution.buffer-timeout` (default 100 ms): longest wait before a partial buffer is flushed.
     pub buffer_timeout: Duration,
     /// `taskmanager.network.quic.max-mtu` (default 1452): largest UDP payload the data plane's
@@ -486,6 +490,7 @@ impl Config {
                 managed_size: None,
                 buffers_per_channel: 0,
                 floating_buffers_per_gate: 0,
+                max_buffers_per_channel: 0,
                 buffer_timeout: Duration::ZERO,
                 quic_max_mtu: 0,
                 quic_num_threads: 0,

@@ -842,7 +842,10 @@ options! {
         doc "Exclusive buffers per input channel, the credit a receiver grants up front.";
     "taskmanager.network.memory.floating-buffers-per-gate" => network.floating_buffers_per_gate: ANY_COUNT,
         default "8",
-        doc "Buffers per input gate shared among its channels on demand.";
+        doc "Buffers per input gate shared among its remote channels; also a result partition's pool beyond its buffers-per-channel per subpartition.";
+    "taskmanager.network.memory.max-buffers-per-channel" => network.max_buffers_per_channel: AT_LEAST_ONE,
+        default "10",
+        doc "Most buffers one subpartition may queue, so that one slow consumer cannot take its partition's whole pool.";
     "taskmanager.network.quic.max-mtu" => network.quic_max_mtu: Int::<u16>::range(1200, 65000),
         default "1452",
         doc "Largest UDP payload QUIC data connections grow to by MTU discovery: the path MTU (9000 on jumbo frames, 65000 on loopback).";

@@ -72,6 +72,7 @@ fn defaults_match_the_documented_values() {
     assert_eq!(c.network.network_max, 1024 * 1024 * 1024);
     assert_eq!(c.network.buffers_per_channel, 2);
     assert_eq!(c.network.floating_buffers_per_gate, 8);
+    assert_eq!(c.network.max_buffers_per_channel, 10);
     assert_eq!(c.network.buffer_timeout, Duration::from_millis(100));
     assert_eq!(c.parallelism_default, 1);
     assert_eq!(c.max_parallelism, None);

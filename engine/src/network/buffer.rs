@@ -1,6 +1,8 @@
 //! What flows through a channel: buffers of records, and control events.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use rkyv::util::AlignedVec;
 
@@ -51,6 +53,8 @@ pub(crate) struct IoCounters {
 pub(crate) struct Buffer {
     bytes: AlignedVec,
     pool: Option<Arc<BufferPool>>,
+    /// Whether the buffer counts against its pool's limit (until dropped or handed to QUIC).
+    on_loan: bool,
     _credit: Option<CreditGuard>,
 }
 
@@ -61,6 +65,7 @@ impl Buffer {
         Buffer {
             bytes,
             pool: None,
+            on_loan: false,
             _credit: None,
         }
     }
@@ -70,7 +75,20 @@ impl Buffer {
         Buffer {
             bytes,
             pool: Some(pool),
+            on_loan: true,
             _credit: None,
+        }
+    }
+
+    /// The buffer was handed to the transport: it no longer counts against its pool's limit,
+    /// as a Flink buffer is recycled once written to the socket (its memory still returns to
+    /// the pool when QUIC drops it, acknowledged). What QUIC holds meanwhile is bounded by the
+    /// consumer's credit.
+    pub(crate) fn end_loan(&mut self) {
+        if std::mem::take(&mut self.on_loan)
+            && let Some(pool) = &self.pool
+        {
+            pool.end_loan();
         }
     }
 
@@ -80,6 +98,7 @@ impl Buffer {
         Buffer {
             bytes,
             pool: Some(pool),
+            on_loan: true,
             _credit: Some(credit),
         }
     }
@@ -88,7 +107,7 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            pool.put(std::mem::take(&mut self.bytes));
+            pool.put(std::mem::take(&mut self.bytes), self.on_loan);
         }
     }
 }
@@ -106,17 +125,31 @@ impl AsRef<[u8]> for Buffer {
     }
 }
 
-/// Recycled buffer memory of one producer or one remote channel.
+/// The buffer memory of one result partition or one remote channel, recycled.
 ///
-/// The pool keeps at most `max` buffers: the number its owner can have in use at once (its
-/// share of the network memory budget), so recycling never holds more memory than the budget
-/// reserved for them. Reusing buffers instead of allocating one per segment spares the
+/// The pool lends out at most `max` buffers: what its owner reserved in the network budget. A
+/// result partition's writer takes its buffers with [`take_within`](Self::take_within), which
+/// waits while all `max` are lent out, being filled, queued or in flight to a consumer, so a
+/// slow consumer holds its producer to the partition's pool (Flink's `LocalBufferPool`). A
+/// remote channel's receiver takes with [`take`](Self::take): the producer's credit already
+/// bounds what it receives. Reusing buffers instead of allocating one per segment spares the
 /// allocator's cross-thread frees and keeps the memory warm in the caches.
 #[derive(Debug)]
 pub(crate) struct BufferPool {
-    free: Mutex<Vec<AlignedVec>>,
+    state: Mutex<PoolState>,
+    /// Signalled when a buffer comes back while the writer waits for one.
+    returned: Condvar,
     segment_size: usize,
     max: usize,
+}
+
+#[derive(Debug)]
+struct PoolState {
+    free: Vec<AlignedVec>,
+    /// Buffers taken and not yet put back.
+    lent: usize,
+    /// Whether a writer waits in `take_within` (so returns wake it only then).
+    waiting: bool,
 }
 
 impl BufferPool {
@@ -124,7 +157,12 @@ impl BufferPool {
     /// overshoot: a buffer is shipped once it reached the segment size).
     pub(crate) fn new(segment_size: usize, max: usize) -> Arc<Self> {
         Arc::new(BufferPool {
-            free: Mutex::new(Vec::with_capacity(max)),
+            state: Mutex::new(PoolState {
+                free: Vec::with_capacity(max),
+                lent: 0,
+                waiting: false,
+            }),
+            returned: Condvar::new(),
             segment_size,
             max,
         })
@@ -134,33 +172,84 @@ impl BufferPool {
         self.segment_size + SEGMENT_SLACK
     }
 
-    /// An empty buffer with room for at least `len` bytes, recycled if one is free.
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A recycled buffer, or a new one.
+    fn lend(&self, state: &mut PoolState) -> AlignedVec {
+        state.lent += 1;
+        state
+            .free
+            .pop()
+            .unwrap_or_else(|| AlignedVec::with_capacity(self.capacity()))
+    }
+
+    /// An empty buffer with room for at least `len` bytes, recycled if one is free; never waits.
     pub(crate) fn take(&self, len: usize) -> AlignedVec {
-        let recycled = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut bytes = recycled.unwrap_or_else(|| AlignedVec::with_capacity(self.capacity()));
+        let mut bytes = self.lend(&mut self.lock());
         if bytes.capacity() < len {
             bytes.reserve(len);
         }
         bytes
     }
 
-    /// Returns a buffer's memory; dropped if the pool is full or the buffer grew far beyond a
-    /// segment (an oversized record).
-    pub(crate) fn put(&self, mut bytes: AlignedVec) {
-        if bytes.capacity() < self.capacity() || bytes.capacity() > 2 * self.capacity() {
-            return;
+    /// An empty buffer once fewer than `max` are lent out, waiting for one to come back;
+    /// `None` if `cancelled` was set meanwhile. Returns how long it waited, too.
+    pub(crate) fn take_within(&self, cancelled: &AtomicBool) -> Option<(AlignedVec, Duration)> {
+        let mut state = self.lock();
+        if state.lent < self.max {
+            return Some((self.lend(&mut state), Duration::ZERO));
         }
-        bytes.clear();
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        if free.len() < self.max {
-            free.push(bytes);
+        let started = Instant::now();
+        while state.lent >= self.max {
+            if cancelled.load(Ordering::Relaxed) {
+                return None;
+            }
+            state.waiting = true;
+            state = self
+                .returned
+                .wait_timeout(state, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        state.waiting = false;
+        Some((self.lend(&mut state), started.elapsed()))
+    }
+
+    /// Returns a buffer's memory (and its loan, if it still has one); the memory is kept unless
+    /// the pool is full or the buffer grew far beyond a segment (an oversized record).
+    pub(crate) fn put(&self, mut bytes: AlignedVec, on_loan: bool) {
+        let keep = (self.capacity()..=2 * self.capacity()).contains(&bytes.capacity());
+        if keep {
+            bytes.clear();
+        }
+        let mut state = self.lock();
+        if keep && state.free.len() < self.max {
+            state.free.push(bytes);
+        }
+        if on_loan {
+            self.returned_loan(&mut state);
+        }
+    }
+
+    /// Ends a loan whose buffer lives on elsewhere (see [`Buffer::end_loan`]).
+    fn end_loan(&self) {
+        self.returned_loan(&mut self.lock());
+    }
+
+    fn returned_loan(&self, state: &mut PoolState) {
+        state.lent = state.lent.saturating_sub(1);
+        if state.waiting {
+            state.waiting = false;
+            self.returned.notify_one();
         }
     }
 
     /// Buffers waiting to be reused.
     #[cfg(test)]
     pub(crate) fn pooled(&self) -> usize {
-        self.free.lock().unwrap().len()
+        self.lock().free.len()
     }
 }
 
@@ -245,8 +334,37 @@ mod tests {
     }
 
     #[test]
+    fn a_writer_waits_while_its_pool_is_lent_out() {
+        let pool = BufferPool::new(1024, 2);
+        let cancelled = AtomicBool::new(false);
+        let a = pool.take_within(&cancelled).unwrap().0;
+        let _b = pool.take_within(&cancelled).unwrap().0;
+        // Both are lent: the third take waits until the consumer drops one.
+        let consumer = {
+            let pool = pool.clone();
+            let shipped = Buffer::pooled(a, pool.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                drop(shipped);
+            })
+        };
+        let (c, waited) = pool.take_within(&cancelled).unwrap();
+        assert!(waited >= Duration::from_millis(50), "waited {waited:?}");
+        consumer.join().unwrap();
+        // All lent again: a cancelled task stops waiting.
+        cancelled.store(true, Ordering::Relaxed);
+        assert!(pool.take_within(&cancelled).is_none());
+        // An oversized buffer is not kept, but its loan ends.
+        let mut big = pool.take(10_000);
+        big.extend_from_slice(&[1; 10_000]);
+        drop(Buffer::pooled(big, pool.clone()));
+        cancelled.store(false, Ordering::Relaxed);
+        drop(Buffer::pooled(c, pool.clone()));
+        assert!(pool.take_within(&cancelled).is_some());
+    }
+
+    #[test]
     fn credits_are_announced_in_batches_of_half_the_credit() {
-        use std::sync::atomic::Ordering;
         let credits = Arc::new(Credits::new(6));
         let guards: Vec<_> = (0..6).map(|_| CreditGuard(credits.clone())).collect();
         let mut guards = guards.into_iter();

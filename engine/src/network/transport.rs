@@ -676,7 +676,7 @@ async fn serve_channel(
     loop {
         // Dropping `rx` on a failed write tells the producer its consumer is gone.
         match rx.recv_async().await {
-            Ok(NetBuffer::Data(buf)) => {
+            Ok(NetBuffer::Data(mut buf)) => {
                 match credit.acquire().await {
                     Ok(permit) => permit.forget(),
                     Err(_) => {
@@ -686,7 +686,9 @@ async fn serve_channel(
                     }
                 }
                 // The buffer itself goes to QUIC, not a copy: its memory returns to the
-                // producer's pool once the peer has acknowledged it.
+                // producer's pool once the peer has acknowledged it. It stops counting against
+                // the pool now, as it would once written to a socket.
+                buf.end_loan();
                 let header = bytes::Bytes::copy_from_slice(&encode_header(buf.len(), KIND_DATA));
                 send.write_all_chunks(&mut [header, bytes::Bytes::from_owner(buf)])
                     .await

@@ -37,8 +37,9 @@ pub(crate) struct RecordWriter {
 pub(crate) type RecordWriterHandle = Rc<RefCell<RecordWriter>>;
 
 impl RecordWriter {
-    /// `max_buffers` is how many buffers the writer may have in use at once (what the task
-    /// reserved for it in the network budget); that many are recycled.
+    /// `max_buffers` is the partition's pool: how many buffers the writer may have in use at
+    /// once, filling, queued or in flight (what the task reserved for it in the network
+    /// budget); at least one more than the subpartitions.
     pub(crate) fn new(
         subpartitions: Vec<flume::Sender<NetBuffer>>,
         segment_size: usize,
@@ -115,12 +116,7 @@ impl RecordWriter {
                 }
             }
         }
-        let waited = started.elapsed();
-        if waited > Duration::from_micros(50) {
-            self.counters
-                .back_pressured_nanos
-                .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
-        }
+        self.count_back_pressure(started.elapsed());
         Ok(())
     }
 
@@ -134,21 +130,38 @@ impl RecordWriter {
         }
     }
 
-    /// Ships the buffer of one subpartition if it holds anything.
+    /// Ships the buffer of one subpartition if it holds anything, and takes the next one from
+    /// the pool (waiting while all are lent out: backpressure).
     pub(crate) fn flush(&mut self, channel: usize) -> Result<(), TaskError> {
         self.publish_records();
         if self.buffers[channel].is_empty() {
             return Ok(());
         }
         self.appender.trim();
-        let full = std::mem::replace(&mut self.buffers[channel], self.pool.take(0));
+        let full = std::mem::take(&mut self.buffers[channel]);
         self.counters
             .bytes_out
             .fetch_add(full.len() as u64, Ordering::Relaxed);
         self.send(
             channel,
             NetBuffer::Data(Buffer::pooled(full, self.pool.clone())),
-        )
+        )?;
+        let (next, waited) = self
+            .pool
+            .take_within(&self.cancelled)
+            .ok_or(TaskError::Cancelled)?;
+        self.buffers[channel] = next;
+        self.count_back_pressure(waited);
+        Ok(())
+    }
+
+    /// Counts a wait for room downstream (short waits are scheduling noise, not backpressure).
+    fn count_back_pressure(&self, waited: Duration) {
+        if waited > Duration::from_micros(50) {
+            self.counters
+                .back_pressured_nanos
+                .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+        }
     }
 
     /// Ships every non-empty buffer (the buffer timeout expired).
@@ -272,7 +285,7 @@ mod tests {
         let w = RecordWriter::new(
             txs,
             1024,
-            3 * channels,
+            64 * channels,
             128,
             Arc::new(AtomicBool::new(false)),
             Arc::new(IoCounters::default()),

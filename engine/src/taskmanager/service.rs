@@ -131,8 +131,11 @@ impl TaskManager {
             registry,
             remote: Some(Arc::new(data.clone())),
             segment_size: settings.segment_size,
-            buffers_per_channel: settings.buffers_per_channel,
-            floating_buffers_per_gate: net.floating_buffers_per_gate as usize,
+            buffer_shares: crate::network::budget::BufferShares {
+                per_channel: net.buffers_per_channel as usize,
+                floating_per_gate: net.floating_buffers_per_gate as usize,
+                max_per_channel: net.max_buffers_per_channel as usize,
+            },
             buffer_timeout: net.buffer_timeout,
             budget: crate::network::budget::BufferBudget::new(
                 config.network.network_memory(),

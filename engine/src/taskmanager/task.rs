@@ -51,8 +51,8 @@ pub(crate) struct TaskServices {
     pub(crate) registry: Arc<PartitionRegistry>,
     pub(crate) remote: Option<Arc<dyn RemoteChannels>>,
     pub(crate) segment_size: usize,
-    pub(crate) buffers_per_channel: usize,
-    pub(crate) floating_buffers_per_gate: usize,
+    /// How many network buffers a task's partitions and remote channels hold.
+    pub(crate) buffer_shares: crate::network::budget::BufferShares,
     pub(crate) buffer_timeout: Duration,
     /// The TaskManager's network memory, in buffers.
     pub(crate) budget: Arc<crate::network::budget::BufferBudget>,
@@ -365,35 +365,30 @@ fn run(
     };
 
     // Reserve every buffer this task can hold before anything is created (see network::budget).
-    let per_channel = services.buffers_per_channel.max(1);
-    let total_channels = d.inputs.iter().map(Vec::len).sum::<usize>().max(1);
-    // A remote channel's queue: its exclusive buffers plus a fair share of the gate's floating ones.
-    let remote_capacity = per_channel + services.floating_buffers_per_gate.div_ceil(total_channels);
-    // A subpartition's queue: its exclusive buffers plus a share of the floating ones (as a
-    // Flink result partition's pool holds buffers-per-channel per subpartition plus the
-    // floating buffers), so that a consumer descheduled for a moment does not stall the producer.
-    let queue_capacity = |subpartitions: u32| {
-        per_channel
-            + services
-                .floating_buffers_per_gate
-                .div_ceil(subpartitions.max(1) as usize)
-    };
-    // Per subpartition: its queue, the buffer being filled, and one a sender holds while it
-    // waits for credit.
+    let shares = services.buffer_shares;
     let output_buffers: usize = d
         .outputs
         .iter()
-        .map(|o| o.subpartitions as usize * (queue_capacity(o.subpartitions) + 2))
+        .map(|o| shares.partition_pool(o.subpartitions as usize))
         .sum();
-    let remote_channels = d
+    let is_remote = |c: &crate::rpc::messages::ChannelDeployment| {
+        c.location.resource_id != services.resource_id
+    };
+    // Per input gate, the credit of each of its remote channels.
+    let remote_credits: Vec<usize> = d
         .inputs
         .iter()
-        .flatten()
-        .filter(|c| c.location.resource_id != services.resource_id)
-        .count();
+        .map(|gate| shares.remote_credit(gate.iter().filter(|c| is_remote(c)).count()))
+        .collect();
+    let input_buffers: usize = d
+        .inputs
+        .iter()
+        .zip(&remote_credits)
+        .map(|(gate, credit)| gate.iter().filter(|c| is_remote(c)).count() * credit)
+        .sum();
     let _reservation = services
         .budget
-        .reserve(output_buffers + remote_channels * remote_capacity)
+        .reserve(output_buffers + input_buffers)
         .map_err(TaskError::Setup)?;
 
     // Result partitions: one bounded queue per subpartition, registered for consumers.
@@ -401,7 +396,7 @@ fn run(
     let mut writers = Vec::new();
     for (k, (&edge, out)) in vertex.outputs.iter().zip(&d.outputs).enumerate() {
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..out.subpartitions)
-            .map(|_| flume::bounded(queue_capacity(out.subpartitions)))
+            .map(|_| flume::bounded(shares.subpartition_queue(out.subpartitions as usize)))
             .unzip();
         services.registry.register(
             PartitionId {
@@ -413,7 +408,7 @@ fn run(
         let writer = Rc::new(RefCell::new(RecordWriter::new(
             senders,
             services.segment_size,
-            out.subpartitions as usize * (queue_capacity(out.subpartitions) + 2),
+            shares.partition_pool(out.subpartitions as usize),
             out.consumer_max_parallelism,
             cancelled.clone(),
             counters.clone(),
@@ -460,7 +455,9 @@ fn run(
             let processor = decoder(op);
             let mut channels = Vec::new();
             let mut names = Vec::new();
-            for channel in d.inputs.iter().flatten() {
+            let gates = d.inputs.iter().zip(&remote_credits);
+            for (channel, &credit) in gates.flat_map(|(gate, c)| gate.iter().map(move |ch| (ch, c)))
+            {
                 names.push(format!(
                     "{} on {} ({})",
                     channel.partition, channel.location.resource_id, channel.location.data_address
@@ -480,7 +477,7 @@ fn run(
                     let remote = services.remote.as_ref().ok_or_else(|| {
                         TaskError::Setup("no data-plane transport for a remote channel".into())
                     })?;
-                    remote.open(channel, remote_capacity, cancelled.clone())?
+                    remote.open(channel, credit, cancelled.clone())?
                 };
                 channels.push(rx);
             }
