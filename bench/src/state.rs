@@ -98,6 +98,7 @@ fn open(
         local_dir: dir.join(name),
         incremental: true,
         rocks_memory: Some(RocksMemory::budget(memory, ratio)),
+        key_hash: sluice::state::KeyHash::CURRENT,
     };
     KeyedStateStore::open(
         &settings,

@@ -91,6 +91,8 @@ pub(crate) struct StateInit {
     pub(crate) restore: Option<TaskRestore>,
     /// Whether the job is checkpointed (sinks then commit on checkpoints, not at the end).
     pub(crate) checkpointing: bool,
+    /// How the job hashes keys into key groups (its partitioners and keyed state alike).
+    pub(crate) key_hash: crate::network::partitioner::KeyHash,
 }
 
 impl std::fmt::Debug for StateInit {
@@ -114,6 +116,7 @@ impl StateInit {
             storage: Arc::new(crate::checkpoint::LocalFileStorage),
             restore: None,
             checkpointing: false,
+            key_hash: crate::network::partitioner::KeyHash::CURRENT,
         }
     }
 }

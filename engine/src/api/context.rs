@@ -136,6 +136,7 @@ impl RuntimeContext {
             local_dir: init.local_dir.join(format!("op{}", self.operator_id)),
             incremental: init.incremental,
             rocks_memory: init.rocks_memory.clone(),
+            key_hash: init.key_hash,
         };
         let range = crate::state::KeyGroupRange::for_subtask(
             self.max_parallelism,

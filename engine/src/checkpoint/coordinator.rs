@@ -25,6 +25,7 @@ use super::stats::{
 };
 use super::storage::{StateStorage, join};
 use super::{OperatorSubtaskState, SnapshotKind, SnapshotLocation, SubtaskState, TaskRestore};
+use crate::network::partitioner::KeyHash;
 
 /// Flink's message when consecutive failures exceed `tolerable_failures`.
 pub const TOLERABLE_EXCEEDED: &str = "Exceeded checkpoint tolerable failure threshold.";
@@ -349,6 +350,8 @@ pub struct CheckpointCoordinator {
     state_summary: Summarizer,
     duration_summary: Summarizer,
     latest: Latest,
+    /// How the job hashes keys: the current function, or the one of the checkpoint it restored.
+    key_hash: KeyHash,
 }
 
 impl fmt::Debug for CheckpointCoordinator {
@@ -405,6 +408,7 @@ impl CheckpointCoordinator {
             state_summary: Summarizer::default(),
             duration_summary: Summarizer::default(),
             latest: Latest::default(),
+            key_hash: KeyHash::CURRENT,
         }
     }
 
@@ -850,6 +854,7 @@ impl CheckpointCoordinator {
     fn build_metadata(&self, p: &PendingCheckpoint) -> CheckpointMetadata {
         let mut metadata =
             CheckpointMetadata::new(self.job_id.clone(), p.id, p.timestamp, p.is_savepoint());
+        metadata.key_hash = self.key_hash;
         for (task, state) in &p.acks {
             let Some(vertex) = self.topology.get(task.vertex as usize) else {
                 continue;
@@ -1070,6 +1075,8 @@ impl CheckpointCoordinator {
             return Ok(None);
         };
         let tasks = assign(&c.metadata, &c.metadata_dir, &self.topology)?;
+        // The restored key groups were computed with the checkpoint's key hash: keep it.
+        self.key_hash = c.metadata.key_hash;
         let plan = RestorePlan {
             checkpoint_id: c.id,
             metadata_dir: c.metadata_dir.clone(),
@@ -1085,6 +1092,11 @@ impl CheckpointCoordinator {
             external_path: plan.metadata_dir.clone(),
         });
         Ok(Some(plan))
+    }
+
+    /// How the job hashes keys into key groups (deployments carry it; checkpoints record it).
+    pub fn key_hash(&self) -> KeyHash {
+        self.key_hash
     }
 
     /// `GET /jobs/:id/checkpoints`.

@@ -791,6 +791,54 @@ fn an_initial_savepoint_is_restored_until_a_checkpoint_completes() {
 }
 
 #[test]
+fn a_restored_job_keeps_the_key_hash_its_state_was_written_with() {
+    let env = Env::new();
+    let mut old = env.coordinator(CheckpointSettings::default());
+    run_all(&mut old, 0);
+    let target = join(&env.base, "sp");
+    let (id, location, _) = trigger_of(
+        &old.trigger_savepoint(0, Some(target), "r".into())
+            .expect("ok"),
+    );
+    ack_all(&mut old, 5, id);
+    let file = join(&location.dir, METADATA_FILE);
+    // A fresh job's savepoint names the current function.
+    let written = load_metadata(env.storage.as_ref(), &file).expect("load");
+    assert_eq!(written.key_hash, KeyHash::CURRENT);
+    // Metadata written before the hash was recorded has no such field: FNV-1a.
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&env.storage.read(&file).expect("read")).expect("json");
+    assert!(
+        json.as_object_mut()
+            .expect("object")
+            .remove("key_hash")
+            .is_some()
+    );
+    env.storage
+        .write(&file, &serde_json::to_vec(&json).expect("json"))
+        .expect("write");
+    let legacy = load_metadata(env.storage.as_ref(), &file).expect("load");
+    assert_eq!(legacy.key_hash, KeyHash::Fnv1a);
+
+    let mut c = env.coordinator(env.settings());
+    assert_eq!(c.key_hash(), KeyHash::CURRENT, "a fresh job");
+    c.set_initial_restore(location.dir.clone(), legacy);
+    c.restore_plan().expect("ok").expect("plan");
+    assert_eq!(
+        c.key_hash(),
+        KeyHash::Fnv1a,
+        "deployments hash as the savepoint did"
+    );
+    // The job's own checkpoints record it, so later restores keep it too.
+    run_all(&mut c, 0);
+    c.tick(0);
+    let (id, location, _) = trigger_of(&c.tick(100));
+    ack_all(&mut c, 110, id);
+    let next = load_metadata(env.storage.as_ref(), &location.dir).expect("load");
+    assert_eq!(next.key_hash, KeyHash::Fnv1a);
+}
+
+#[test]
 fn job_termination_deletes_checkpoints_per_retention() {
     let cases = [
         (Retention::DeleteOnCancellation, Terminal::Finished, false),

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::storage::{StateStorage, join};
 use super::{KeyedStateHandle, OperatorSubtaskState};
+use crate::network::partitioner::KeyHash;
 
 /// The name of the metadata file inside a checkpoint or savepoint directory.
 pub const METADATA_FILE: &str = "_metadata";
@@ -36,6 +37,10 @@ pub struct CheckpointMetadata {
     pub timestamp: u64,
     /// Whether it is a (self-contained) savepoint.
     pub is_savepoint: bool,
+    /// How the job hashed keys into key groups; a restored job must hash the same way.
+    /// Metadata written before it was recorded used FNV-1a.
+    #[serde(default = "KeyHash::legacy")]
+    pub key_hash: KeyHash,
     /// Per operator id.
     pub operators: BTreeMap<u32, OperatorMetadata>,
 }
@@ -53,7 +58,8 @@ pub struct OperatorMetadata {
 }
 
 impl CheckpointMetadata {
-    /// Metadata in the current format with no operators yet.
+    /// Metadata in the current format with no operators yet, of a job hashing keys with
+    /// [`KeyHash::CURRENT`] (set `key_hash` otherwise).
     pub fn new(job_id: String, checkpoint_id: u64, timestamp: u64, is_savepoint: bool) -> Self {
         CheckpointMetadata {
             format: METADATA_FORMAT.to_string(),
@@ -62,6 +68,7 @@ impl CheckpointMetadata {
             checkpoint_id,
             timestamp,
             is_savepoint,
+            key_hash: KeyHash::CURRENT,
             operators: BTreeMap::new(),
         }
     }

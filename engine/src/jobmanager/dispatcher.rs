@@ -68,6 +68,7 @@ impl JobSettings {
                 checkpointing: c.interval.is_some(),
                 exactly_once: c.mode == CheckpointingMode::ExactlyOnce,
                 restore: None,
+                key_hash: crate::network::partitioner::KeyHash::CURRENT,
             },
             restore_from: None,
             recover: false,

@@ -685,6 +685,7 @@ impl JobMaster {
             outputs,
             state: TaskStateConfig {
                 restore: self.restores.get(&(v, s)).cloned(),
+                key_hash: self.checkpoints.0.key_hash(),
                 ..self.state.clone()
             },
         }

@@ -2,10 +2,13 @@
 //! many of them each part of a task may hold.
 //!
 //! Every buffer a task can hold is reserved here before the task starts: for each result
-//! partition its pool (the buffers being filled, queued for consumers and in flight to remote
-//! ones), and for each remote input channel its credit (exclusive buffers plus a share of the
+//! partition its pool (the buffers being filled and those queued for consumers, local or
+//! remote), and for each remote input channel its credit (exclusive buffers plus a share of the
 //! gate's floating ones). Local input channels read the producer's queues, which the producer
-//! reserved. A task that would exceed the budget fails at start with Flink's "Insufficient
+//! reserved. A buffer sent to a remote consumer leaves its partition's pool once handed to QUIC,
+//! which keeps it until acknowledged: at most the consumer's credit per channel, so a
+//! TaskManager's memory stays bounded though that part is counted on the consumer's side. A
+//! task that would exceed the budget fails at start with Flink's "Insufficient
 //! number of network buffers" instead of letting the process grow: the network memory is
 //! bounded by configuration, however slow a consumer is.
 

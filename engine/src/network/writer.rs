@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rkyv::util::AlignedVec;
 
 use super::buffer::{Buffer, BufferPool, IoCounters, NetBuffer};
-use super::partitioner::{ChannelSelector, KeyGroups, operator_index_for_key_group};
+use super::partitioner::{ChannelSelector, KeyGroups, KeyHash, operator_index_for_key_group};
 use crate::api::{Output, RuntimeContext, TaskError};
 use crate::record::{self, Data};
 
@@ -207,6 +207,8 @@ impl RecordWriter {
 pub(crate) struct NetworkOutput<T> {
     writer: RecordWriterHandle,
     selector: ChannelSelector<T>,
+    /// The job's key hash (for a key selector).
+    key_hash: KeyHash,
     next_channel: usize,
     scratch: AlignedVec,
 }
@@ -223,6 +225,7 @@ impl<T: Data> NetworkOutput<T> {
         NetworkOutput {
             writer,
             selector,
+            key_hash: ctx.state.key_hash,
             next_channel,
             scratch: AlignedVec::new(),
         }
@@ -245,7 +248,7 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
                 w.write(channel, &record)
             }
             ChannelSelector::Key(hash) => {
-                let group = w.key_groups.of(hash(&record));
+                let group = w.key_groups.of(hash(&record, self.key_hash));
                 let channel = w.key_group_owner[group as usize] as usize;
                 w.write(channel, &record)
             }
@@ -277,7 +280,7 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::network::partitioner::{key_group, stable_hash};
+    use crate::network::partitioner::key_group;
     use crate::record::Frames;
 
     fn writer(channels: usize) -> (RecordWriterHandle, Vec<flume::Receiver<NetBuffer>>) {
@@ -348,7 +351,7 @@ mod tests {
         let got = run(ChannelSelector::by_key(key), 3, 1000);
         for (c, records) in got.iter().enumerate() {
             for r in records {
-                let group = key_group(stable_hash(&(r % 10)), 128);
+                let group = key_group(KeyHash::CURRENT.hash(&(r % 10)), 128);
                 assert_eq!(operator_index_for_key_group(128, 3, group) as usize, c);
             }
         }

@@ -142,6 +142,9 @@ pub struct TaskStateConfig {
     pub exactly_once: bool,
     /// The checkpoint the subtask starts from, if any.
     pub restore: Option<TaskRestore>,
+    /// How the job hashes keys into key groups: the function its restored state was written
+    /// with, else the current one.
+    pub key_hash: crate::network::partitioner::KeyHash,
 }
 
 /// A result partition the subtask produces.

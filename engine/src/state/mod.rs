@@ -14,8 +14,9 @@
 //!   checkpoints (hard links), uploaded in full or, incrementally, only the SST files no
 //!   confirmed checkpoint uploaded yet.
 //!
-//! A key's key group is `key_group(stable_hash(&key), max_parallelism)`, exactly what the hash
-//! partitioner uses, so a key's state lives in the subtask its records are sent to.
+//! A key's key group is `key_group(key_hash.hash(&key), max_parallelism)` with the job's
+//! [`KeyHash`], exactly what the hash partitioner uses, so a key's state lives in the subtask its
+//! records are sent to.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -32,9 +33,8 @@ use rkyv::util::AlignedVec;
 use crate::api::TaskError;
 use crate::checkpoint::storage::{self, StateStorage};
 use crate::checkpoint::{KeyedStateHandle, SnapshotLocation};
-use crate::network::partitioner::{
-    KeyGroups, key_group, operator_index_for_key_group, stable_hash,
-};
+pub use crate::network::partitioner::KeyHash;
+use crate::network::partitioner::{KeyGroups, key_group, operator_index_for_key_group};
 use crate::record::Data;
 
 mod format;
@@ -178,6 +178,8 @@ pub struct BackendSettings {
     /// RocksDB: the memory of the slot the subtask runs in, shared with the slot's other
     /// instances; `None` sizes the instance on its own (no memory budget).
     pub rocks_memory: Option<std::sync::Arc<RocksMemory>>,
+    /// How keys are hashed into key groups: the job's, as its partitioners hash them.
+    pub key_hash: KeyHash,
 }
 
 /// Why keyed state could not be read, written, snapshotted or restored.
@@ -419,6 +421,7 @@ struct Inner {
     max_parallelism: u32,
     /// `key_group` for `max_parallelism`, without a division per record.
     key_groups: KeyGroups,
+    key_hash: KeyHash,
     range: KeyGroupRange,
     local_dir: PathBuf,
     current: RefCell<CurrentKey>,
@@ -553,6 +556,7 @@ impl KeyedStateStore {
             kind: settings.kind,
             max_parallelism,
             key_groups: KeyGroups::new(max_parallelism),
+            key_hash: settings.key_hash,
             range: key_groups,
             local_dir: settings.local_dir.clone(),
             current: RefCell::new(CurrentKey {
@@ -653,7 +657,7 @@ impl KeyedStateStore {
     /// partitioner does; a key of another subtask's key groups is an error (the operator and the
     /// partitioner disagree on max parallelism).
     pub fn set_current_key<K: Hash + Data>(&self, key: &K) -> Result<(), StateError> {
-        let kg = self.inner.key_groups.of(stable_hash(key));
+        let kg = self.inner.key_groups.of(self.inner.key_hash.hash(key));
         if !self.inner.range.contains(kg) {
             return Err(StateError::KeyGroupOutOfRange {
                 key_group: kg,
@@ -1212,11 +1216,12 @@ impl<IN, ACC: Data, OUT, F: AggregateFunction<IN, ACC, OUT>> AggregatingState<IN
     }
 }
 
-/// The subtask (of `parallelism`) whose key groups hold `key` (for tests and tools).
+/// The subtask (of `parallelism`) whose key groups hold `key` in a new job (for tests and
+/// tools).
 pub fn subtask_for_key<K: Hash + ?Sized>(key: &K, max_parallelism: u32, parallelism: u32) -> u32 {
     operator_index_for_key_group(
         max_parallelism,
         parallelism,
-        key_group(stable_hash(key), max_parallelism),
+        key_group(KeyHash::CURRENT.hash(key), max_parallelism),
     )
 }

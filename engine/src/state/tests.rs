@@ -34,6 +34,7 @@ impl Env {
             local_dir: self.dir.path().join("local").join(name),
             incremental: true,
             rocks_memory: None,
+            key_hash: KeyHash::CURRENT,
         }
     }
 
@@ -256,13 +257,22 @@ fn every_state_type_works_on_both_backends() -> Result<(), StateError> {
 #[test]
 fn set_current_key_uses_the_partitioners_key_group() -> Result<(), StateError> {
     let env = Env::new();
-    let store = env.fresh(BackendKind::HashMap, "kg");
-    for k in 0u64..100 {
-        store.set_current_key(&k)?;
-        assert_eq!(
-            store.current_key_group(),
-            Some(key_group(stable_hash(&k), MAX_P))
-        );
+    for hash in [KeyHash::Fnv1a, KeyHash::Words] {
+        let settings = BackendSettings {
+            key_hash: hash,
+            ..env.settings(BackendKind::HashMap, &format!("kg-{hash:?}"))
+        };
+        let all = KeyGroupRange::new(0, MAX_P - 1);
+        let store = KeyedStateStore::open(&settings, MAX_P, all, &[], &env.storage, "")?;
+        let mut differ = false;
+        for k in 0u64..100 {
+            store.set_current_key(&k)?;
+            let expected = key_group(hash.hash(&k), MAX_P);
+            assert_eq!(store.current_key_group(), Some(expected), "{hash:?}");
+            differ |= expected != key_group(KeyHash::Fnv1a.hash(&k), MAX_P);
+        }
+        // The two functions place keys differently: a restored job must keep its own.
+        assert_eq!(differ, hash != KeyHash::Fnv1a);
     }
     Ok(())
 }
@@ -304,7 +314,7 @@ fn value_keys(store: &KeyedStateStore) -> Result<Vec<u64>, StateError> {
             keys.push(decode::<u64>(&e.key, "key")?);
             assert_eq!(Some(e.key_group), {
                 let k = decode::<u64>(&e.key, "key")?;
-                Some(key_group(stable_hash(&k), MAX_P))
+                Some(key_group(KeyHash::CURRENT.hash(&k), MAX_P))
             });
         }
     }

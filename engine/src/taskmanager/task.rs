@@ -361,6 +361,7 @@ fn run(
             storage: services.storage.clone(),
             restore: d.state.restore.clone(),
             checkpointing: d.state.checkpointing,
+            key_hash: d.state.key_hash,
         }),
     };
 
