@@ -40,23 +40,21 @@ pub fn run(a: Side, b: Option<Side>, runs: usize, records: u64) -> Result<()> {
     let args = vec!["--records".to_string(), records.to_string()];
     for i in 0..runs {
         for (k, cluster) in clusters.iter_mut().enumerate() {
-            let switches = |cluster: &Cluster| -> Result<(u64, u64)> {
+            // The TaskManagers' (voluntary, preempted) context switches and minor page faults.
+            let counts = |cluster: &Cluster| -> Result<[u64; 3]> {
                 cluster
                     .taskmanager_pids()
                     .into_iter()
-                    .try_fold((0, 0), |sum, pid| {
+                    .try_fold([0; 3], |sum, pid| {
                         let (v, i) = procs::context_switches(pid)?;
-                        Ok((sum.0 + v, sum.1 + i))
+                        Ok([sum[0] + v, sum[1] + i, sum[2] + procs::minor_faults(pid)?])
                     })
             };
-            let (drops, before) = (procs::udp_receive_buffer_drops()?, switches(cluster)?);
+            let (drops, before) = (procs::udp_receive_buffer_drops()?, counts(cluster)?);
             let r = run_job(cluster, "shuffle", &args, records, Duration::from_secs(600))?;
-            let (drops, after) = (
-                procs::udp_receive_buffer_drops()? - drops,
-                switches(cluster)?,
-            );
-            let per_k = |a: u64, b: u64| (a - b) as f64 * 1000.0 / records as f64;
-            let (voluntary, involuntary) = (per_k(after.0, before.0), per_k(after.1, before.1));
+            let (drops, after) = (procs::udp_receive_buffer_drops()? - drops, counts(cluster)?);
+            let [voluntary, preempted, faults] =
+                [0, 1, 2].map(|i| (after[i] - before[i]) as f64 * 1000.0 / records as f64);
             if r.sink_read_records != records {
                 bail!(
                     "shuffle: the sinks read {} of {records} records",
@@ -64,7 +62,7 @@ pub fn run(a: Side, b: Option<Side>, runs: usize, records: u64) -> Result<()> {
                 );
             }
             println!(
-                "{} run {}: {:.2} M records/s, {:.0} ns TaskManager CPU per record, {:.2} cores busy, {voluntary:.2} + {involuntary:.2} context switches per 1000 records (voluntary + preempted), {drops} datagrams dropped",
+                "{} run {}: {:.2} M records/s, {:.0} ns TaskManager CPU per record, {:.2} cores busy, per 1000 records {voluntary:.2} + {preempted:.2} context switches (voluntary + preempted) and {faults:.1} page faults, {drops} datagrams dropped",
                 side_name(k),
                 i + 1,
                 rate(&r),

@@ -107,24 +107,38 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// User plus system CPU seconds a process has used (all its threads).
-pub fn cpu_seconds(pid: u32) -> Result<f64> {
+/// Fields of `/proc/PID/stat`, numbered as in proc(5) (from 1).
+fn stat_fields<const N: usize>(pid: u32, numbers: [usize; N]) -> Result<[f64; N]> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("read /proc/{pid}/stat"))?;
-    // The command name may hold spaces and parentheses; the fields after the last ')' are fixed:
-    // state is field 3, utime field 14 and stime field 15.
+    // The command name may hold spaces and parentheses; the fields after the last ')' are fixed,
+    // starting with the state, field 3.
     let rest = stat
         .rsplit_once(')')
         .map(|(_, r)| r)
         .context("malformed /proc/PID/stat")?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| -> Result<f64> {
-        fields
-            .get(i)
+    let mut out = [0.0; N];
+    for (o, n) in out.iter_mut().zip(numbers) {
+        *o = fields
+            .get(n - 3)
             .and_then(|f| f.parse::<f64>().ok())
-            .with_context(|| format!("field {} of /proc/{pid}/stat", i + 3))
-    };
-    Ok((field(11)? + field(12)?) / clock_ticks())
+            .with_context(|| format!("field {n} of /proc/{pid}/stat"))?;
+    }
+    Ok(out)
+}
+
+/// User plus system CPU seconds a process has used (all its threads).
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let [utime, stime] = stat_fields(pid, [14, 15])?;
+    Ok((utime + stime) / clock_ticks())
+}
+
+/// Minor page faults of a process (all its threads): pages it touched for the first time,
+/// such as memory the allocator got from the kernel again after giving it back.
+pub fn minor_faults(pid: u32) -> Result<u64> {
+    let [minflt] = stat_fields(pid, [10])?;
+    Ok(minflt as u64)
 }
 
 /// A `kB` line of `/proc/PID/status` (`VmRSS`, `VmHWM`), in bytes.

@@ -5,6 +5,7 @@
 //! records with other TaskManagers over QUIC), and the client verbs (`run`, `list`, `cancel`).
 //! The modules follow that architecture; see `docs/architecture.md`.
 
+pub mod allocator;
 pub mod api;
 pub mod checkpoint;
 /// Client side of the CLI verbs: the JobManager's REST client and `list` formatting.
