@@ -41,6 +41,10 @@ struct Cli {
     /// The sluice binary (default: `$SLUICE_BIN`, else build it with cargo next to this one).
     #[arg(long, value_name = "PATH")]
     sluice_bin: Option<PathBuf>,
+    /// A configuration line (`key: value`) added to the clusters' configuration, repeatable:
+    /// the whole harness (or `shuffle`'s first side) with a setting other than the default.
+    #[arg(long, global = true, value_name = "KEY: VALUE")]
+    set: Vec<String>,
     #[command(subcommand)]
     command: Option<Sub>,
 }
@@ -79,9 +83,6 @@ enum Sub {
         /// The second engine (default: the first, `--sluice-bin`).
         #[arg(long, value_name = "PATH")]
         against: Option<PathBuf>,
-        /// A configuration line (`key: value`) for the first cluster; repeatable.
-        #[arg(long, value_name = "KEY: VALUE")]
-        set: Vec<String>,
         /// A configuration line for the second cluster; repeatable.
         #[arg(long, value_name = "KEY: VALUE")]
         set_against: Vec<String>,
@@ -159,14 +160,13 @@ fn main() -> std::process::ExitCode {
         }) => baseline_only(transport, count, Duration::from_secs_f64(seconds)),
         Some(Sub::Shuffle {
             ref against,
-            ref set,
             ref set_against,
             runs,
             records,
         }) => sluice_bin(&cli).and_then(|bin| {
             let a = ab::Side {
                 bin: &bin,
-                config: set,
+                config: &cli.set,
             };
             let b = (against.is_some() || !set_against.is_empty()).then(|| ab::Side {
                 bin: against.as_deref().unwrap_or(&bin),
@@ -415,7 +415,8 @@ fn run(cli: &Cli) -> Result<()> {
     let quinn_tuned = transfers[2].1.max;
 
     // 2. and 3. Shuffle and stream-sum between two TaskManager processes.
-    let mut cluster = Cluster::start(&bin, 2, CLUSTER_CONFIG)?;
+    let cluster_config = format!("{CLUSTER_CONFIG}{}\n", cli.set.join("\n"));
+    let mut cluster = Cluster::start(&bin, 2, &cluster_config)?;
     let network_memory = cluster.network_memory()?;
     let mut shuffles = Vec::new();
     for _ in 0..sizes.repetitions {
@@ -475,7 +476,7 @@ fn run(cli: &Cli) -> Result<()> {
     drop(cluster);
 
     // 4a. Memory under a slow sink, on a fresh cluster so VmHWM is this run's peak.
-    let cluster = Cluster::start(&bin, 2, CLUSTER_CONFIG)?;
+    let cluster = Cluster::start(&bin, 2, &cluster_config)?;
     let tms = cluster.taskmanager_pids();
     let idle: Vec<u64> = tms
         .iter()
@@ -513,6 +514,13 @@ fn run(cli: &Cli) -> Result<()> {
         sizes.repetitions,
         started.elapsed().as_secs_f64()
     );
+    if !cli.set.is_empty() {
+        println!();
+        println!(
+            "Cluster configuration beyond the defaults: {}.",
+            cli.set.join(", ")
+        );
+    }
     println!();
     println!(
         "Ratios are against the ceilings: the best of the {} transfers of TCP ({tcp:.2} GB/s) and of tuned quinn ({quinn_tuned:.2} GB/s); a shuffle ratio takes the shuffle's median.",
