@@ -836,7 +836,7 @@ options! {
         doc "Total memory of a TaskManager process.";
     "taskmanager.memory.segment-size" => network.segment_size: Mem { min: 4096, power_of_two: true },
         default "32kb",
-        doc "Size of one network buffer (memory segment).";
+        doc "Size of one network buffer (memory segment). Larger segments mean fewer buffers per record to hand between threads (64kb: 1.2x the shuffle benchmark's throughput, bench/README.md) but half as many buffers from the same network memory.";
     "taskmanager.network.memory.buffers-per-channel" => network.buffers_per_channel: ANY_COUNT,
         default "2",
         doc "Exclusive buffers per input channel, the credit a receiver grants up front.";
