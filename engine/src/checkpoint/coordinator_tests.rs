@@ -754,10 +754,8 @@ fn restore_plan_errs_when_no_retained_checkpoint_is_valid() {
     assert!(err.to_string().contains(&missing), "{err}");
 }
 
-#[test]
-fn an_initial_savepoint_is_restored_until_a_checkpoint_completes() {
-    let env = Env::new();
-    // A savepoint taken by an earlier run.
+/// A savepoint (id 1) taken by an earlier run of the job, with every task acknowledged.
+fn savepoint_of_an_earlier_run(env: &Env) -> SnapshotLocation {
     let mut old = env.coordinator(CheckpointSettings::default());
     run_all(&mut old, 0);
     let target = join(&env.base, "sp");
@@ -767,6 +765,13 @@ fn an_initial_savepoint_is_restored_until_a_checkpoint_completes() {
     );
     assert_eq!(id, 1);
     ack_all(&mut old, 5, id);
+    location
+}
+
+#[test]
+fn an_initial_savepoint_is_restored_until_a_checkpoint_completes() {
+    let env = Env::new();
+    let location = savepoint_of_an_earlier_run(&env);
     let mut metadata =
         load_metadata(env.storage.as_ref(), &join(&location.dir, METADATA_FILE)).expect("load");
     // As if the old run had taken 40 checkpoints before the savepoint.
@@ -793,14 +798,7 @@ fn an_initial_savepoint_is_restored_until_a_checkpoint_completes() {
 #[test]
 fn a_restored_job_keeps_the_key_hash_its_state_was_written_with() {
     let env = Env::new();
-    let mut old = env.coordinator(CheckpointSettings::default());
-    run_all(&mut old, 0);
-    let target = join(&env.base, "sp");
-    let (id, location, _) = trigger_of(
-        &old.trigger_savepoint(0, Some(target), "r".into())
-            .expect("ok"),
-    );
-    ack_all(&mut old, 5, id);
+    let location = savepoint_of_an_earlier_run(&env);
     let file = join(&location.dir, METADATA_FILE);
     // A fresh job's savepoint names the current function.
     let written = load_metadata(env.storage.as_ref(), &file).expect("load");
