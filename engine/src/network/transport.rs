@@ -100,8 +100,6 @@ struct PartitionRequest {
 pub struct DataPlaneSettings {
     /// Size of one network buffer.
     pub segment_size: usize,
-    /// Buffers a channel's queue holds on the consumer side.
-    pub buffers_per_channel: usize,
     /// How long a request waits for a producer that is not yet deployed.
     pub partition_wait: Duration,
     /// A peer silent this long is considered gone.

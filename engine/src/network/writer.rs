@@ -38,8 +38,9 @@ pub(crate) type RecordWriterHandle = Rc<RefCell<RecordWriter>>;
 
 impl RecordWriter {
     /// `max_buffers` is the partition's pool: how many buffers the writer may have in use at
-    /// once, filling, queued or in flight (what the task reserved for it in the network
-    /// budget); at least one more than the subpartitions.
+    /// once, being filled or queued for consumers (what the task reserved for it in the network
+    /// budget; a buffer handed to QUIC no longer counts); at least one more than the
+    /// subpartitions.
     pub(crate) fn new(
         subpartitions: Vec<flume::Sender<NetBuffer>>,
         segment_size: usize,

@@ -83,7 +83,6 @@ impl TaskManager {
         let net = &config.network;
         let settings = DataPlaneSettings {
             segment_size: net.segment_size as usize,
-            buffers_per_channel: net.buffers_per_channel as usize,
             partition_wait: Duration::from_secs(60),
             max_mtu: config.network.quic_max_mtu,
             threads: match config.network.quic_num_threads {
