@@ -92,20 +92,28 @@ impl WordHasher {
     }
 }
 
+/// Feeds `bytes` to `add` as little-endian 8-byte words, the last one zero-padded and marked
+/// with its length in the top byte (so `"ab"` and `"ab\0"` differ): the byte loop of the
+/// word-at-a-time hashers (this module's stable one, the state tables' in-memory one).
+#[inline]
+pub(crate) fn for_each_word(bytes: &[u8], mut add: impl FnMut(u64)) {
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(w);
+        add(u64::from_le_bytes(word));
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut word = [0u8; 8];
+        word[..rest.len()].copy_from_slice(rest);
+        add(u64::from_le_bytes(word) | (rest.len() as u64) << 56);
+    }
+}
+
 impl Hasher for WordHasher {
     fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(w);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = words.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word) | (rest.len() as u64) << 56);
-        }
+        for_each_word(bytes, |word| self.add(word));
     }
     fn write_u8(&mut self, n: u8) {
         self.add(u64::from(n));

@@ -375,17 +375,20 @@ fn run(
     let is_remote = |c: &crate::rpc::messages::ChannelDeployment| {
         c.location.resource_id != services.resource_id
     };
-    // Per input gate, the credit of each of its remote channels.
-    let remote_credits: Vec<usize> = d
+    // Per input gate, its remote channels and the credit of each.
+    let remote_per_gate: Vec<usize> = d
         .inputs
         .iter()
-        .map(|gate| shares.remote_credit(gate.iter().filter(|c| is_remote(c)).count()))
+        .map(|gate| gate.iter().filter(|c| is_remote(c)).count())
         .collect();
-    let input_buffers: usize = d
-        .inputs
+    let remote_credits: Vec<usize> = remote_per_gate
+        .iter()
+        .map(|&n| shares.remote_credit(n))
+        .collect();
+    let input_buffers: usize = remote_per_gate
         .iter()
         .zip(&remote_credits)
-        .map(|(gate, credit)| gate.iter().filter(|c| is_remote(c)).count() * credit)
+        .map(|(n, credit)| n * credit)
         .sum();
     let _reservation = services
         .budget
@@ -463,7 +466,7 @@ fn run(
                     "{} on {} ({})",
                     channel.partition, channel.location.resource_id, channel.location.data_address
                 ));
-                let rx = if channel.location.resource_id == services.resource_id {
+                let rx = if !is_remote(channel) {
                     let is_cancelled = || cancelled.load(Ordering::Relaxed);
                     services
                         .registry
