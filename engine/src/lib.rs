@@ -24,4 +24,5 @@ pub mod rpc;
 pub mod security;
 pub mod state;
 pub mod taskmanager;
+pub mod threads;
 pub mod yarn;

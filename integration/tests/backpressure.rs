@@ -17,6 +17,25 @@ fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// Each thread of `pid`: its name and Linux scheduling policy (`/proc/PID/task/TID/stat`).
+fn thread_policies(pid: u32) -> Vec<(String, u32)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            // The name is in parentheses and may hold spaces; fields count on after it.
+            let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+            let name = stat[open + 1..close].to_string();
+            // Field 41 (policy) is the 39th after the name's ")".
+            let policy = stat[close + 1..].split_whitespace().nth(38)?.parse().ok()?;
+            Some((name, policy))
+        })
+        .collect()
+}
+
 fn vertex_metric(job: &Value, name_prefix: &str, metric: &str) -> u64 {
     job["vertices"]
         .as_array()
@@ -54,6 +73,26 @@ fn a_slow_sink_throttles_the_sources_and_memory_stays_bounded() {
         (cluster.get(&format!("/jobs/{job}")).ok()?["state"] == "RUNNING").then_some(())
     });
     let pids = cluster.pids("taskmanager");
+    // The threads that run subtasks and move their records run under SCHED_BATCH (3), the
+    // default of `taskmanager.threads.scheduling-policy`; the RPC runtime keeps the default (0).
+    for &pid in &pids {
+        let threads = thread_policies(pid);
+        let of = |prefix: &str| -> Vec<u32> {
+            threads
+                .iter()
+                .filter(|(name, _)| name.starts_with(prefix))
+                .map(|(_, policy)| *policy)
+                .collect()
+        };
+        for prefix in ["task v", "sluice-data"] {
+            let policies = of(prefix);
+            assert!(
+                !policies.is_empty() && policies.iter().all(|&p| p == 3),
+                "TaskManager {pid}: {prefix} threads' policies {policies:?} in {threads:?}"
+            );
+        }
+        assert!(of("tokio-rt-worker").iter().all(|&p| p == 0), "{threads:?}");
+    }
     let baseline: Vec<u64> = pids.iter().map(|p| rss_kib(*p).unwrap_or(0)).collect();
     let started = Instant::now();
     let mut peak = baseline.clone();

@@ -273,6 +273,9 @@ pub struct TaskManagerOptions {
     pub data_port: u16,
     /// `taskmanager.resource-id` (default unset = generated): stable identity of this TaskManager.
     pub resource_id: Option<String>,
+    /// `taskmanager.threads.scheduling-policy` (default `batch`): how the OS schedules task and
+    /// data-plane threads (see [`crate::threads`]).
+    pub scheduling_policy: crate::threads::SchedulingPolicy,
 }
 
 /// Network buffer and memory options of a TaskManager.
@@ -479,6 +482,7 @@ impl Config {
                 bind_host: String::new(),
                 data_port: 0,
                 resource_id: None,
+                scheduling_policy: crate::threads::SchedulingPolicy::Normal,
             },
             network: NetworkOptions {
                 segment_size: 0,

@@ -13,6 +13,7 @@ use super::{
     CheckpointRetention, CheckpointingMode, Config, ConfigError, RestartStrategyKind,
     SchedulerKind, StateBackendKind,
 };
+use crate::threads::SchedulingPolicy;
 
 /// One configuration option: its key, default and documentation.
 #[derive(Debug)]
@@ -409,6 +410,13 @@ impl Codec for MaxParallelism {
 pub(super) trait ConfigEnum: Copy + PartialEq + 'static {
     /// Every value with its textual name.
     const CHOICES: &'static [(&'static str, Self)];
+}
+
+impl ConfigEnum for SchedulingPolicy {
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("batch", SchedulingPolicy::Batch),
+        ("normal", SchedulingPolicy::Normal),
+    ];
 }
 
 impl ConfigEnum for SchedulerKind {
@@ -858,6 +866,9 @@ options! {
     "taskmanager.resource-id" => taskmanager.resource_id: OptionalText,
         default "",
         doc "Stable identity of the TaskManager; a random one is generated when unset.";
+    "taskmanager.threads.scheduling-policy" => taskmanager.scheduling_policy: Choice::<SchedulingPolicy>(PhantomData),
+        default "batch",
+        doc "How Linux schedules task and data-plane threads: batch (SCHED_BATCH: a woken thread does not preempt a running one; fewer context switches when threads outnumber cores) or normal.";
     "yarn.application-attempts" => yarn.application_attempts: AT_LEAST_ONE,
         default "1",
         doc "How many ApplicationMaster attempts YARN makes for a sluice application.";

@@ -65,6 +65,10 @@ fn defaults_match_the_documented_values() {
     assert_eq!(c.taskmanager.bind_host, "localhost");
     assert_eq!(c.taskmanager.data_port, 0);
     assert_eq!(c.taskmanager.resource_id, None);
+    assert_eq!(
+        c.taskmanager.scheduling_policy,
+        crate::threads::SchedulingPolicy::Batch
+    );
     assert_eq!(c.network.segment_size, 32 * 1024);
     assert_eq!(c.network.process_size, 1728 * 1024 * 1024);
     assert_eq!(c.network.network_fraction, 0.1);
@@ -230,6 +234,17 @@ fn bad_values_name_key_value_and_file() {
         err.to_string()
             .contains(r#"expected one of "default", "adaptive""#),
         "{err}"
+    );
+    let err = yaml("taskmanager.threads.scheduling-policy: fifo\n").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(r#"expected one of "batch", "normal""#),
+        "{err}"
+    );
+    let c = yaml("taskmanager.threads.scheduling-policy: NORMAL\n").unwrap();
+    assert_eq!(
+        c.taskmanager.scheduling_policy,
+        crate::threads::SchedulingPolicy::Normal
     );
     let err = yaml("rest.address:\n").unwrap_err();
     assert!(

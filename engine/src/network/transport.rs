@@ -36,6 +36,7 @@ use crate::ids::PartitionId;
 use crate::rpc::messages::ChannelDeployment;
 use crate::security::{self, ClusterSecret};
 use crate::taskmanager::task::RemoteChannels;
+use crate::threads::SchedulingPolicy;
 
 /// ALPN protocol id of the data plane.
 pub const ALPN: &[u8] = b"sluice-data/1";
@@ -108,6 +109,8 @@ pub struct DataPlaneSettings {
     pub max_mtu: u16,
     /// Threads of the data plane's runtime (`taskmanager.network.quic.num-threads`, resolved).
     pub threads: usize,
+    /// How the OS schedules them (`taskmanager.threads.scheduling-policy`).
+    pub scheduling_policy: SchedulingPolicy,
 }
 
 /// QUIC's default and minimum-safe UDP payload: what every IPv4 path with a 1500-byte MTU carries.
@@ -174,12 +177,14 @@ pub struct DataPlane {
 /// while the owning thread only waits.
 fn start_runtime(
     threads: usize,
+    policy: SchedulingPolicy,
 ) -> std::io::Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sender<()>)> {
     let mut builder = if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
-        b.worker_threads(threads);
+        b.worker_threads(threads)
+            .on_thread_start(move || policy.apply_to_current_thread());
         b
     };
     let runtime = builder.enable_all().thread_name("sluice-data").build()?;
@@ -188,6 +193,8 @@ fn start_runtime(
     std::thread::Builder::new()
         .name("sluice-data".into())
         .spawn(move || {
+            // With one thread, this one runs the runtime's work.
+            policy.apply_to_current_thread();
             runtime.block_on(async {
                 let _ = stopped.await;
             });
@@ -241,8 +248,8 @@ impl DataPlane {
             let _ = state.set_recv_buffer_size((&socket).into(), SOCKET_BUFFER);
             let _ = state.set_send_buffer_size((&socket).into(), SOCKET_BUFFER);
         }
-        let (handle, shutdown) =
-            start_runtime(settings.threads).map_err(|e| bind_err(e.to_string()))?;
+        let (handle, shutdown) = start_runtime(settings.threads, settings.scheduling_policy)
+            .map_err(|e| bind_err(e.to_string()))?;
         // The endpoint's driver, and every connection's, run on the data plane's runtime.
         let endpoint = {
             let _in_runtime = handle.enter();

@@ -89,6 +89,7 @@ impl TaskManager {
                 n if n > 0 => n as usize,
                 _ => config.taskmanager.number_of_task_slots.max(1) as usize,
             },
+            scheduling_policy: config.taskmanager.scheduling_policy,
             idle_timeout: config
                 .heartbeat
                 .interval
@@ -136,6 +137,7 @@ impl TaskManager {
                 max_per_channel: net.max_buffers_per_channel as usize,
             },
             buffer_timeout: net.buffer_timeout,
+            scheduling_policy: config.taskmanager.scheduling_policy,
             budget: crate::network::budget::BufferBudget::new(
                 config.network.network_memory(),
                 settings.segment_size,

@@ -54,6 +54,8 @@ pub(crate) struct TaskServices {
     /// How many network buffers a task's partitions and remote channels hold.
     pub(crate) buffer_shares: crate::network::budget::BufferShares,
     pub(crate) buffer_timeout: Duration,
+    /// How the OS schedules task threads.
+    pub(crate) scheduling_policy: crate::threads::SchedulingPolicy,
     /// The TaskManager's network memory, in buffers.
     pub(crate) budget: Arc<crate::network::budget::BufferBudget>,
     /// How long a consumer waits for a producer on this TaskManager to be deployed.
@@ -112,6 +114,7 @@ pub(crate) fn spawn(
         execution.vertex, execution.subtask, execution.attempt
     );
     std::thread::Builder::new().name(name).spawn(move || {
+        services.scheduling_policy.apply_to_current_thread();
         info!(%execution, slot = deployment.slot, "task started");
         let local_dir = services.local_state_dir.join(format!(
             "{}-v{}-s{}-a{}",
