@@ -190,12 +190,17 @@ fn append_only(records: u64) -> Result<()> {
     const SEGMENT: usize = 32 * 1024;
     let mut appender = sluice::record::Appender::default();
     let mut buf = rkyv::util::AlignedVec::<16>::with_capacity(SEGMENT + 256);
+    // Records join runs as a network writer's do: one header per buffer for these.
+    let mut run = None;
     let cpu = procs::cpu_seconds(std::process::id())?;
     let start = Instant::now();
     for i in 0..records {
         let record = std::hint::black_box((i % 1024, [(i & 0xff) as u8; 92]));
-        appender.append(&mut buf, &record)?;
+        appender.append_to_run(&mut buf, &mut run, &record)?;
         if buf.len() >= SEGMENT {
+            if let Some(run) = run.take() {
+                run.seal(&mut buf);
+            }
             std::hint::black_box(&buf);
             buf.clear();
         }
@@ -213,8 +218,11 @@ fn append_only(records: u64) -> Result<()> {
     // shuffle's sink does (the buffer stays in the cache: this is the instructions' cost).
     for i in 0u64.. {
         let record = (i % 1024, [(i & 0xff) as u8; 92]);
-        appender.append(&mut buf, &record)?;
+        appender.append_to_run(&mut buf, &mut run, &record)?;
         if buf.len() >= SEGMENT {
+            if let Some(run) = run.take() {
+                run.seal(&mut buf);
+            }
             break;
         }
     }

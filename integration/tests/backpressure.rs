@@ -115,7 +115,7 @@ fn a_slow_sink_throttles_the_sources_and_memory_stays_bounded() {
     );
     assert!(sink_read > 0, "the sink made progress");
     // The sources ran no further ahead of the sink than the buffers between them can hold:
-    // 8 MiB per TaskManager of ~108-byte frames is under 160 k records (metrics lag by a
+    // 8 MiB per TaskManager of 104-byte records is under 170 k records (metrics lag by a
     // heartbeat, so allow for half a second of the sink's pace on top).
     assert!(
         max_in_flight < 400_000,

@@ -38,8 +38,9 @@ use crate::security::{self, ClusterSecret};
 use crate::taskmanager::task::RemoteChannels;
 use crate::threads::SchedulingPolicy;
 
-/// ALPN protocol id of the data plane.
-pub const ALPN: &[u8] = b"sluice-data/1";
+/// ALPN protocol id of the data plane: version 2 frames records in runs (`crate::record`), so a
+/// TaskManager of an earlier version fails the handshake instead of misreading buffers.
+pub const ALPN: &[u8] = b"sluice-data/2";
 const KIND_DATA: u8 = 1;
 const KIND_END: u8 = 2;
 const KIND_ERROR: u8 = 3;

@@ -18,6 +18,8 @@ use crate::record::{self, Data};
 pub(crate) struct RecordWriter {
     subpartitions: Vec<flume::Sender<NetBuffer>>,
     buffers: Vec<AlignedVec>,
+    /// The last run of records in each buffer (see [`record::Run`]).
+    runs: Vec<Option<record::Run>>,
     /// Where shipped buffers' memory comes back to once consumed.
     pool: Arc<BufferPool>,
     appender: record::Appender,
@@ -51,6 +53,7 @@ impl RecordWriter {
     ) -> Self {
         let pool = BufferPool::new(segment_size, max_buffers);
         let buffers = subpartitions.iter().map(|_| pool.take(0)).collect();
+        let runs = subpartitions.iter().map(|_| None).collect();
         let channels = subpartitions.len().max(1) as u32;
         let key_group_owner = (0..consumer_max_parallelism)
             .map(|group| operator_index_for_key_group(consumer_max_parallelism, channels, group))
@@ -58,6 +61,7 @@ impl RecordWriter {
         RecordWriter {
             subpartitions,
             buffers,
+            runs,
             pool,
             appender: record::Appender::default(),
             segment_size,
@@ -75,14 +79,25 @@ impl RecordWriter {
     }
 
     fn write<T: Data>(&mut self, channel: usize, record: &T) -> Result<(), TaskError> {
-        self.appender.append(&mut self.buffers[channel], record)?;
+        self.appender
+            .append_to_run(&mut self.buffers[channel], &mut self.runs[channel], record)?;
         if self.buffers[channel].len() >= self.segment_size {
             self.flush(channel)?;
         }
         Ok(())
     }
 
+    /// Ends the open run of a buffer (writes its count): before the buffer ships, or before
+    /// anything but a record of the run is appended.
+    fn close_run(&mut self, channel: usize) {
+        if let Some(run) = self.runs[channel].take() {
+            run.seal(&mut self.buffers[channel]);
+        }
+    }
+
+    /// Appends a record already framed as a run of its own.
     fn write_bytes(&mut self, channel: usize, frame: &[u8]) -> Result<(), TaskError> {
+        self.close_run(channel);
         self.buffers[channel].extend_from_slice(frame);
         if self.buffers[channel].len() >= self.segment_size {
             self.flush(channel)?;
@@ -139,6 +154,7 @@ impl RecordWriter {
             return Ok(());
         }
         self.appender.trim();
+        self.close_run(channel);
         let full = std::mem::take(&mut self.buffers[channel]);
         self.counters
             .bytes_out
