@@ -649,6 +649,41 @@ mod tests {
         }
 
         #[test]
+        fn damaged_runs_are_errors_never_panics_or_endless(
+            keys in proptest::collection::vec(any::<u64>(), 1..40),
+            damage in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+            cut in any::<usize>(),
+        ) {
+            // A valid buffer of runs (fixed-size records, then strings), bytes overwritten and
+            // the tail cut off: reading yields records or errors, and stops.
+            let records: Vec<(u64, u64)> = keys.iter().map(|k| (*k, k.rotate_left(7))).collect();
+            let mut buf = via_runs(&records);
+            let words: Vec<String> = keys.iter().map(|k| "w".repeat((*k % 20) as usize)).collect();
+            let (mut run, mut appender) = (None, Appender::default());
+            for w in &words {
+                appender.append_to_run(&mut buf, &mut run, w).unwrap();
+            }
+            if let Some(run) = run {
+                run.seal(&mut buf);
+            }
+            for (at, byte) in damage {
+                let at = at % buf.len();
+                buf[at] = byte;
+            }
+            let mut damaged = AlignedVec::<16>::new();
+            damaged.extend_from_slice(&buf[..cut % (buf.len() + 1)]);
+            let mut seen = 0;
+            for frame in Frames::new(&damaged) {
+                seen += 1;
+                prop_assert!(seen <= damaged.len() / RECORD_ALIGN + 1, "more records than 8-byte words");
+                if let Ok((off, bytes)) = frame {
+                    let _ = decode::<(u64, u64)>(off, bytes);
+                    let _ = decode::<String>(off, bytes);
+                }
+            }
+        }
+
+        #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let mut buf = AlignedVec::<16>::new();
             buf.extend_from_slice(&bytes);
