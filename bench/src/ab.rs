@@ -40,21 +40,26 @@ pub fn run(a: Side, b: Option<Side>, runs: usize, records: u64) -> Result<()> {
     let args = vec!["--records".to_string(), records.to_string()];
     for i in 0..runs {
         for (k, cluster) in clusters.iter_mut().enumerate() {
-            // The TaskManagers' (voluntary, preempted) context switches and minor page faults.
-            let counts = |cluster: &Cluster| -> Result<[u64; 3]> {
+            // The TaskManagers' minor page faults, and their threads' (voluntary, preempted)
+            // context switches, the task threads' included.
+            let faults = |cluster: &Cluster| -> Result<u64> {
                 cluster
                     .taskmanager_pids()
                     .into_iter()
-                    .try_fold([0; 3], |sum, pid| {
-                        let (v, i) = procs::context_switches(pid)?;
-                        Ok([sum[0] + v, sum[1] + i, sum[2] + procs::minor_faults(pid)?])
-                    })
+                    .map(procs::minor_faults)
+                    .sum()
             };
-            let (drops, before) = (procs::udp_receive_buffer_drops()?, counts(cluster)?);
+            let (drops, faults_before) = (procs::udp_receive_buffer_drops()?, faults(cluster)?);
+            let switches = procs::SwitchCounter::start(cluster.taskmanager_pids());
             let r = run_job(cluster, "shuffle", &args, records, Duration::from_secs(600))?;
-            let (drops, after) = (procs::udp_receive_buffer_drops()? - drops, counts(cluster)?);
-            let [voluntary, preempted, faults] =
-                [0, 1, 2].map(|i| (after[i] - before[i]) as f64 * 1000.0 / records as f64);
+            let (voluntary, preempted) = switches.finish();
+            let drops = procs::udp_receive_buffer_drops()? - drops;
+            let per_1000 = |n: u64| n as f64 * 1000.0 / records as f64;
+            let (voluntary, preempted, faults) = (
+                per_1000(voluntary),
+                per_1000(preempted),
+                per_1000(faults(cluster)? - faults_before),
+            );
             if r.sink_read_records != records {
                 bail!(
                     "shuffle: the sinks read {} of {records} records",

@@ -274,26 +274,98 @@ pub fn udp_receive_buffer_drops() -> Result<u64> {
         .context("/proc/net/snmp has no Udp RcvbufErrors")
 }
 
-/// Context switches of all threads of `pid`: (voluntary, involuntary).
-pub fn context_switches(pid: u32) -> Result<(u64, u64)> {
-    let mut total = (0, 0);
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).context("list threads")?;
+/// Context switches of each live thread of `pid`: thread id → (voluntary, involuntary).
+fn thread_switches(pid: u32) -> HashMap<u32, (u64, u64)> {
+    let mut threads = HashMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return threads;
+    };
     for task in tasks.flatten() {
-        // A thread that ended meanwhile has no status: it counts no more.
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        // A thread that ended meanwhile has no status.
         let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
             continue;
         };
+        let mut counts = (0, 0);
         for line in status.lines() {
             let field = |name: &str| {
                 line.strip_prefix(name)
                     .and_then(|v| v.trim().parse::<u64>().ok())
             };
             if let Some(n) = field("voluntary_ctxt_switches:") {
-                total.0 += n;
+                counts.0 = n;
             } else if let Some(n) = field("nonvoluntary_ctxt_switches:") {
-                total.1 += n;
+                counts.1 = n;
             }
         }
+        threads.insert(tid, counts);
     }
-    Ok(total)
+    threads
+}
+
+/// Counts the context switches of some processes' threads over a span of time, including
+/// threads that start and end within it (a job's task threads): the kernel keeps the counts
+/// per thread and drops them when a thread exits, so they are sampled every 20 ms and each
+/// thread's last sample counts (a thread loses at most its last 20 ms).
+pub struct SwitchCounter {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<(u64, u64)>>,
+}
+
+impl SwitchCounter {
+    /// Starts counting for `pids`.
+    pub fn start(pids: Vec<u32>) -> SwitchCounter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        // Threads alive now count from their present values; later ones from zero.
+        let first: HashMap<(u32, u32), (u64, u64)> = pids
+            .iter()
+            .flat_map(|&pid| {
+                thread_switches(pid)
+                    .into_iter()
+                    .map(move |(t, c)| ((pid, t), c))
+            })
+            .collect();
+        let handle = std::thread::spawn(move || {
+            let mut last = first.clone();
+            loop {
+                for &pid in &pids {
+                    for (tid, counts) in thread_switches(pid) {
+                        last.insert((pid, tid), counts);
+                    }
+                }
+                if flag.load(Ordering::Relaxed) {
+                    return last.iter().fold((0, 0), |sum, (thread, now)| {
+                        let was = first.get(thread).copied().unwrap_or_default();
+                        (sum.0 + now.0 - was.0, sum.1 + now.1 - was.1)
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        SwitchCounter {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops counting: (voluntary, involuntary) switches since the start.
+    pub fn finish(mut self) -> (u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for SwitchCounter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
