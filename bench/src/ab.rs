@@ -50,7 +50,7 @@ pub fn run(a: Side, b: Option<Side>, runs: usize, records: u64) -> Result<()> {
                     .sum()
             };
             let (drops, faults_before) = (procs::udp_receive_buffer_drops()?, faults(cluster)?);
-            let switches = procs::SwitchCounter::start(cluster.taskmanager_pids());
+            let switches = procs::context_switches(cluster.taskmanager_pids());
             let r = run_job(cluster, "shuffle", &args, records, Duration::from_secs(600))?;
             let (voluntary, preempted) = switches.finish();
             let drops = procs::udp_receive_buffer_drops()? - drops;

@@ -23,7 +23,6 @@ use clap::{Parser, Subcommand};
 
 use baseline::Transport;
 use cluster::Cluster;
-use procs::RssSampler;
 
 /// Bytes of one `shuffle` record: a u64 key and a 92-byte payload.
 const RECORD_BYTES: u64 = 100;
@@ -362,7 +361,7 @@ fn run_job(
         .iter()
         .map(|&p| procs::cpu_seconds(p))
         .sum::<Result<f64>>()?;
-    let sampler = RssSampler::start(tms.clone());
+    let sampler = procs::peak_rss(tms.clone());
     let id = cluster.submit(job, args, 2)?;
     let done = cluster.wait_finished(&id, timeout)?;
     let peak = sampler.finish();
@@ -490,7 +489,7 @@ fn run(cli: &Cli) -> Result<()> {
         .iter()
         .map(|&p| procs::status_bytes(p, "VmRSS"))
         .collect::<Result<_>>()?;
-    let sampler = RssSampler::start(tms.clone());
+    let sampler = procs::peak_rss(tms.clone());
     let args: Vec<String> = ["--records", "1000000000", "--sink-delay-us", "200"]
         .iter()
         .map(|s| s.to_string())

@@ -195,41 +195,39 @@ pub fn tcp_port_bytes(port: u16) -> Result<u64> {
     Ok(total)
 }
 
-/// Samples the resident set size of some processes every 50 ms in a thread and keeps the
-/// largest value per process.
-pub struct RssSampler {
+/// A thread that samples something until it is told to stop, then hands over what it found.
+pub struct Sampler<R> {
     stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<HashMap<u32, u64>>>,
+    handle: Option<JoinHandle<R>>,
 }
 
-impl RssSampler {
-    /// Starts sampling `pids`.
-    pub fn start(pids: Vec<u32>) -> RssSampler {
+impl<R: Default + Send + 'static> Sampler<R> {
+    /// Runs `sample` every `every` until stopped, then `finish` on what it gathered.
+    fn start<S: Send + 'static>(
+        every: Duration,
+        mut state: S,
+        mut sample: impl FnMut(&mut S) + Send + 'static,
+        finish: impl FnOnce(S) -> R + Send + 'static,
+    ) -> Sampler<R> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::spawn(move || {
-            let mut peak: HashMap<u32, u64> = HashMap::new();
             loop {
-                for &pid in &pids {
-                    if let Ok(rss) = status_bytes(pid, "VmRSS") {
-                        let p = peak.entry(pid).or_default();
-                        *p = (*p).max(rss);
-                    }
-                }
+                sample(&mut state);
                 if flag.load(Ordering::Relaxed) {
-                    return peak;
+                    return finish(state);
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(every);
             }
         });
-        RssSampler {
+        Sampler {
             stop,
             handle: Some(handle),
         }
     }
 
-    /// Stops sampling; the peak RSS per process in bytes.
-    pub fn finish(mut self) -> HashMap<u32, u64> {
+    /// Takes a last sample and stops; what was gathered.
+    pub fn finish(mut self) -> R {
         self.stop.store(true, Ordering::Relaxed);
         self.handle
             .take()
@@ -238,13 +236,31 @@ impl RssSampler {
     }
 }
 
-impl Drop for RssSampler {
+impl<R> Drop for Sampler<R> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
     }
+}
+
+/// Samples the resident set size of `pids` every 50 ms and keeps the largest value per process
+/// (bytes).
+pub fn peak_rss(pids: Vec<u32>) -> Sampler<HashMap<u32, u64>> {
+    Sampler::start(
+        Duration::from_millis(50),
+        HashMap::new(),
+        move |peak: &mut HashMap<u32, u64>| {
+            for &pid in &pids {
+                if let Ok(rss) = status_bytes(pid, "VmRSS") {
+                    let p = peak.entry(pid).or_default();
+                    *p = (*p).max(rss);
+                }
+            }
+        },
+        |peak| peak,
+    )
 }
 
 /// The 1-minute load average.
@@ -305,67 +321,36 @@ fn thread_switches(pid: u32) -> HashMap<u32, (u64, u64)> {
     threads
 }
 
-/// Counts the context switches of some processes' threads over a span of time, including
+/// Counts the context switches of the threads of `pids` over a span of time, including
 /// threads that start and end within it (a job's task threads): the kernel keeps the counts
 /// per thread and drops them when a thread exits, so they are sampled every 20 ms and each
-/// thread's last sample counts (a thread loses at most its last 20 ms).
-pub struct SwitchCounter {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<(u64, u64)>>,
-}
-
-impl SwitchCounter {
-    /// Starts counting for `pids`.
-    pub fn start(pids: Vec<u32>) -> SwitchCounter {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        // Threads alive now count from their present values; later ones from zero.
-        let first: HashMap<(u32, u32), (u64, u64)> = pids
-            .iter()
-            .flat_map(|&pid| {
-                thread_switches(pid)
-                    .into_iter()
-                    .map(move |(t, c)| ((pid, t), c))
-            })
-            .collect();
-        let handle = std::thread::spawn(move || {
-            let mut last = first.clone();
-            loop {
-                for &pid in &pids {
-                    for (tid, counts) in thread_switches(pid) {
-                        last.insert((pid, tid), counts);
-                    }
+/// thread's last sample counts (a thread loses at most its last 20 ms). The result is
+/// (voluntary, involuntary) switches since the start.
+pub fn context_switches(pids: Vec<u32>) -> Sampler<(u64, u64)> {
+    // Threads alive now count from their present values; later ones from zero.
+    let first: HashMap<(u32, u32), (u64, u64)> = pids
+        .iter()
+        .flat_map(|&pid| {
+            thread_switches(pid)
+                .into_iter()
+                .map(move |(t, c)| ((pid, t), c))
+        })
+        .collect();
+    Sampler::start(
+        Duration::from_millis(20),
+        first.clone(),
+        move |last: &mut HashMap<(u32, u32), (u64, u64)>| {
+            for &pid in &pids {
+                for (tid, counts) in thread_switches(pid) {
+                    last.insert((pid, tid), counts);
                 }
-                if flag.load(Ordering::Relaxed) {
-                    return last.iter().fold((0, 0), |sum, (thread, now)| {
-                        let was = first.get(thread).copied().unwrap_or_default();
-                        (sum.0 + now.0 - was.0, sum.1 + now.1 - was.1)
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(20));
             }
-        });
-        SwitchCounter {
-            stop,
-            handle: Some(handle),
-        }
-    }
-
-    /// Stops counting: (voluntary, involuntary) switches since the start.
-    pub fn finish(mut self) -> (u64, u64) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for SwitchCounter {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
+        },
+        move |last| {
+            last.iter().fold((0, 0), |sum, (thread, now)| {
+                let was = first.get(thread).copied().unwrap_or_default();
+                (sum.0 + now.0 - was.0, sum.1 + now.1 - was.1)
+            })
+        },
+    )
 }

@@ -447,18 +447,22 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Every record of `buf`, decoded (panics on any error).
+    fn read_all<T: Data>(buf: &[u8]) -> Vec<T> {
+        Frames::new(buf)
+            .map(|f| {
+                let (off, bytes) = f.unwrap();
+                decode::<T>(off, bytes).unwrap()
+            })
+            .collect()
+    }
+
     fn roundtrip<T: Data + PartialEq + std::fmt::Debug>(records: &[T]) {
         let mut buf = AlignedVec::new();
         for r in records {
             append(&mut buf, r).unwrap();
         }
-        let back: Vec<T> = Frames::new(&buf)
-            .map(|f| {
-                let (off, bytes) = f.unwrap();
-                decode::<T>(off, bytes).unwrap()
-            })
-            .collect();
-        assert_eq!(back, records);
+        assert_eq!(read_all::<T>(&buf), records);
     }
 
     #[test]
@@ -500,13 +504,7 @@ mod tests {
             pad(&mut theirs);
         }
         assert_eq!(&ours[..], &theirs[..]);
-        let back: Vec<(String, u64)> = Frames::new(&ours)
-            .map(|f| {
-                let (off, bytes) = f.unwrap();
-                decode(off, bytes).unwrap()
-            })
-            .collect();
-        assert_eq!(back, records);
+        assert_eq!(read_all::<(String, u64)>(&ours), records);
         // Bare archives (keyed state's keys and values) are rkyv's bytes too.
         for r in &records {
             let mut bare = AlignedVec::new();
@@ -525,13 +523,7 @@ mod tests {
         if let Some(run) = run {
             run.seal(&mut buf);
         }
-        let back: Vec<T> = Frames::new(&buf)
-            .map(|f| {
-                let (off, bytes) = f.unwrap();
-                decode::<T>(off, bytes).unwrap()
-            })
-            .collect();
-        assert_eq!(back, records);
+        assert_eq!(read_all::<T>(&buf), records);
         buf
     }
 
