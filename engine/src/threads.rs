@@ -10,8 +10,8 @@
 //! waits for the running thread's time slice to end instead of preempting it (threads of the
 //! default policy, such as the TaskManager's RPC and heartbeat threads, still preempt batch
 //! threads at once). In the shuffle benchmark on two shared cores it cut the TaskManagers'
-//! context switches by about 40% and their CPU per record by about 9%, for 11% more records per
-//! second (`bench/README.md`, "Session 6"). What it costs is latency, and only while every core
+//! context switches by about 40% and their CPU per record by 6–9%, for 1–11% more records per
+//! second in two comparisons (`bench/README.md`, "Session 6"). What it costs is latency, and only while every core
 //! is busy: a woken consumer may wait out the running thread's slice (a few milliseconds).
 //! `taskmanager.threads.scheduling-policy: normal` keeps the default policy.
 
