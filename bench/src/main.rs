@@ -197,9 +197,7 @@ fn append_only(records: u64) -> Result<()> {
         let record = std::hint::black_box((i % 1024, [(i & 0xff) as u8; 92]));
         appender.append_to_run(&mut buf, &mut run, &record)?;
         if buf.len() >= SEGMENT {
-            if let Some(run) = run.take() {
-                run.seal(&mut buf);
-            }
+            sluice::record::close_run(&mut buf, &mut run);
             std::hint::black_box(&buf);
             buf.clear();
         }
@@ -219,9 +217,7 @@ fn append_only(records: u64) -> Result<()> {
         let record = (i % 1024, [(i & 0xff) as u8; 92]);
         appender.append_to_run(&mut buf, &mut run, &record)?;
         if buf.len() >= SEGMENT {
-            if let Some(run) = run.take() {
-                run.seal(&mut buf);
-            }
+            sluice::record::close_run(&mut buf, &mut run);
             break;
         }
     }

@@ -147,8 +147,8 @@ pub fn append<T: Data>(buf: &mut AlignedVec, record: &T) -> Result<(), RecordErr
 
 /// The last run of a buffer being filled: where its header is, the length of its archives and
 /// how many there are. A writer keeps one per buffer, starts it empty (`None`) with each new
-/// buffer and [seals](Run::seal) it before the buffer is read: records that join the run are
-/// counted here, and the header's count is written once, not once per record.
+/// buffer and closes it with [`close_run`] before the buffer is read: records that join the run
+/// are counted here, and the header's count is written once, not once per record.
 #[derive(Clone, Copy, Debug)]
 pub struct Run {
     header: usize,
@@ -158,9 +158,17 @@ pub struct Run {
 
 impl Run {
     /// Writes the run's count into its header in `buf`, the buffer it was made in.
-    pub fn seal(&self, buf: &mut AlignedVec) {
+    fn seal(&self, buf: &mut AlignedVec) {
         let at = self.header + 4;
         buf[at..at + 4].copy_from_slice(&self.count.to_le_bytes());
+    }
+}
+
+/// Ends the open run of `buf`, if any (writes its count): before the buffer is read, or before
+/// anything but a record of the run is appended to it.
+pub fn close_run(buf: &mut AlignedVec, run: &mut Option<Run>) {
+    if let Some(run) = run.take() {
+        run.seal(buf);
     }
 }
 
@@ -520,9 +528,7 @@ mod tests {
         for r in records {
             appender.append_to_run(&mut buf, &mut run, r).unwrap();
         }
-        if let Some(run) = run {
-            run.seal(&mut buf);
-        }
+        close_run(&mut buf, &mut run);
         assert_eq!(read_all::<T>(&buf), records);
         buf
     }
@@ -655,9 +661,7 @@ mod tests {
             for w in &words {
                 appender.append_to_run(&mut buf, &mut run, w).unwrap();
             }
-            if let Some(run) = run {
-                run.seal(&mut buf);
-            }
+            close_run(&mut buf, &mut run);
             for (at, byte) in damage {
                 let at = at % buf.len();
                 buf[at] = byte;

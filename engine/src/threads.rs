@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::warn;
 
 /// `taskmanager.threads.scheduling-policy`: how task and data-plane threads are scheduled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Its default is the option table's (`batch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchedulingPolicy {
-    /// `batch` (the default): Linux's `SCHED_BATCH`, no preemption on wake-up.
-    #[default]
+    /// `batch`: Linux's `SCHED_BATCH`, no preemption on wake-up.
     Batch,
     /// `normal`: the default policy (`SCHED_OTHER`).
     Normal,

@@ -87,12 +87,10 @@ impl RecordWriter {
         Ok(())
     }
 
-    /// Ends the open run of a buffer (writes its count): before the buffer ships, or before
-    /// anything but a record of the run is appended.
+    /// Ends the open run of a buffer: before the buffer ships, or before anything but a record
+    /// of the run is appended.
     fn close_run(&mut self, channel: usize) {
-        if let Some(run) = self.runs[channel].take() {
-            run.seal(&mut self.buffers[channel]);
-        }
+        record::close_run(&mut self.buffers[channel], &mut self.runs[channel]);
     }
 
     /// Appends a record already framed as a run of its own.
