@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 
 use crate::config::Config;
-use crate::jobmanager::service::JobManager;
+use crate::jobmanager::JobManager;
 use crate::security::ClusterSecret;
 use crate::taskmanager::service::TaskManager;
 
@@ -46,12 +46,14 @@ impl EmbeddedCluster {
         }
         config.set("taskmanager.numberOfTaskSlots", &slots.max(1).to_string())?;
         let secret = ClusterSecret::random();
-        let jobmanager = JobManager::start(config.clone(), secret.clone()).await?;
+        let programs = Arc::new(crate::examples::bundled());
+        let jobmanager =
+            crate::rest::start_jobmanager(config.clone(), secret.clone(), programs.clone()).await?;
         let mut tms = Vec::new();
         let mut workers = Vec::new();
         for _ in 0..taskmanagers {
-            let tm = TaskManager::start(config.clone(), secret.clone()).await?;
-            let rpc = jobmanager.shared.rpc_address.to_string();
+            let tm = TaskManager::start(config.clone(), secret.clone(), programs.clone()).await?;
+            let rpc = jobmanager.shared.rpc_address().to_string();
             let runner = tm.clone();
             workers.push(tokio::spawn(async move {
                 let err = runner.run(rpc).await;
@@ -61,7 +63,7 @@ impl EmbeddedCluster {
         }
         // Wait until the TaskManagers have registered, so a job does not wait for slots.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while jobmanager.shared.dispatcher().rm.total_slots() < taskmanagers * slots.max(1) {
+        while jobmanager.shared.view().resources().total_slots() < taskmanagers * slots.max(1) {
             if Instant::now() > deadline {
                 bail!("the embedded TaskManagers did not register within 10 s");
             }
@@ -101,7 +103,13 @@ mod tests {
     async fn wait_terminal(cluster: &EmbeddedCluster, job: crate::ids::JobId) -> JobStatus {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let status = cluster.jobmanager.shared.dispatcher().jobs[&job].status;
+            let status = cluster
+                .jobmanager
+                .shared
+                .view()
+                .job(job)
+                .expect("the job")
+                .status();
             if status.is_globally_terminal() || Instant::now() > deadline {
                 return status;
             }
@@ -156,6 +164,7 @@ mod tests {
                 &[],
                 None,
             )
+            .await
             .unwrap();
         assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Finished);
         let mut got: BTreeMap<String, u64> = BTreeMap::new();
@@ -200,6 +209,7 @@ mod tests {
                 &[],
                 None,
             )
+            .await
             .unwrap();
         let args = vec![
             "--rate".into(),
@@ -219,27 +229,28 @@ mod tests {
                 &[],
                 None,
             )
+            .await
             .unwrap();
         assert_eq!(wait_terminal(&cluster, poisoned).await, JobStatus::Failed);
         {
-            let d = shared.dispatcher();
-            let jm = &d.jobs[&poisoned];
-            assert_eq!(jm.restart.restarts(), 2);
-            assert_eq!(jm.exceptions.len(), 3, "{:?}", jm.exceptions);
+            let d = shared.view();
+            let jm = d.job(poisoned).expect("the job");
+            assert_eq!(jm.restarts(), 2);
+            assert_eq!(jm.exceptions().len(), 3, "{:?}", jm.exceptions());
             assert!(
-                jm.exceptions
+                jm.exceptions()
                     .iter()
                     .all(|e| e.exception.contains("poisoned record: key 0 reached")),
                 "{:?}",
-                jm.exceptions
+                jm.exceptions()
             );
             assert!(
-                jm.exceptions[2]
+                jm.exceptions()[2]
                     .exception
                     .starts_with("Recovery is suppressed by FixedDelayRestartBackoffTimeStrategy")
             );
-            assert_eq!(d.jobs[&steady].status, JobStatus::Running);
-            assert_eq!(d.rm.total_slots(), 4, "no TaskManager died");
+            assert_eq!(d.job(steady).expect("the job").status(), JobStatus::Running);
+            assert_eq!(d.resources().total_slots(), 4, "no TaskManager died");
         }
         shared.cancel(steady).unwrap();
         assert_eq!(wait_terminal(&cluster, steady).await, JobStatus::Canceled);
@@ -259,16 +270,17 @@ mod tests {
                 &[],
                 None,
             )
+            .await
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while cluster.taskmanagers[0].running_tasks() < 2 {
             assert!(Instant::now() < deadline, "tasks did not start");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(shared.dispatcher().rm.free_slots(), 0);
+        assert_eq!(shared.view().resources().free_slots(), 0);
         shared.cancel(job).unwrap();
         assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Canceled);
-        assert_eq!(shared.dispatcher().rm.free_slots(), 2);
+        assert_eq!(shared.view().resources().free_slots(), 2);
     }
 }
 
@@ -308,9 +320,16 @@ mod throughput {
                     &[],
                     None,
                 )
+                .await
                 .unwrap();
             loop {
-                let status = cluster.jobmanager.shared.dispatcher().jobs[&job].status;
+                let status = cluster
+                    .jobmanager
+                    .shared
+                    .view()
+                    .job(job)
+                    .expect("the job")
+                    .status();
                 if status.is_globally_terminal() {
                     println!(
                         "{tms} TM x {slots} slots: {status:?} {n} records in {:?}: {:.2} M records/s",

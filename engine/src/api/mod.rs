@@ -21,12 +21,14 @@ pub(crate) mod checkpointing;
 mod context;
 mod env;
 pub(crate) mod operators;
+mod program;
 mod sinks;
 mod sources;
 
 pub use context::{RuntimeContext, TaskError};
 pub use env::{DataStream, KeyedStream, RuntimeMode, StreamExecutionEnvironment};
 pub use operators::{Collector, KeyedProcessFunction};
+pub use program::{JobProgram, ProgramRegistry};
 pub use sinks::SinkFunction;
 pub use sources::{SourceContext, SourceFunction};
 

@@ -3,10 +3,13 @@
 //! completed checkpoints (deleting what the others alone referenced), counts failures against
 //! the tolerable threshold and picks what a failover restores from.
 //!
-//! A pure core in the sense of `STYLE.md`: events and `now` (ms since the epoch) go in,
-//! [`CheckpointAction`]s come out, and the only I/O goes through [`StateStorage`] (writing
-//! `_metadata`, deleting discarded files, checking files before a restore), so tests drive it
-//! with simulated time and a temporary directory.
+//! A pure core: events and `now` (ms since the epoch) go in, [`CheckpointAction`]s come out.
+//! It touches no file itself. Writing `_metadata`, deleting discarded checkpoints and checking a
+//! checkpoint's files before a restore are actions ([`CheckpointAction::WriteMetadata`],
+//! [`CheckpointAction::Discard`]) or inputs ([`CheckpointCoordinator::restore_plan`] takes the
+//! verdicts of [`super::io::check_candidates`]); the JobManager carries them out off its lock,
+//! in order per job, and feeds the results back ([`CheckpointCoordinator::metadata_written`]).
+//! Tests drive it with simulated time and run its I/O with [`super::io`].
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -16,14 +19,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::assign::assign;
-use super::metadata::{
-    CheckpointMetadata, METADATA_FILE, OperatorMetadata, RestoreError, load_metadata, validate,
-};
+use super::metadata::{CheckpointMetadata, METADATA_FILE, OperatorMetadata, RestoreError};
 use super::stats::{
     CheckpointConfigInfo, CheckpointEntry, CheckpointStatus, CheckpointingStatistics, Counts,
     Externalization, HISTORY_SIZE, Latest, RestoredEntry, Summarizer, Summary,
 };
-use super::storage::{StateStorage, join};
+use super::storage::join;
 use super::{OperatorSubtaskState, SnapshotKind, SnapshotLocation, SubtaskState, TaskRestore};
 use crate::network::partitioner::KeyHash;
 
@@ -187,6 +188,25 @@ pub enum CheckpointAction {
         /// The failure's text.
         reason: String,
     },
+    /// Write a completed checkpoint's `_metadata`, then report the result with
+    /// [`CheckpointCoordinator::metadata_written`]; the checkpoint completes only then.
+    WriteMetadata {
+        /// The checkpoint's id.
+        checkpoint_id: u64,
+        /// The storage path of its `_metadata`.
+        path: String,
+        /// The file's contents.
+        bytes: Vec<u8>,
+    },
+    /// Delete files nothing needs any more (a discarded or failed checkpoint, or the job's
+    /// whole checkpoint directory). Issued after every write of the same files, so carried out
+    /// in order it never races them.
+    Discard {
+        /// Directories to delete with everything in them.
+        dirs: Vec<String>,
+        /// Single files to delete (shared files no retained checkpoint references).
+        files: Vec<String>,
+    },
 }
 
 /// A completed checkpoint or savepoint.
@@ -204,8 +224,8 @@ pub struct CompletedCheckpoint {
     pub checkpointed_size: u64,
     /// Bytes of the whole state it covers.
     pub state_size: u64,
-    /// Its metadata, as written.
-    pub metadata: CheckpointMetadata,
+    /// Its metadata, as written (shared: restore checks read it off the JobManager's lock).
+    pub metadata: Arc<CheckpointMetadata>,
 }
 
 impl CompletedCheckpoint {
@@ -224,10 +244,24 @@ impl CompletedCheckpoint {
             is_savepoint: metadata.is_savepoint,
             checkpointed_size,
             state_size,
-            metadata,
+            metadata: Arc::new(metadata),
         }
     }
 }
+
+/// A checkpoint a restore may use, to be checked for its files (by [`super::io::check_candidates`]).
+#[derive(Clone, Debug)]
+pub struct RestoreCandidate {
+    /// The checkpoint's id.
+    pub checkpoint_id: u64,
+    /// The directory holding its `_metadata`.
+    pub metadata_dir: String,
+    /// Its metadata.
+    pub metadata: Arc<CheckpointMetadata>,
+}
+
+/// Whether each checked candidate's files are all there, by metadata directory.
+pub type RestoreVerdicts = Vec<(String, Result<(), RestoreError>)>;
 
 /// What a failover or a start from a savepoint restores.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -320,16 +354,22 @@ impl PendingCheckpoint {
     }
 }
 
+/// The directory of a job's checkpoints under `execution.checkpointing.dir`: `<dir>/<job_id>`.
+pub fn job_root(dir: &str, job_id: &str) -> String {
+    join(dir, job_id)
+}
+
 /// The checkpoint coordinator of one job.
 pub struct CheckpointCoordinator {
     job_id: String,
     settings: CheckpointSettings,
     topology: Vec<VertexTopology>,
-    storage: Arc<dyn StateStorage>,
     /// `<dir>/<job_id>`; `None` without `execution.checkpointing.dir`.
     root: Option<String>,
     phases: BTreeMap<TaskKey, TaskPhase>,
     pending: BTreeMap<u64, PendingCheckpoint>,
+    /// Fully acknowledged checkpoints whose `_metadata` is being written, with that metadata.
+    finalizing: BTreeMap<u64, (PendingCheckpoint, CheckpointMetadata)>,
     /// Completed checkpoints (never savepoints), oldest first, at most `num_retained`.
     retained: VecDeque<CompletedCheckpoint>,
     /// The savepoint the job was started from (`run -s`), restored until a checkpoint completes.
@@ -375,9 +415,8 @@ impl CheckpointCoordinator {
         job_id: String,
         settings: CheckpointSettings,
         topology: Vec<VertexTopology>,
-        storage: Arc<dyn StateStorage>,
     ) -> Self {
-        let root = settings.dir.as_deref().map(|d| join(d, &job_id));
+        let root = settings.dir.as_deref().map(|d| job_root(d, &job_id));
         if settings.interval.is_some() && root.is_none() {
             tracing::warn!(
                 job_id = %job_id,
@@ -388,10 +427,10 @@ impl CheckpointCoordinator {
             job_id,
             settings,
             topology,
-            storage,
             root,
             phases: BTreeMap::new(),
             pending: BTreeMap::new(),
+            finalizing: BTreeMap::new(),
             retained: VecDeque::new(),
             initial_restore: None,
             latest_savepoint: None,
@@ -553,6 +592,43 @@ impl CheckpointCoordinator {
         Some(by_interval.max(by_pause))
     }
 
+    /// When [`tick`](Self::tick) next has something to do (ms since the epoch): a pending
+    /// checkpoint's timeout or the next periodic trigger; a time already past means at once.
+    /// `None`: nothing happens until another event. A trigger that is due but cannot happen
+    /// (tasks not running, the maximum of concurrent checkpoints pending) waits for the event
+    /// that changes that, not for time.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let timeout = ms(self.settings.timeout);
+        let expiry = self
+            .pending
+            .values()
+            .map(|p| p.timestamp.saturating_add(timeout))
+            .min();
+        let trigger = self.next_trigger();
+        [expiry, trigger].into_iter().flatten().min()
+    }
+
+    fn next_trigger(&self) -> Option<u64> {
+        let interval = ms(self.settings.interval?);
+        self.root.as_ref()?;
+        let Some(start) = self.clock_start else {
+            // The first tick starts the interval's clock.
+            return Some(self.last_now);
+        };
+        let by_interval = self.last_trigger.unwrap_or(start).saturating_add(interval);
+        let by_pause = self
+            .last_end
+            .map_or(0, |e| e.saturating_add(ms(self.settings.min_pause)));
+        let due = by_interval.max(by_pause);
+        if due > self.last_now {
+            return Some(due);
+        }
+        let periodic_pending = self.pending.values().filter(|p| !p.is_savepoint()).count();
+        let blocked = periodic_pending >= self.settings.max_concurrent.max(1) as usize
+            || self.not_ready().is_some();
+        (!blocked).then_some(due)
+    }
+
     /// Time passes: expires pending checkpoints past the timeout, then triggers a periodic
     /// checkpoint if one is due. The first tick starts the interval's clock.
     pub fn tick(&mut self, now: u64) -> Vec<CheckpointAction> {
@@ -614,13 +690,21 @@ impl CheckpointCoordinator {
         if let Some(why) = self.not_ready() {
             return Err(why);
         }
+        // Flink names savepoints `savepoint-<6 chars of the job id>-<12 random hex digits>`; the
+        // random part comes from the request id, which the caller drew.
         let prefix: String = self.job_id.chars().take(6).collect();
-        let suffix = rand::random::<u64>() & 0xffff_ffff_ffff;
+        let suffix: String = request_id
+            .chars()
+            .filter(char::is_ascii_hexdigit)
+            .map(|c| c.to_ascii_lowercase())
+            .chain(std::iter::repeat('0'))
+            .take(12)
+            .collect();
         let id = self.next_id;
         let location = SnapshotLocation {
             checkpoint_id: id,
             kind: SnapshotKind::Savepoint,
-            dir: join(&target, &format!("savepoint-{prefix}-{suffix:012x}")),
+            dir: join(&target, &format!("savepoint-{prefix}-{suffix}")),
             shared_dir: None,
         };
         Ok(vec![self.start(now, location, Some(request_id))])
@@ -726,7 +810,7 @@ impl CheckpointCoordinator {
     /// retention says so. Savepoints live elsewhere and are never deleted.
     pub fn job_terminated(&mut self, now: u64, status: Terminal) -> Vec<CheckpointAction> {
         self.last_now = now;
-        let actions = self.abort_all(now, ABORTED_SHUTDOWN);
+        let mut actions = self.abort_all(now, ABORTED_SHUTDOWN);
         let delete = match (self.settings.retention, status) {
             (_, Terminal::Finished) => true,
             (Retention::DeleteOnCancellation, Terminal::Canceled) => true,
@@ -736,9 +820,10 @@ impl CheckpointCoordinator {
         if delete {
             if let Some(root) = &self.root {
                 tracing::info!(job_id = %self.job_id, ?status, root = %root, "deleting the job's checkpoints");
-                if let Err(e) = self.storage.delete_dir(root) {
-                    tracing::warn!(job_id = %self.job_id, root = %root, "cannot delete the job's checkpoints: {e}");
-                }
+                actions.push(CheckpointAction::Discard {
+                    dirs: vec![root.clone()],
+                    files: Vec::new(),
+                });
             }
             self.retained.clear();
         } else if let Some(latest) = self.retained.back() {
@@ -747,18 +832,28 @@ impl CheckpointCoordinator {
         actions
     }
 
+    /// Ends every pending checkpoint and every one whose metadata is still being written (its
+    /// files are discarded after the write, in order).
     fn abort_all(&mut self, now: u64, reason: &str) -> Vec<CheckpointAction> {
-        let ids: Vec<u64> = self.pending.keys().copied().collect();
+        let mut ended: Vec<PendingCheckpoint> = std::mem::take(&mut self.pending)
+            .into_values()
+            .chain(
+                std::mem::take(&mut self.finalizing)
+                    .into_values()
+                    .map(|(p, _)| p),
+            )
+            .collect();
+        ended.sort_by_key(|p| p.id);
         let mut actions = Vec::new();
-        for id in ids {
-            actions.extend(self.fail_pending(id, now, reason.to_string(), false));
+        for p in ended {
+            actions.extend(self.fail(p, now, reason.to_string(), false));
         }
         actions
     }
 
-    /// Storage paths of shared files something still needs: retained checkpoints and the
-    /// acknowledgements of pending ones (an incremental backend may reference a file of a
-    /// checkpoint that is being discarded).
+    /// Storage paths of shared files something still needs: retained checkpoints, the ones being
+    /// finalized and the acknowledgements of pending ones (an incremental backend may reference a
+    /// file of a checkpoint that is being discarded).
     fn referenced_shared_files(&self) -> BTreeSet<String> {
         let mut refs: BTreeSet<String> = self
             .retained
@@ -766,19 +861,21 @@ impl CheckpointCoordinator {
             .flat_map(|c| c.metadata.shared_file_paths(&c.metadata_dir))
             .collect();
         refs.extend(self.pending.values().flat_map(|p| p.shared_files()));
+        refs.extend(self.finalizing.values().flat_map(|(p, _)| p.shared_files()));
         refs
     }
 
-    fn delete_unreferenced(&self, dir: &str, shared: impl Iterator<Item = String>) {
-        if let Err(e) = self.storage.delete_dir(dir) {
-            tracing::warn!(job_id = %self.job_id, dir, "cannot delete checkpoint directory: {e}");
-        }
+    /// Deletes `dir` and those of `shared` nothing references any more.
+    fn delete_unreferenced(
+        &self,
+        dir: &str,
+        shared: impl Iterator<Item = String>,
+    ) -> CheckpointAction {
         let refs = self.referenced_shared_files();
-        let unreferenced: BTreeSet<String> = shared.filter(|f| !refs.contains(f)).collect();
-        for file in unreferenced {
-            if let Err(e) = self.storage.delete_file(&file) {
-                tracing::warn!(job_id = %self.job_id, file = %file, "cannot delete shared checkpoint file: {e}");
-            }
+        let files: BTreeSet<String> = shared.filter(|f| !refs.contains(f)).collect();
+        CheckpointAction::Discard {
+            dirs: vec![dir.to_string()],
+            files: files.into_iter().collect(),
         }
     }
 
@@ -818,17 +915,20 @@ impl CheckpointCoordinator {
         counts: bool,
     ) -> Vec<CheckpointAction> {
         tracing::warn!(job_id = %self.job_id, checkpoint_id = p.id, savepoint = p.is_savepoint(), "checkpoint failed: {reason}");
-        self.delete_unreferenced(&p.location.dir, p.shared_files());
+        let discard = self.delete_unreferenced(&p.location.dir, p.shared_files());
         let mut entry = p.entry(CheckpointStatus::Failed);
         entry.failure_timestamp = Some(now);
         entry.failure_message = Some(reason.clone());
         self.counts.failed += 1;
         self.latest.failed = Some(entry.clone());
         self.record(entry);
-        let mut actions = vec![CheckpointAction::NotifyAborted {
-            checkpoint_id: p.id,
-            tasks: self.unfinished(&p.expected),
-        }];
+        let mut actions = vec![
+            CheckpointAction::NotifyAborted {
+                checkpoint_id: p.id,
+                tasks: self.unfinished(&p.expected),
+            },
+            discard,
+        ];
         match p.savepoint_request {
             Some(request_id) => actions.push(CheckpointAction::SavepointDone {
                 request_id,
@@ -875,7 +975,8 @@ impl CheckpointCoordinator {
         metadata
     }
 
-    /// Every expected task acknowledged: write `_metadata`, then notify and retain.
+    /// Every expected task acknowledged: the metadata is built and handed out to be written;
+    /// the checkpoint completes when [`metadata_written`](Self::metadata_written) reports it.
     fn complete(&mut self, id: u64, now: u64) -> Vec<CheckpointAction> {
         let Some(p) = self.pending.remove(&id) else {
             return Vec::new();
@@ -897,21 +998,51 @@ impl CheckpointCoordinator {
             }
         }
         let path = join(&p.location.dir, METADATA_FILE);
-        let written = metadata
-            .to_bytes()
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| self.storage.write(&path, &bytes).map_err(|e| e.to_string()));
-        if let Err(e) = written {
+        match metadata.to_bytes() {
+            Ok(bytes) => {
+                self.finalizing.insert(id, (p, metadata));
+                vec![CheckpointAction::WriteMetadata {
+                    checkpoint_id: id,
+                    path,
+                    bytes,
+                }]
+            }
+            Err(e) => {
+                let reason = format!("Failed to write checkpoint metadata {path}: {e}");
+                let counts = !p.is_savepoint();
+                self.fail(p, now, reason, counts)
+            }
+        }
+    }
+
+    /// The `_metadata` of a fully acknowledged checkpoint was written (or could not be): it
+    /// completes (notify, retain, discard what retention drops) or fails. A checkpoint aborted
+    /// while its metadata was being written is ignored here: its files go with the discard
+    /// issued when it was aborted.
+    pub fn metadata_written(
+        &mut self,
+        now: u64,
+        checkpoint_id: u64,
+        result: Result<(), String>,
+    ) -> Vec<CheckpointAction> {
+        self.last_now = now;
+        let Some((p, metadata)) = self.finalizing.remove(&checkpoint_id) else {
+            return Vec::new();
+        };
+        if let Err(e) = result {
+            let path = join(&p.location.dir, METADATA_FILE);
             let reason = format!("Failed to write checkpoint metadata {path}: {e}");
             let counts = !p.is_savepoint();
             return self.fail(p, now, reason, counts);
         }
+        let id = checkpoint_id;
         let completed = CompletedCheckpoint::from_metadata(p.location.dir.clone(), metadata);
         tracing::info!(job_id = %self.job_id, checkpoint_id = id, dir = %completed.metadata_dir, state_size = completed.state_size, duration_ms = now.saturating_sub(p.timestamp), "checkpoint completed");
 
         let mut entry = p.entry(CheckpointStatus::Completed);
-        entry.latest_ack_timestamp = now;
-        entry.end_to_end_duration = now.saturating_sub(p.timestamp);
+        // As in Flink, a checkpoint's duration ends with its last acknowledgement.
+        entry.latest_ack_timestamp = p.latest_ack.unwrap_or(now);
+        entry.end_to_end_duration = entry.latest_ack_timestamp.saturating_sub(p.timestamp);
         entry.checkpointed_size = completed.checkpointed_size;
         entry.state_size = completed.state_size;
         entry.external_path = Some(completed.metadata_dir.clone());
@@ -952,43 +1083,41 @@ impl CheckpointCoordinator {
                 for old in older {
                     actions.extend(self.fail_pending(old, now, SUBSUMED.to_string(), false));
                 }
-                while self.retained.len() > self.settings.num_retained.max(1) as usize {
-                    if let Some(old) = self.retained.pop_front() {
-                        self.discard(old);
-                    }
-                }
+                actions.extend(self.enforce_retention());
             }
         }
         actions
     }
 
-    /// Deletes a checkpoint no longer retained: its directory and the shared files no retained
-    /// (or pending) checkpoint references.
-    fn discard(&self, old: CompletedCheckpoint) {
-        tracing::debug!(job_id = %self.job_id, checkpoint_id = old.id, "discarding checkpoint");
-        let shared = old.metadata.shared_file_paths(&old.metadata_dir);
-        self.delete_unreferenced(&old.metadata_dir, shared.into_iter());
+    /// Drops the oldest retained checkpoints beyond `num_retained`, deleting their directories
+    /// and the shared files nothing else references.
+    fn enforce_retention(&mut self) -> Vec<CheckpointAction> {
+        let mut actions = Vec::new();
+        while self.retained.len() > self.settings.num_retained.max(1) as usize {
+            if let Some(old) = self.retained.pop_front() {
+                tracing::debug!(job_id = %self.job_id, checkpoint_id = old.id, "discarding checkpoint");
+                let shared = old.metadata.shared_file_paths(&old.metadata_dir);
+                actions.push(self.delete_unreferenced(&old.metadata_dir, shared.into_iter()));
+            }
+        }
+        actions
     }
 
     /// After a JobManager failover (HA): takes over the completed checkpoints a previous
-    /// coordinator of this job left in `<dir>/<job_id>`, so a restore finds them and retention
-    /// keeps counting them. Keeps the newest `num_retained` (discarding older ones as retention
-    /// would have), skips directories without readable `_metadata` (checkpoints that never
-    /// completed; logged), and continues ids above every `chk-<n>` found so no directory is
-    /// reused. Returns the ids now retained.
-    pub fn recover_retained(&mut self) -> Result<Vec<u64>, RestoreError> {
+    /// coordinator of this job left in `<dir>/<job_id>` ([`checkpoint_root`](Self::checkpoint_root)),
+    /// as read by [`super::io::read_retained`]: the entries of that directory, each with its
+    /// `chk-<n>` metadata or why it could not be read. Keeps the newest `num_retained`
+    /// (discarding older ones as retention would have), skips directories without readable
+    /// `_metadata` (checkpoints that never completed; logged), and continues ids above every
+    /// `chk-<n>` found so no directory is reused. Returns the ids now retained and the discards.
+    pub fn adopt_retained(
+        &mut self,
+        found: Vec<(String, Result<CheckpointMetadata, RestoreError>)>,
+    ) -> (Vec<u64>, Vec<CheckpointAction>) {
         let Some(root) = self.root.clone() else {
-            return Ok(Vec::new());
+            return (Vec::new(), Vec::new());
         };
-        let names = self
-            .storage
-            .list(&root)
-            .map_err(|source| RestoreError::Read {
-                path: root.clone(),
-                source,
-            })?;
-        let mut found: Vec<CompletedCheckpoint> = Vec::new();
-        for name in names {
+        for (name, metadata) in found {
             let Some(id) = name
                 .strip_prefix("chk-")
                 .and_then(|n| n.parse::<u64>().ok())
@@ -1000,9 +1129,10 @@ impl CheckpointCoordinator {
                 continue;
             }
             let dir = join(&root, &name);
-            match load_metadata(self.storage.as_ref(), &dir) {
+            match metadata {
                 Ok(metadata) if metadata.checkpoint_id == id && !metadata.is_savepoint => {
-                    found.push(CompletedCheckpoint::from_metadata(dir, metadata));
+                    self.retained
+                        .push_back(CompletedCheckpoint::from_metadata(dir, metadata));
                 }
                 Ok(metadata) => {
                     tracing::warn!(job_id = %self.job_id, dir = %dir, "ignoring {dir}: its metadata names checkpoint {}", metadata.checkpoint_id);
@@ -1012,16 +1142,11 @@ impl CheckpointCoordinator {
                 }
             }
         }
-        self.retained.extend(found);
         self.retained.make_contiguous().sort_by_key(|c| c.id);
-        while self.retained.len() > self.settings.num_retained.max(1) as usize {
-            if let Some(old) = self.retained.pop_front() {
-                self.discard(old);
-            }
-        }
+        let actions = self.enforce_retention();
         let ids: Vec<u64> = self.retained.iter().map(|c| c.id).collect();
         tracing::info!(job_id = %self.job_id, ?ids, "recovered completed checkpoints");
-        Ok(ids)
+        (ids, actions)
     }
 
     /// A savepoint (or a retained checkpoint of an earlier run) the job starts from (`run -s`):
@@ -1031,16 +1156,49 @@ impl CheckpointCoordinator {
         self.initial_restore = Some(CompletedCheckpoint::from_metadata(metadata_dir, metadata));
     }
 
-    /// What a (re)start restores: the newest retained checkpoint whose files are all there, else
-    /// the initial savepoint, else nothing. A retained checkpoint that fails validation is logged
-    /// and the one before it tried; invalid newer ones are then dropped from the retained set
-    /// (their files are kept for inspection). If retained checkpoints exist but none validates,
-    /// the newest one's error is returned: starting empty would silently lose state.
-    pub fn restore_plan(&mut self) -> Result<Option<RestorePlan>, RestoreError> {
+    /// What a (re)start may restore, most preferred first: the retained checkpoints, newest
+    /// first, then the savepoint the job started from. Their files are checked off the core
+    /// ([`super::io::check_candidates`]) and the verdicts given to
+    /// [`restore_plan`](Self::restore_plan).
+    pub fn restore_candidates(&self) -> Vec<RestoreCandidate> {
+        let candidate = |c: &CompletedCheckpoint| RestoreCandidate {
+            checkpoint_id: c.id,
+            metadata_dir: c.metadata_dir.clone(),
+            metadata: c.metadata.clone(),
+        };
+        self.retained
+            .iter()
+            .rev()
+            .chain(self.initial_restore.iter())
+            .map(candidate)
+            .collect()
+    }
+
+    /// What a (re)start restores, given the verdicts of the checks of
+    /// [`restore_candidates`](Self::restore_candidates): the newest retained checkpoint whose
+    /// files are all there, else the initial savepoint, else nothing. A retained checkpoint that
+    /// failed its check is logged and the one before it tried; invalid newer ones are then
+    /// dropped from the retained set (their files are kept for inspection). If retained
+    /// checkpoints exist but none is valid, the newest one's error is returned: starting empty
+    /// would silently lose state. A candidate without a verdict counts as unchecked, not valid.
+    pub fn restore_plan(
+        &mut self,
+        verdicts: RestoreVerdicts,
+    ) -> Result<Option<RestorePlan>, RestoreError> {
+        let mut verdicts: BTreeMap<String, Result<(), RestoreError>> =
+            verdicts.into_iter().collect();
+        let mut verdict = |c: &CompletedCheckpoint| {
+            verdicts.remove(&c.metadata_dir).unwrap_or_else(|| {
+                Err(RestoreError::Unchecked {
+                    checkpoint_id: c.id,
+                    path: c.metadata_dir.clone(),
+                })
+            })
+        };
         let mut newest_error = None;
         let mut chosen = None;
         for (idx, c) in self.retained.iter().enumerate().rev() {
-            match validate(self.storage.as_ref(), &c.metadata_dir, &c.metadata) {
+            match verdict(c) {
                 Ok(()) => {
                     chosen = Some(idx);
                     break;
@@ -1064,7 +1222,7 @@ impl CheckpointCoordinator {
                 }
                 match &self.initial_restore {
                     Some(c) => {
-                        validate(self.storage.as_ref(), &c.metadata_dir, &c.metadata)?;
+                        verdict(c)?;
                         Some(c)
                     }
                     None => None,
@@ -1104,6 +1262,7 @@ impl CheckpointCoordinator {
         let mut history: Vec<CheckpointEntry> = self
             .pending
             .values()
+            .chain(self.finalizing.values().map(|(p, _)| p))
             .map(|p| p.entry(CheckpointStatus::InProgress))
             .chain(self.history.iter().cloned())
             .collect();
@@ -1111,7 +1270,7 @@ impl CheckpointCoordinator {
         history.truncate(HISTORY_SIZE);
         CheckpointingStatistics {
             counts: Counts {
-                in_progress: self.pending.len() as u64,
+                in_progress: (self.pending.len() + self.finalizing.len()) as u64,
                 ..self.counts.clone()
             },
             summary: Summary {

@@ -5,8 +5,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
-use crate::checkpoint::metadata::load_metadata;
-use crate::checkpoint::{KeyedStateHandle, LocalFileStorage, StateFile};
+use crate::checkpoint::io as file_work;
+use crate::checkpoint::metadata::{load_metadata, validate};
+use crate::checkpoint::{KeyedStateHandle, LocalFileStorage, StateFile, StateStorage};
 
 /// Local storage whose `_metadata` writes can be made to fail.
 #[derive(Default)]
@@ -114,13 +115,11 @@ impl Env {
         join(&self.base, &format!("checkpoints/{JOB}"))
     }
 
-    fn coordinator(&self, settings: CheckpointSettings) -> CheckpointCoordinator {
-        CheckpointCoordinator::new(
-            JOB.to_string(),
-            settings,
-            topology(),
-            self.storage.clone() as Arc<dyn StateStorage>,
-        )
+    fn coordinator(&self, settings: CheckpointSettings) -> Coord {
+        Coord {
+            inner: CheckpointCoordinator::new(JOB.to_string(), settings, topology()),
+            storage: self.storage.clone(),
+        }
     }
 
     fn exists(&self, path: &str) -> bool {
@@ -167,7 +166,123 @@ impl Env {
     }
 }
 
-fn run_all(c: &mut CheckpointCoordinator, now: u64) {
+/// The coordinator with its file work carried out at once and in order, as the JobManager's
+/// lanes do, and the results fed back.
+struct Coord {
+    inner: CheckpointCoordinator,
+    storage: Arc<FlakyStorage>,
+}
+
+impl std::ops::Deref for Coord {
+    type Target = CheckpointCoordinator;
+    fn deref(&self) -> &CheckpointCoordinator {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Coord {
+    fn deref_mut(&mut self) -> &mut CheckpointCoordinator {
+        &mut self.inner
+    }
+}
+
+impl Coord {
+    /// Does the file work among `actions`; returns the others (and those its results gave).
+    fn io(&mut self, now: u64, actions: Vec<CheckpointAction>) -> Vec<CheckpointAction> {
+        let mut out = Vec::new();
+        for action in actions {
+            match action {
+                CheckpointAction::WriteMetadata {
+                    checkpoint_id,
+                    path,
+                    bytes,
+                } => {
+                    let result = file_work::write_metadata(self.storage.as_ref(), &path, &bytes);
+                    let next = self.inner.metadata_written(now, checkpoint_id, result);
+                    out.extend(self.io(now, next));
+                }
+                CheckpointAction::Discard { dirs, files } => {
+                    file_work::discard(self.storage.as_ref(), &dirs, &files)
+                }
+                other => out.push(other),
+            }
+        }
+        out
+    }
+
+    fn acknowledge(
+        &mut self,
+        now: u64,
+        task: TaskKey,
+        id: u64,
+        state: SubtaskState,
+    ) -> Vec<CheckpointAction> {
+        let actions = self.inner.acknowledge(now, task, id, state);
+        self.io(now, actions)
+    }
+
+    fn decline(
+        &mut self,
+        now: u64,
+        task: TaskKey,
+        id: u64,
+        reason: String,
+        counts: bool,
+    ) -> Vec<CheckpointAction> {
+        let actions = self.inner.decline(now, task, id, reason, counts);
+        self.io(now, actions)
+    }
+
+    fn task_state(&mut self, now: u64, task: TaskKey, phase: TaskPhase) -> Vec<CheckpointAction> {
+        let actions = self.inner.task_state(now, task, phase);
+        self.io(now, actions)
+    }
+
+    fn tick(&mut self, now: u64) -> Vec<CheckpointAction> {
+        let actions = self.inner.tick(now);
+        self.io(now, actions)
+    }
+
+    fn job_reset(&mut self, now: u64) -> Vec<CheckpointAction> {
+        let actions = self.inner.job_reset(now);
+        self.io(now, actions)
+    }
+
+    fn job_terminated(&mut self, now: u64, status: Terminal) -> Vec<CheckpointAction> {
+        let actions = self.inner.job_terminated(now, status);
+        self.io(now, actions)
+    }
+
+    fn trigger_savepoint(
+        &mut self,
+        now: u64,
+        target: Option<String>,
+        request_id: String,
+    ) -> Result<Vec<CheckpointAction>, String> {
+        let actions = self.inner.trigger_savepoint(now, target, request_id)?;
+        Ok(self.io(now, actions))
+    }
+
+    fn recover_retained(&mut self) -> Result<Vec<u64>, RestoreError> {
+        let Some(root) = self.inner.checkpoint_root().map(str::to_string) else {
+            return Ok(Vec::new());
+        };
+        let found = file_work::read_retained(self.storage.as_ref(), &root)?;
+        let (ids, actions) = self.inner.adopt_retained(found);
+        let now = self.inner.last_now;
+        let rest = self.io(now, actions);
+        assert!(rest.is_empty(), "{rest:?}");
+        Ok(ids)
+    }
+
+    fn restore_plan(&mut self) -> Result<Option<RestorePlan>, RestoreError> {
+        let candidates = self.inner.restore_candidates();
+        let verdicts = file_work::check_candidates(self.storage.as_ref(), &candidates);
+        self.inner.restore_plan(verdicts)
+    }
+}
+
+fn run_all(c: &mut Coord, now: u64) {
     for task in ALL {
         assert!(c.task_state(now, task, TaskPhase::Running).is_empty());
     }
@@ -206,7 +321,7 @@ fn has_fail_job(actions: &[CheckpointAction]) -> bool {
 }
 
 /// Acknowledges checkpoint `id` from every task with plain operator state.
-fn ack_all(c: &mut CheckpointCoordinator, now: u64, id: u64) -> Vec<CheckpointAction> {
+fn ack_all(c: &mut Coord, now: u64, id: u64) -> Vec<CheckpointAction> {
     let mut actions = Vec::new();
     for task in ALL {
         let op = if task.vertex == 0 { 1 } else { 2 };
@@ -693,7 +808,7 @@ fn job_reset_aborts_everything_pending_without_counting() {
 }
 
 /// Completes checkpoints with one keyed handle each; returns their locations.
-fn complete_checkpoints(env: &Env, c: &mut CheckpointCoordinator, n: u64) -> Vec<SnapshotLocation> {
+fn complete_checkpoints(env: &Env, c: &mut Coord, n: u64) -> Vec<SnapshotLocation> {
     run_all(c, 0);
     c.tick(0);
     (1..=n)

@@ -152,6 +152,15 @@ pub enum RestoreError {
         /// The version found.
         version: u64,
     },
+    /// A checkpoint was not checked for its files before a restore (a caller's mistake; the
+    /// restore refuses it rather than trusting it).
+    #[error("checkpoint {checkpoint_id} at {path} was not checked before the restore")]
+    Unchecked {
+        /// The checkpoint's id.
+        checkpoint_id: u64,
+        /// Its metadata directory.
+        path: String,
+    },
     /// A state file the checkpoint references does not exist.
     #[error("checkpoint {checkpoint_id} references {path}, which does not exist")]
     FileMissing {

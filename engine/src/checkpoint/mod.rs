@@ -11,14 +11,16 @@ use serde::{Deserialize, Serialize};
 
 pub mod assign;
 pub mod coordinator;
+pub mod io;
 pub mod metadata;
 pub mod stats;
 pub mod storage;
 
 pub use assign::{assign, key_group_range};
 pub use coordinator::{
-    CheckpointAction, CheckpointCoordinator, CheckpointSettings, CompletedCheckpoint, RestorePlan,
-    Retention, TaskKey, TaskPhase, Terminal, VertexTopology,
+    CheckpointAction, CheckpointCoordinator, CheckpointSettings, CompletedCheckpoint,
+    RestoreCandidate, RestorePlan, RestoreVerdicts, Retention, TaskKey, TaskPhase, Terminal,
+    VertexTopology, job_root,
 };
 pub use metadata::{
     CheckpointMetadata, OperatorMetadata, RestoreError, load_metadata, metadata_location, validate,

@@ -10,7 +10,6 @@ use super::client::RestClient;
 use crate::config::Config;
 use crate::embedded::EmbeddedCluster;
 use crate::ids::JobId;
-use crate::jobmanager::service::JobManager;
 use crate::security::ClusterSecret;
 use crate::taskmanager::service::TaskManager;
 
@@ -190,13 +189,18 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
+/// The programs the `sluice` binary runs: the bundled examples.
+fn bundled() -> std::sync::Arc<crate::api::ProgramRegistry> {
+    std::sync::Arc::new(crate::examples::bundled())
+}
+
 async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
     let dir = conf_dir(&cli.config_dir);
     let config = Config::load(dir.as_deref(), &cli.dynamic)?;
     match cli.command {
         Command::Jobmanager => {
             let secret = ClusterSecret::resolve(&config, dir.as_deref())?;
-            let jm = JobManager::start(config, secret).await?;
+            let jm = crate::rest::start_jobmanager(config, secret, bundled()).await?;
             println!("JobManager REST endpoint: http://{}", jm.rest_address);
             wait_for_shutdown().await;
             drop(jm);
@@ -212,7 +216,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
                 )
             });
             let ha = crate::ha::services(&config)?;
-            let tm = TaskManager::start(config, secret).await?;
+            let tm = TaskManager::start(config, secret, bundled()).await?;
             let worker = tm.clone();
             let work = async move {
                 match (ha, jobmanager_given) {
@@ -247,7 +251,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             })
         }
         Command::Examples => {
-            for p in crate::examples::programs() {
+            for p in crate::examples::bundled().iter() {
                 println!(
                     "{}\n    {}\n    arguments: {}",
                     p.name(),

@@ -7,23 +7,11 @@ mod stream_sum;
 mod wordcount;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+#[cfg(test)]
 use crate::api::StreamExecutionEnvironment;
-
-/// A job program: builds its dataflow from its arguments. The JobManager runs `build` to derive
-/// the job graph and every TaskManager runs it again to instantiate the operators it hosts, so
-/// it must be deterministic.
-pub trait JobProgram: Send + Sync {
-    /// The name `sluice run` knows it by.
-    fn name(&self) -> &'static str;
-    /// One line on what it does.
-    fn description(&self) -> &'static str;
-    /// Its arguments, as shown by `sluice examples`.
-    fn usage(&self) -> &'static str;
-    /// Builds the dataflow; returns the job's display name. Bad arguments give an error naming
-    /// the argument.
-    fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String>;
-}
+use crate::api::{JobProgram, ProgramRegistry};
 
 /// Flink's WordCount tokenizer, for tests that compute reference counts.
 pub fn wordcount_tokens(line: &str) -> Vec<String> {
@@ -32,19 +20,20 @@ pub fn wordcount_tokens(line: &str) -> Vec<String> {
 
 pub use counting::{CountingReport, check_counting, check_counting_dir};
 
-/// Every program this binary can run.
-pub fn programs() -> Vec<&'static dyn JobProgram> {
-    vec![
-        &wordcount::WordCount,
-        &stream_sum::StreamSum,
-        &counting::Counting,
-        &shuffle::Shuffle,
-    ]
-}
-
-/// The program called `name`.
-pub fn find(name: &str) -> Option<&'static dyn JobProgram> {
-    programs().into_iter().find(|p| p.name() == name)
+/// The bundled programs, as a registry to give a JobManager or TaskManager.
+pub fn bundled() -> ProgramRegistry {
+    let mut registry = ProgramRegistry::new();
+    let programs: [Arc<dyn JobProgram>; 4] = [
+        Arc::new(wordcount::WordCount),
+        Arc::new(stream_sum::StreamSum),
+        Arc::new(counting::Counting),
+        Arc::new(shuffle::Shuffle),
+    ];
+    for program in programs {
+        // The four names differ.
+        let _ = registry.register(program);
+    }
+    registry
 }
 
 /// `--key value` arguments as Flink's `ParameterTool` reads them; a flag without a value is "".
@@ -128,7 +117,7 @@ mod tests {
 
     #[test]
     fn every_program_builds_with_defaults() {
-        for p in programs() {
+        for p in bundled().iter() {
             let env = StreamExecutionEnvironment::new();
             let args: Vec<String> = match p.name() {
                 "counting" => ["--records", "10", "--keys", "2", "--output", "/tmp/out"]

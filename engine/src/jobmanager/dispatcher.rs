@@ -1,22 +1,27 @@
 //! The Dispatcher's core: accepts jobs, starts one JobMaster per job, routes TaskManager events
-//! to the JobMasters and the ResourceManager, and keeps an archive of finished jobs. Pure: the
-//! JobManager's I/O shell feeds it events and the time (ms since the epoch) and sends the
-//! messages it returns.
+//! to the JobMasters and the ResourceManager, and keeps an archive of finished jobs.
+//!
+//! Pure: the JobManager's I/O shell (`service.rs`) feeds it events and the time (ms since the
+//! epoch), sends the messages it returns, carries out the file work it returns
+//! ([`Outbox::storage`]) and reports the results back as events, and calls
+//! [`tick`](Dispatcher::tick) at the deadline [`poll_timeout`](Dispatcher::poll_timeout)
+//! names. It never reads a file, a clock or a random number: job graphs, savepoints, ids and
+//! request ids come in built, read and drawn.
 
 use std::collections::BTreeMap;
 
-use super::jobmaster::{Action, JobMaster};
+use super::jobmaster::{Action, JobMaster, StorageWork};
 use super::resourcemanager::{ResourceManager, TaskManagerInfo};
 use super::restart::RestartPolicy;
-use crate::api::StreamExecutionEnvironment;
+use crate::api::{ProgramRegistry, StreamExecutionEnvironment};
+use crate::checkpoint::io::RetainedEntries;
 use crate::checkpoint::{
-    CheckpointCoordinator, CheckpointSettings, LocalFileStorage, SubtaskState,
+    CheckpointCoordinator, CheckpointMetadata, CheckpointSettings, RestoreVerdicts, SubtaskState,
 };
 use crate::config::{CheckpointingMode, Config};
-use crate::examples;
+use crate::graph::JobGraph;
 use crate::ids::{ExecutionId, JobId, ResourceId};
 use crate::rpc::messages::{ExecutionState, JmToTm, ProgramSpec, TaskMetrics, TaskStateConfig};
-use std::sync::Arc;
 
 /// Limits the Dispatcher enforces, from the configuration.
 #[derive(Clone, Debug)]
@@ -29,13 +34,11 @@ pub struct DispatcherSettings {
     pub jobstore_max_capacity: usize,
     /// `jobstore.expiration-time` in ms.
     pub jobstore_expiration_ms: u64,
-    /// The restart strategy of new jobs.
-    pub restart: RestartPolicy,
 }
 
 /// A job's own settings: restart strategy, checkpointing and state, from the cluster's
 /// configuration with the job's overrides applied.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct JobSettings {
     /// The restart strategy.
     pub restart: RestartPolicy,
@@ -43,11 +46,12 @@ pub struct JobSettings {
     pub checkpoints: CheckpointSettings,
     /// What subtasks are told about state (the restore part is filled per subtask).
     pub state: TaskStateConfig,
-    /// A savepoint or retained checkpoint to start from (`run -s PATH`).
-    pub restore_from: Option<String>,
-    /// The job is recovered by a new leader (HA): take over the checkpoints its earlier
-    /// JobMaster left.
-    pub recover: bool,
+    /// A savepoint or retained checkpoint to start from (`run -s PATH`): its directory and
+    /// metadata, as read by [`crate::checkpoint::io::load_restore`].
+    pub restore_from: Option<(String, CheckpointMetadata)>,
+    /// The job is recovered by a new leader (HA): the checkpoints its earlier JobMaster left, as
+    /// read by [`crate::checkpoint::io::read_retained`], to take over.
+    pub recover: Option<RetainedEntries>,
 }
 
 impl JobSettings {
@@ -71,7 +75,7 @@ impl JobSettings {
                 key_hash: crate::network::partitioner::KeyHash::CURRENT,
             },
             restore_from: None,
-            recover: false,
+            recover: None,
         })
     }
 }
@@ -80,7 +84,7 @@ impl JobSettings {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SubmitError {
-    /// No bundled program has that name.
+    /// No known program has that name.
     #[error("unknown job '{0}'; `sluice examples` lists the bundled jobs")]
     UnknownProgram(String),
     /// The program refused its arguments.
@@ -108,6 +112,28 @@ pub enum SubmitError {
     BadRestore(String),
 }
 
+/// Builds the job graph of `program` at `parallelism` by running the program's code (user
+/// code: the caller runs this off the JobManager's lock and async runtime).
+pub fn build_job_graph(
+    programs: &ProgramRegistry,
+    program: &ProgramSpec,
+    parallelism: u32,
+) -> Result<JobGraph, SubmitError> {
+    let code = programs
+        .find(&program.name)
+        .ok_or_else(|| SubmitError::UnknownProgram(program.name.clone()))?;
+    let env = StreamExecutionEnvironment::new();
+    let name = code
+        .build(&env, &program.args)
+        .map_err(|message| SubmitError::BadArguments {
+            program: program.name.clone(),
+            message,
+        })?;
+    env.into_graph()
+        .job_graph(&name, parallelism)
+        .map_err(|e| SubmitError::BadGraph(e.to_string()))
+}
+
 /// Why a cancellation was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CancelError {
@@ -130,16 +156,38 @@ pub enum SavepointError {
     Refused(String),
 }
 
-/// A message for one TaskManager.
-pub type Outbox = Vec<(ResourceId, JmToTm)>;
+/// What the Dispatcher asks of its I/O shell after an event.
+#[derive(Debug, Default)]
+#[must_use = "the messages must be sent and the file work done"]
+pub struct Outbox {
+    /// Messages, each for one TaskManager.
+    pub messages: Vec<(ResourceId, JmToTm)>,
+    /// File work, each for one job's checkpoints: carried out in this order per job.
+    pub storage: Vec<(JobId, StorageWork)>,
+}
+
+impl Outbox {
+    /// Whether there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty() && self.storage.is_empty()
+    }
+
+    /// Appends another outbox's work after this one's.
+    pub fn extend(&mut self, other: Outbox) {
+        self.messages.extend(other.messages);
+        self.storage.extend(other.storage);
+    }
+
+    fn send(&mut self, to: ResourceId, message: JmToTm) {
+        self.messages.push((to, message));
+    }
+}
 
 /// The JobManager's state.
 #[derive(Debug)]
 pub struct Dispatcher {
-    /// Slot bookkeeping.
-    pub rm: ResourceManager,
-    /// Running and archived jobs.
-    pub jobs: BTreeMap<JobId, JobMaster>,
+    rm: ResourceManager,
+    jobs: BTreeMap<JobId, JobMaster>,
     settings: DispatcherSettings,
 }
 
@@ -153,11 +201,28 @@ impl Dispatcher {
         }
     }
 
-    /// Builds the job graph of a program and starts its JobMaster.
+    /// The ResourceManager: TaskManagers and slots, for reading.
+    pub fn resources(&self) -> &ResourceManager {
+        &self.rm
+    }
+
+    /// Running and archived jobs, by id.
+    pub fn jobs(&self) -> impl Iterator<Item = &JobMaster> {
+        self.jobs.values()
+    }
+
+    /// One job, running or archived.
+    pub fn job(&self, id: JobId) -> Option<&JobMaster> {
+        self.jobs.get(&id)
+    }
+
+    /// Starts the JobMaster of a job whose graph the caller built from `program` (see
+    /// [`crate::graph::build_job_graph`]) at `parallelism`.
     pub fn submit(
         &mut self,
         job_id: JobId,
         program: ProgramSpec,
+        graph: JobGraph,
         parallelism: u32,
         job: JobSettings,
         now: u64,
@@ -168,24 +233,10 @@ impl Dispatcher {
         if self.jobs.contains_key(&job_id) {
             return Err(SubmitError::Duplicate(job_id));
         }
-        let code = examples::find(&program.name)
-            .ok_or_else(|| SubmitError::UnknownProgram(program.name.clone()))?;
-        let env = StreamExecutionEnvironment::new();
-        let name =
-            code.build(&env, &program.args)
-                .map_err(|message| SubmitError::BadArguments {
-                    program: program.name.clone(),
-                    message,
-                })?;
-        let graph = env
-            .into_graph()
-            .job_graph(&name, parallelism)
-            .map_err(|e| SubmitError::BadGraph(e.to_string()))?;
         let coordinator = CheckpointCoordinator::new(
             job_id.to_string(),
             job.checkpoints,
             JobMaster::topology(&graph),
-            Arc::new(LocalFileStorage),
         );
         let mut jm = JobMaster::new(
             job_id,
@@ -196,27 +247,24 @@ impl Dispatcher {
             coordinator,
             now,
         );
-        jm.state = job.state;
-        if let Some(path) = &job.restore_from {
-            jm.restore_from(path)
+        jm.set_state_config(job.state);
+        if let Some((dir, metadata)) = job.restore_from {
+            jm.restore_from(dir, metadata)
                 .map_err(|e| SubmitError::BadRestore(e.to_string()))?;
         }
-        if job.recover {
-            match jm.checkpoints.0.recover_retained() {
-                Ok(ids) => {
-                    tracing::info!(%job_id, checkpoints = ?ids, "took over the job's retained checkpoints")
-                }
-                Err(e) => {
-                    tracing::warn!(%job_id, error = %e, "cannot take over the job's checkpoints")
-                }
-            }
+        let mut actions = Vec::new();
+        if let Some(found) = job.recover {
+            let (ids, discards) = jm.adopt_checkpoints(found, now);
+            tracing::info!(%job_id, checkpoints = ?ids, "took over the job's retained checkpoints");
+            actions.extend(discards);
         }
-        let actions = jm.start(now);
+        actions.extend(jm.start(now));
         self.jobs.insert(job_id, jm);
         Ok(self.run(actions, now))
     }
 
-    /// A TaskManager registered (or re-registered after a restart).
+    /// A TaskManager registered (or re-registered after a restart); its slots go to waiting
+    /// jobs at once.
     pub fn register_taskmanager(&mut self, info: TaskManagerInfo, now: u64) -> Outbox {
         let id = info.resource_id.clone();
         let lost = self.rm.register(info);
@@ -226,7 +274,9 @@ impl Dispatcher {
                 actions.extend(jm.taskmanager_lost(&id, "it registered again (restarted)", now));
             }
         }
-        self.run(actions, now)
+        let mut out = self.run(actions, now);
+        out.extend(self.allocate(now));
+        out
     }
 
     /// A TaskManager's connection broke or its heartbeats stopped.
@@ -240,7 +290,7 @@ impl Dispatcher {
         }
         // Executions still deploying there hold no slot yet in the job's view; fail them too.
         for jm in self.jobs.values_mut() {
-            if !jm.status.is_globally_terminal() {
+            if !jm.status().is_globally_terminal() {
                 actions.extend(jm.taskmanager_lost(id, reason, now));
             }
         }
@@ -293,23 +343,54 @@ impl Dispatcher {
         self.run(actions, now)
     }
 
-    /// Triggers a savepoint of a running job (and stops it afterwards with `stop`); returns
-    /// the request id to poll.
+    /// Triggers a savepoint of a running job (and stops it afterwards with `stop`) under
+    /// `request_id`, the caller's random id that REST polls.
     pub fn trigger_savepoint(
         &mut self,
         job: JobId,
+        request_id: String,
         target: Option<String>,
         stop: bool,
         now: u64,
-    ) -> Result<(String, Outbox), SavepointError> {
+    ) -> Result<Outbox, SavepointError> {
         let jm = self
             .jobs
             .get_mut(&job)
             .ok_or(SavepointError::NotFound(job))?;
-        let (request_id, actions) = jm
-            .trigger_savepoint(target, stop, now)
+        let actions = jm
+            .trigger_savepoint(request_id, target, stop, now)
             .map_err(SavepointError::Refused)?;
-        Ok((request_id, self.run(actions, now)))
+        Ok(self.run(actions, now))
+    }
+
+    /// A job's checkpoint `_metadata` was written, or could not be.
+    pub fn metadata_written(
+        &mut self,
+        job: JobId,
+        checkpoint_id: u64,
+        result: Result<(), String>,
+        now: u64,
+    ) -> Outbox {
+        let actions = match self.jobs.get_mut(&job) {
+            Some(jm) => jm.metadata_written(checkpoint_id, result, now),
+            None => Vec::new(),
+        };
+        self.run(actions, now)
+    }
+
+    /// A job's restore candidates were checked.
+    pub fn restore_checked(
+        &mut self,
+        job: JobId,
+        ticket: u64,
+        verdicts: RestoreVerdicts,
+        now: u64,
+    ) -> Outbox {
+        let actions = match self.jobs.get_mut(&job) {
+            Some(jm) => jm.restore_checked(ticket, verdicts, now),
+            None => Vec::new(),
+        };
+        self.run(actions, now)
     }
 
     /// Metrics from a heartbeat.
@@ -325,18 +406,37 @@ impl Dispatcher {
     /// Cancels a job.
     pub fn cancel(&mut self, job: JobId, now: u64) -> Result<Outbox, CancelError> {
         let jm = self.jobs.get_mut(&job).ok_or(CancelError::NotFound(job))?;
-        if jm.status.is_globally_terminal() {
-            return Err(CancelError::Ended(job, jm.status.name()));
+        if jm.status().is_globally_terminal() {
+            return Err(CancelError::Ended(job, jm.status().name()));
         }
         self.rm.cancel_request(job);
         let actions = jm.cancel(now);
         Ok(self.run(actions, now))
     }
 
+    /// When [`tick`](Self::tick) next has something to do (ms since the epoch; a time past
+    /// means at once, `None` not before another event): a TaskManager's heartbeat timeout, a
+    /// slot request's timeout, a JobMaster's deadline, an archived job's expiry. Calling `tick`
+    /// earlier does nothing.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let rm = self.rm.poll_timeout(
+            self.settings.heartbeat_timeout_ms,
+            self.settings.slot_request_timeout_ms,
+        );
+        let jobs = self.jobs.values().filter_map(JobMaster::poll_timeout).min();
+        let expiration = self.settings.jobstore_expiration_ms;
+        let archive = self
+            .jobs
+            .values()
+            .filter_map(|jm| jm.end_time().map(|end| end.saturating_add(expiration)))
+            .min();
+        [rm, jobs, archive].into_iter().flatten().min()
+    }
+
     /// Time passes: slot requests expire, silent TaskManagers are declared lost, waiting jobs get
     /// slots that became free, old finished jobs leave the archive.
     pub fn tick(&mut self, now: u64) -> Outbox {
-        let mut out = Vec::new();
+        let mut out = Outbox::default();
         for id in self
             .rm
             .silent_since(now, self.settings.heartbeat_timeout_ms)
@@ -373,13 +473,13 @@ impl Dispatcher {
     fn expire_archive(&mut self, now: u64) {
         let expiration = self.settings.jobstore_expiration_ms;
         self.jobs.retain(|_, jm| {
-            jm.end_time
+            jm.end_time()
                 .is_none_or(|end| now.saturating_sub(end) < expiration)
         });
         let mut ended: Vec<(u64, JobId)> = self
             .jobs
             .values()
-            .filter_map(|jm| jm.end_time.map(|t| (t, jm.job_id)))
+            .filter_map(|jm| jm.end_time().map(|t| (t, jm.job_id())))
             .collect();
         if ended.len() > self.settings.jobstore_max_capacity {
             ended.sort();
@@ -392,8 +492,9 @@ impl Dispatcher {
 
     /// Carries out JobMaster actions that stay inside the JobManager and returns the messages.
     fn run(&mut self, actions: Vec<Action>, now: u64) -> Outbox {
-        let mut out = Vec::new();
+        let mut out = Outbox::default();
         let mut needs_allocation = false;
+        let mut terminated = false;
         for action in actions {
             match action {
                 Action::RequestSlots { job, slots } => {
@@ -403,30 +504,30 @@ impl Dispatcher {
                 Action::Deploy {
                     resource_id,
                     deployment,
-                } => out.push((resource_id, JmToTm::Deploy(deployment))),
+                } => out.send(resource_id, JmToTm::Deploy(deployment)),
                 Action::Cancel {
                     resource_id,
                     execution,
-                } => out.push((resource_id, JmToTm::Cancel { execution })),
+                } => out.send(resource_id, JmToTm::Cancel { execution }),
                 Action::TriggerCheckpoint {
                     resource_id,
                     execution,
                     timestamp,
                     location,
-                } => out.push((
+                } => out.send(
                     resource_id,
                     JmToTm::TriggerCheckpoint {
                         execution,
                         timestamp,
                         location,
                     },
-                )),
+                ),
                 Action::NotifyCheckpoint {
                     resource_id,
                     execution,
                     checkpoint_id,
                     complete,
-                } => out.push((
+                } => out.send(
                     resource_id,
                     if complete {
                         JmToTm::NotifyCheckpointComplete {
@@ -439,28 +540,31 @@ impl Dispatcher {
                             checkpoint_id,
                         }
                     },
-                )),
+                ),
                 Action::Reset { job, resource_ids } => {
                     self.rm.release(job);
-                    out.extend(
-                        resource_ids
-                            .into_iter()
-                            .map(|id| (id, JmToTm::ReleaseJob { job })),
-                    );
+                    needs_allocation = true;
+                    for id in resource_ids {
+                        out.send(id, JmToTm::ReleaseJob { job });
+                    }
                 }
+                Action::Storage { job, work } => out.storage.push((job, work)),
                 Action::Terminated { job, resource_ids } => {
                     self.rm.release(job);
                     needs_allocation = true;
-                    out.extend(
-                        resource_ids
-                            .into_iter()
-                            .map(|id| (id, JmToTm::ReleaseJob { job })),
-                    );
+                    terminated = true;
+                    for id in resource_ids {
+                        out.send(id, JmToTm::ReleaseJob { job });
+                    }
                 }
             }
         }
         if needs_allocation {
             out.extend(self.allocate(now));
+        }
+        if terminated {
+            // The archive's capacity applies as soon as a job ends.
+            self.expire_archive(now);
         }
         out
     }
@@ -482,7 +586,6 @@ mod tests {
             heartbeat_timeout_ms: 500,
             jobstore_max_capacity: 2,
             jobstore_expiration_ms: 10_000,
-            restart: RestartPolicy::None,
         }
     }
 
@@ -508,41 +611,51 @@ mod tests {
         }
     }
 
+    /// Builds the program's graph, as the service does before it submits.
+    fn submit(
+        d: &mut Dispatcher,
+        id: JobId,
+        program: ProgramSpec,
+        parallelism: u32,
+        now: u64,
+    ) -> Result<Outbox, SubmitError> {
+        let graph = build_job_graph(&crate::examples::bundled(), &program, parallelism.max(1))?;
+        d.submit(id, program, graph, parallelism, job(), now)
+    }
+
     #[test]
     fn too_little_parallelism_waits_then_fails_and_never_runs_smaller() {
         let mut d = Dispatcher::new(settings());
-        d.register_taskmanager(tm("a", 2, 0), 0);
-        let out = d
-            .submit(JobId(1), spec("stream-sum", &[]), 3, job(), 0)
-            .unwrap();
+        let _ = d.register_taskmanager(tm("a", 2, 0), 0);
+        let out = submit(&mut d, JobId(1), spec("stream-sum", &[]), 3, 0).unwrap();
         assert!(out.is_empty(), "nothing may be deployed with 2 of 3 slots");
         d.heartbeat("a", vec![], 600);
         assert!(d.tick(999).is_empty());
-        d.tick(1000);
-        let jm = &d.jobs[&JobId(1)];
-        assert_eq!(jm.status, JobStatus::Failed);
-        assert_eq!(jm.exceptions[0].exception, NO_RESOURCE);
-        assert_eq!(d.rm.free_slots(), 2);
+        let _ = d.tick(1000);
+        let jm = &d.job(JobId(1)).unwrap();
+        assert_eq!(jm.status(), JobStatus::Failed);
+        assert_eq!(jm.exceptions()[0].exception, NO_RESOURCE);
+        assert_eq!(d.resources().free_slots(), 2);
     }
 
     #[test]
     fn two_jobs_share_taskmanagers_and_cancel_frees_slots() {
         let mut d = Dispatcher::new(settings());
-        d.register_taskmanager(tm("a", 2, 0), 0);
-        d.register_taskmanager(tm("b", 2, 0), 0);
-        let out1 = d
-            .submit(JobId(1), spec("stream-sum", &[]), 2, job(), 0)
-            .unwrap();
-        let out2 = d
-            .submit(JobId(2), spec("stream-sum", &[]), 2, job(), 0)
-            .unwrap();
+        let _ = d.register_taskmanager(tm("a", 2, 0), 0);
+        let _ = d.register_taskmanager(tm("b", 2, 0), 0);
+        let out1 = submit(&mut d, JobId(1), spec("stream-sum", &[]), 2, 0).unwrap();
+        let out2 = submit(&mut d, JobId(2), spec("stream-sum", &[]), 2, 0).unwrap();
         assert!(!out1.is_empty() && !out2.is_empty());
-        assert_eq!(d.rm.free_slots(), 0);
+        assert_eq!(d.resources().free_slots(), 0);
         let out = d.cancel(JobId(1), 1).unwrap();
-        assert!(out.iter().all(|(_, m)| matches!(m, JmToTm::Cancel { .. })));
-        for (_, m) in out {
+        assert!(
+            out.messages
+                .iter()
+                .all(|(_, m)| matches!(m, JmToTm::Cancel { .. }))
+        );
+        for (_, m) in out.messages {
             if let JmToTm::Cancel { execution } = m {
-                d.task_state(
+                let _ = d.task_state(
                     execution,
                     ExecutionState::Canceled,
                     None,
@@ -551,8 +664,8 @@ mod tests {
                 );
             }
         }
-        assert_eq!(d.jobs[&JobId(1)].status, JobStatus::Canceled);
-        assert_eq!(d.rm.free_slots(), 2);
+        assert_eq!(d.job(JobId(1)).unwrap().status(), JobStatus::Canceled);
+        assert_eq!(d.resources().free_slots(), 2);
         assert_eq!(
             d.cancel(JobId(1), 3).unwrap_err(),
             CancelError::Ended(JobId(1), "CANCELED")
@@ -563,16 +676,13 @@ mod tests {
     fn bad_submissions_are_refused_with_reasons() {
         let mut d = Dispatcher::new(settings());
         assert!(matches!(
-            d.submit(JobId(1), spec("nope", &[]), 1, job(), 0),
+            submit(&mut d, JobId(1), spec("nope", &[]), 1, 0),
             Err(SubmitError::UnknownProgram(_))
         ));
-        let err = d
-            .submit(JobId(1), spec("stream-sum", &["--rate", "x"]), 1, job(), 0)
-            .unwrap_err();
+        let err = submit(&mut d, JobId(1), spec("stream-sum", &["--rate", "x"]), 1, 0).unwrap_err();
         assert!(err.to_string().contains("--rate"), "{err}");
         assert_eq!(
-            d.submit(JobId(1), spec("wordcount", &[]), 0, job(), 0)
-                .unwrap_err(),
+            submit(&mut d, JobId(1), spec("wordcount", &[]), 0, 0).unwrap_err(),
             SubmitError::BadParallelism
         );
     }
@@ -580,16 +690,15 @@ mod tests {
     #[test]
     fn a_silent_taskmanager_fails_its_jobs() {
         let mut d = Dispatcher::new(settings());
-        d.register_taskmanager(tm("a", 1, 0), 0);
-        d.submit(JobId(1), spec("stream-sum", &[]), 1, job(), 0)
-            .unwrap();
-        d.tick(501);
-        assert_eq!(d.jobs[&JobId(1)].status, JobStatus::Failed);
+        let _ = d.register_taskmanager(tm("a", 1, 0), 0);
+        let _ = submit(&mut d, JobId(1), spec("stream-sum", &[]), 1, 0).unwrap();
+        let _ = d.tick(501);
+        assert_eq!(d.job(JobId(1)).unwrap().status(), JobStatus::Failed);
         assert!(
-            d.jobs[&JobId(1)].exceptions[0]
+            d.job(JobId(1)).unwrap().exceptions()[0]
                 .exception
                 .contains("no heartbeat")
         );
-        assert_eq!(d.rm.total_slots(), 0);
+        assert_eq!(d.resources().total_slots(), 0);
     }
 }

@@ -9,9 +9,11 @@ use serde::Serialize;
 
 use super::resourcemanager::SlotRef;
 use super::restart::{RestartPolicy, RestartTracker};
+use crate::checkpoint::io::RetainedEntries;
 use crate::checkpoint::{
-    CheckpointAction, CheckpointCoordinator, LocalFileStorage, RestoreError, SnapshotLocation,
-    SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal, VertexTopology,
+    CheckpointAction, CheckpointCoordinator, CheckpointMetadata, RestoreCandidate, RestoreError,
+    RestoreVerdicts, SnapshotLocation, SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal,
+    VertexTopology,
 };
 use crate::graph::{JobGraph, ShipStrategy};
 use crate::ids::{ExecutionId, JobId, PartitionId, ResourceId};
@@ -168,6 +170,43 @@ pub enum Action {
         /// TaskManagers that hosted its executions.
         resource_ids: Vec<ResourceId>,
     },
+    /// File work for the job's checkpoints. The JobManager carries a job's file work out in the
+    /// order it was asked for, off its lock, and reports results back as events.
+    Storage {
+        /// The job.
+        job: JobId,
+        /// What to do.
+        work: StorageWork,
+    },
+}
+
+/// File work a JobMaster asks for.
+#[derive(Clone, Debug)]
+pub enum StorageWork {
+    /// Write a checkpoint's `_metadata`; report with [`JobMaster::metadata_written`].
+    WriteMetadata {
+        /// The checkpoint.
+        checkpoint_id: u64,
+        /// The file's storage path.
+        path: String,
+        /// Its contents.
+        bytes: Vec<u8>,
+    },
+    /// Delete directories and files nothing needs; nothing to report.
+    Discard {
+        /// Directories, with everything in them.
+        dirs: Vec<String>,
+        /// Single files.
+        files: Vec<String>,
+    },
+    /// Check which checkpoints a (re)start can restore; report with
+    /// [`JobMaster::restore_checked`].
+    CheckRestore {
+        /// Names this check among the job's (only the latest one's answer counts).
+        ticket: u64,
+        /// The candidates, most preferred first.
+        candidates: Vec<RestoreCandidate>,
+    },
 }
 
 /// The message of a job that could not get its slots, as in Flink.
@@ -177,51 +216,55 @@ pub const NO_RESOURCE: &str = "org.apache.flink.runtime.jobmanager.scheduler.NoR
 #[derive(Debug)]
 pub struct JobMaster {
     /// The job's id.
-    pub job_id: JobId,
+    job_id: JobId,
     /// The job's name.
-    pub name: String,
+    name: String,
     /// The program and its arguments.
-    pub program: ProgramSpec,
+    program: ProgramSpec,
     /// Parallelism given at submission (`-p` or `parallelism.default`).
-    pub default_parallelism: u32,
+    default_parallelism: u32,
     /// The job graph.
-    pub graph: JobGraph,
+    graph: JobGraph,
     fingerprint: String,
     /// The job's state.
-    pub status: JobStatus,
+    status: JobStatus,
     /// When the job entered each state (ms since the epoch).
-    pub timestamps: BTreeMap<JobStatus, u64>,
+    timestamps: BTreeMap<JobStatus, u64>,
     /// Submission time.
-    pub start_time: u64,
+    start_time: u64,
     /// When it ended, if it did.
-    pub end_time: Option<u64>,
+    end_time: Option<u64>,
     /// Per vertex, per subtask.
-    pub executions: Vec<Vec<Execution>>,
+    executions: Vec<Vec<Execution>>,
     /// Failures, oldest first.
-    pub exceptions: Vec<ExceptionEntry>,
+    exceptions: Vec<ExceptionEntry>,
     /// Slots granted to this job (subtask `i` of every vertex shares slot `i`).
-    pub slots: Vec<SlotRef>,
+    slots: Vec<SlotRef>,
     /// Restart strategy state.
-    pub restart: RestartTracker,
+    restart: RestartTracker,
     /// When a pending restart may happen (ms since the epoch).
     restart_at: Option<u64>,
     /// State of the jitter's random numbers (seeded from the job id, so the core stays pure).
     rng: u64,
     /// How subtasks keep and checkpoint state (the restore part is per subtask, below).
-    pub state: TaskStateConfig,
+    state: TaskStateConfig,
     /// What each subtask is restored from at its next deployment, by (vertex, subtask).
     restores: BTreeMap<(usize, usize), TaskRestore>,
     /// The checkpoint coordinator.
-    pub checkpoints: Checkpoints,
+    checkpoints: Checkpoints,
     /// Savepoint requests by id (REST `triggerid`), in request order.
-    pub savepoints: BTreeMap<String, SavepointRequest>,
+    savepoints: BTreeMap<String, SavepointRequest>,
     /// A stop-with-savepoint is under way: when the savepoint completes the job stops and ends
     /// FINISHED.
     stop_request: Option<String>,
+    /// The (re)start waits for the check of its restore candidates with this ticket.
+    awaiting_restore: Option<u64>,
+    /// The last ticket handed out.
+    restore_tickets: u64,
 }
 
 /// The checkpoint coordinator of a job (wrapped for `Debug`).
-pub struct Checkpoints(pub CheckpointCoordinator);
+struct Checkpoints(CheckpointCoordinator);
 
 impl std::fmt::Debug for Checkpoints {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -294,7 +337,79 @@ impl JobMaster {
             checkpoints: Checkpoints(checkpoints),
             savepoints: BTreeMap::new(),
             stop_request: None,
+            awaiting_restore: None,
+            restore_tickets: 0,
         }
+    }
+
+    /// The job's id.
+    pub fn job_id(&self) -> JobId {
+        self.job_id
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The program and its arguments.
+    pub fn program(&self) -> &ProgramSpec {
+        &self.program
+    }
+
+    /// The job graph.
+    pub fn graph(&self) -> &JobGraph {
+        &self.graph
+    }
+
+    /// The job's state.
+    pub fn status(&self) -> JobStatus {
+        self.status
+    }
+
+    /// When the job entered each state (ms since the epoch).
+    pub fn timestamps(&self) -> &BTreeMap<JobStatus, u64> {
+        &self.timestamps
+    }
+
+    /// Submission time (ms since the epoch).
+    pub fn start_time(&self) -> u64 {
+        self.start_time
+    }
+
+    /// When the job ended, if it did.
+    pub fn end_time(&self) -> Option<u64> {
+        self.end_time
+    }
+
+    /// Per vertex, per subtask: the current attempt.
+    pub fn executions(&self) -> &[Vec<Execution>] {
+        &self.executions
+    }
+
+    /// Failures, oldest first.
+    pub fn exceptions(&self) -> &[ExceptionEntry] {
+        &self.exceptions
+    }
+
+    /// Restarts so far.
+    pub fn restarts(&self) -> u32 {
+        self.restart.restarts()
+    }
+
+    /// The checkpoint coordinator, for reading (statistics, configuration).
+    pub fn checkpoints(&self) -> &CheckpointCoordinator {
+        &self.checkpoints.0
+    }
+
+    /// A savepoint request by its id.
+    pub fn savepoint(&self, request_id: &str) -> Option<&SavepointRequest> {
+        self.savepoints.get(request_id)
+    }
+
+    /// Sets how subtasks keep and checkpoint state (before the job starts).
+    pub fn set_state_config(&mut self, state: TaskStateConfig) {
+        self.state = state;
     }
 
     /// The checkpoint topology of a job graph: per vertex, its parallelism, key groups, inputs
@@ -360,6 +475,22 @@ impl JobMaster {
                         }
                     }
                 }
+                CheckpointAction::WriteMetadata {
+                    checkpoint_id,
+                    path,
+                    bytes,
+                } => actions.push(Action::Storage {
+                    job: self.job_id,
+                    work: StorageWork::WriteMetadata {
+                        checkpoint_id,
+                        path,
+                        bytes,
+                    },
+                }),
+                CheckpointAction::Discard { dirs, files } => actions.push(Action::Storage {
+                    job: self.job_id,
+                    work: StorageWork::Discard { dirs, files },
+                }),
                 CheckpointAction::FailJob { reason } => {
                     if self.status == JobStatus::Running {
                         self.exceptions.push(ExceptionEntry {
@@ -443,13 +574,15 @@ impl JobMaster {
     }
 
     /// Asks for a savepoint into `target` (or the configured savepoint directory); with `stop`
-    /// the job stops once it completes. Returns the request id to poll.
+    /// the job stops once it completes. `request_id` (drawn at random by the caller, 32 hex
+    /// digits) is what REST polls; the savepoint's directory name takes its random part from it.
     pub fn trigger_savepoint(
         &mut self,
+        request_id: String,
         target: Option<String>,
         stop: bool,
         now: u64,
-    ) -> Result<(String, Vec<Action>), String> {
+    ) -> Result<Vec<Action>, String> {
         if self.status != JobStatus::Running {
             return Err(format!(
                 "the job is {}; savepoints are taken of running jobs",
@@ -459,7 +592,9 @@ impl JobMaster {
         if stop && self.stop_request.is_some() {
             return Err("the job is already being stopped with a savepoint".into());
         }
-        let request_id = format!("{:032x}", rand::random::<u128>());
+        if self.savepoints.contains_key(&request_id) {
+            return Err(format!("savepoint request {request_id} exists already"));
+        }
         let decisions = self
             .checkpoints
             .0
@@ -469,21 +604,42 @@ impl JobMaster {
         if stop {
             self.stop_request = Some(request_id.clone());
         }
-        let actions = self.checkpoint_actions(decisions, now);
-        Ok((request_id, actions))
+        Ok(self.checkpoint_actions(decisions, now))
     }
 
-    /// Starts the job from a savepoint or retained checkpoint (`sluice run -s PATH`).
-    pub fn restore_from(&mut self, path: &str) -> Result<(), RestoreError> {
-        let storage = LocalFileStorage;
-        // Flink prints savepoint paths as `file:` URIs; accept them back.
-        let path = path
-            .strip_prefix("file://")
-            .or_else(|| path.strip_prefix("file:"))
-            .unwrap_or(path);
-        let (metadata_dir, _) = crate::checkpoint::metadata::metadata_location(path);
-        let metadata = crate::checkpoint::load_metadata(&storage, path)?;
-        crate::checkpoint::validate(&storage, &metadata_dir, &metadata)?;
+    /// The `_metadata` of checkpoint `checkpoint_id` was written, or could not be.
+    pub fn metadata_written(
+        &mut self,
+        checkpoint_id: u64,
+        result: Result<(), String>,
+        now: u64,
+    ) -> Vec<Action> {
+        let decisions = self
+            .checkpoints
+            .0
+            .metadata_written(now, checkpoint_id, result);
+        self.checkpoint_actions(decisions, now)
+    }
+
+    /// A new leader recovers the job (HA): takes over the completed checkpoints an earlier
+    /// JobMaster left, as read from the job's checkpoint directory. Returns their ids.
+    pub fn adopt_checkpoints(
+        &mut self,
+        found: RetainedEntries,
+        now: u64,
+    ) -> (Vec<u64>, Vec<Action>) {
+        let (ids, decisions) = self.checkpoints.0.adopt_retained(found);
+        (ids, self.checkpoint_actions(decisions, now))
+    }
+
+    /// Starts the job from a savepoint or retained checkpoint (`sluice run -s PATH`), read from
+    /// `metadata_dir` (see [`crate::checkpoint::io::load_restore`]). Refused if its state cannot
+    /// be mapped onto this job's vertices.
+    pub fn restore_from(
+        &mut self,
+        metadata_dir: String,
+        metadata: CheckpointMetadata,
+    ) -> Result<(), RestoreError> {
         // Mapped once here only to refuse an unusable savepoint at submission, with its reason;
         // the deployment maps it again through the coordinator's restore plan.
         let topology = Self::topology(&self.graph);
@@ -496,8 +652,8 @@ impl JobMaster {
 
     /// Chooses what the next deployment restores: the latest valid completed checkpoint (or the
     /// savepoint the job started from). Fails the job if no retained checkpoint can be read.
-    fn prepare_restore(&mut self, now: u64) -> Result<(), String> {
-        match self.checkpoints.0.restore_plan() {
+    fn prepare_restore(&mut self, verdicts: RestoreVerdicts) -> Result<(), String> {
+        match self.checkpoints.0.restore_plan(verdicts) {
             Ok(Some(plan)) => {
                 tracing::info!(
                     checkpoint = plan.checkpoint_id,
@@ -516,10 +672,7 @@ impl JobMaster {
                 self.restores.clear();
                 Ok(())
             }
-            Err(e) => {
-                let _ = now;
-                Err(format!("cannot restore the job's state: {e}"))
-            }
+            Err(e) => Err(format!("cannot restore the job's state: {e}")),
         }
     }
 
@@ -550,9 +703,46 @@ impl JobMaster {
         e.timestamps.insert(state, now);
     }
 
-    /// Starts scheduling: the job runs (Flink's RUNNING) with its tasks waiting for slots.
+    /// Starts scheduling: the job runs (Flink's RUNNING) with its tasks waiting for slots. When
+    /// there is state to restore, its files are checked first
+    /// ([`StorageWork::CheckRestore`]) and scheduling goes on in
+    /// [`restore_checked`](Self::restore_checked).
     pub fn start(&mut self, now: u64) -> Vec<Action> {
-        if let Err(reason) = self.prepare_restore(now) {
+        let candidates = self.checkpoints.0.restore_candidates();
+        if candidates.is_empty() {
+            return self.schedule(Vec::new(), now);
+        }
+        self.restore_tickets += 1;
+        self.awaiting_restore = Some(self.restore_tickets);
+        vec![Action::Storage {
+            job: self.job_id,
+            work: StorageWork::CheckRestore {
+                ticket: self.restore_tickets,
+                candidates,
+            },
+        }]
+    }
+
+    /// The restore candidates were checked: scheduling goes on, from the newest valid one. An
+    /// answer to an older check, or one arriving after the job was cancelled, is ignored.
+    pub fn restore_checked(
+        &mut self,
+        ticket: u64,
+        verdicts: RestoreVerdicts,
+        now: u64,
+    ) -> Vec<Action> {
+        if self.awaiting_restore != Some(ticket) {
+            return Vec::new();
+        }
+        self.awaiting_restore = None;
+        if !matches!(self.status, JobStatus::Created | JobStatus::Restarting) {
+            return Vec::new();
+        }
+        self.schedule(verdicts, now)
+    }
+
+    fn schedule(&mut self, verdicts: RestoreVerdicts, now: u64) -> Vec<Action> {
+        if let Err(reason) = self.prepare_restore(verdicts) {
             self.exceptions.push(ExceptionEntry {
                 timestamp: now,
                 exception: reason,
@@ -859,6 +1049,24 @@ impl JobMaster {
         actions
     }
 
+    /// When [`tick`](Self::tick) next has something to do (ms since the epoch; `None`: not
+    /// before another event): the checkpoint coordinator's next deadline while running, the
+    /// restart delay's end once the failed attempt has stopped.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match self.status {
+            JobStatus::Running => self.checkpoints.0.poll_timeout(),
+            JobStatus::Restarting => {
+                let stopped = self
+                    .executions
+                    .iter()
+                    .flatten()
+                    .all(|e| e.state.is_terminal());
+                self.restart_at.filter(|_| stopped)
+            }
+            _ => None,
+        }
+    }
+
     /// Time passes: a pending restart happens once its delay is over and every execution of
     /// the failed attempt has stopped.
     pub fn tick(&mut self, now: u64) -> Vec<Action> {
@@ -954,16 +1162,19 @@ impl JobMaster {
             JobStatus::Canceled => Terminal::Canceled,
             _ => Terminal::Failed,
         };
-        // The tasks are gone: the coordinator's notifications have nobody to reach.
-        let _ = self.checkpoints.0.job_terminated(now, terminal);
+        // The tasks are gone, so the coordinator's notifications reach nobody (`running_at`
+        // finds no running execution); its file work (deleting the job's checkpoints) remains.
+        let decisions = self.checkpoints.0.job_terminated(now, terminal);
+        let mut actions = self.checkpoint_actions(decisions, now);
         let mut resource_ids: Vec<ResourceId> =
             self.slots.iter().map(|s| s.resource_id.clone()).collect();
         resource_ids.sort();
         resource_ids.dedup();
-        vec![Action::Terminated {
+        actions.push(Action::Terminated {
             job: self.job_id,
             resource_ids,
-        }]
+        });
+        actions
     }
 
     /// Count of executions per state.
@@ -1014,29 +1225,23 @@ impl JobMaster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::StreamExecutionEnvironment;
     use crate::examples;
+    use crate::jobmanager::dispatcher::build_job_graph;
 
     fn job(parallelism: u32) -> JobMaster {
-        let env = StreamExecutionEnvironment::new();
-        let program = examples::find("wordcount").unwrap();
-        program.build(&env, &[]).unwrap();
-        let graph = env
-            .into_graph()
-            .job_graph("WordCount", parallelism)
-            .unwrap();
+        let program = ProgramSpec {
+            name: "wordcount".into(),
+            args: vec![],
+        };
+        let graph = build_job_graph(&examples::bundled(), &program, parallelism).unwrap();
         let coordinator = CheckpointCoordinator::new(
             JobId(1).to_string(),
             crate::checkpoint::CheckpointSettings::default(),
             JobMaster::topology(&graph),
-            std::sync::Arc::new(LocalFileStorage),
         );
         JobMaster::new(
             JobId(1),
-            ProgramSpec {
-                name: "wordcount".into(),
-                args: vec![],
-            },
+            program,
             parallelism,
             graph,
             RestartPolicy::None,

@@ -1,9 +1,16 @@
-//! The JobManager: the Dispatcher (REST API, job submission, archive), one JobMaster per job,
-//! and sluice's own ResourceManager for slots. The cores are pure state machines; `service`
-//! is the I/O shell that runs them.
+//! The JobManager: the Dispatcher (job submission, archive), one JobMaster per job, and
+//! sluice's own ResourceManager for slots. The cores (`dispatcher`, `jobmaster`,
+//! `resourcemanager`, `restart`, and the checkpoint coordinator in `crate::checkpoint`) are
+//! pure state machines; `service` runs them, `endpoint` speaks the TaskManager protocol,
+//! `leadership` is the ZooKeeper HA part and `process` starts it all.
 
 pub mod dispatcher;
+pub mod endpoint;
 pub mod jobmaster;
+pub mod leadership;
+pub mod process;
 pub mod resourcemanager;
 pub mod restart;
 pub mod service;
+
+pub use process::{JobManager, StartError};

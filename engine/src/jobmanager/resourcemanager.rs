@@ -107,6 +107,26 @@ impl ResourceManager {
             .collect()
     }
 
+    /// The first instant at which [`silent_since`](Self::silent_since) or
+    /// [`expire`](Self::expire) would return something, for these timeouts (ms).
+    pub fn poll_timeout(&self, heartbeat_timeout: u64, request_timeout: u64) -> Option<u64> {
+        let silent = self
+            .taskmanagers
+            .values()
+            .map(|tm| {
+                tm.last_heartbeat
+                    .saturating_add(heartbeat_timeout)
+                    .saturating_add(1)
+            })
+            .min();
+        let expiry = self
+            .pending
+            .iter()
+            .map(|r| r.since.saturating_add(request_timeout))
+            .min();
+        [silent, expiry].into_iter().flatten().min()
+    }
+
     /// Queues a request for `slots` slots for `job`.
     pub fn request(&mut self, job: JobId, slots: u32, now: u64) {
         self.pending.retain(|r| r.job != job);

@@ -1,26 +1,36 @@
-//! The JobManager process's I/O shell: accepts TaskManager control connections, feeds their
-//! events to the Dispatcher core, sends the core's messages, drives time, and serves REST.
+//! The JobManager's I/O shell around its cores: it feeds the Dispatcher events and the time,
+//! sends the messages the Dispatcher returns, carries out its file work and reports the results
+//! back, and wakes it at the deadline it names.
+//!
+//! The Dispatcher sits behind a mutex that is only ever held while the core computes: nothing
+//! under it waits on a file, a socket or ZooKeeper. File work (a checkpoint's `_metadata`,
+//! discarding checkpoints, checking a checkpoint's files before a restore) runs on blocking
+//! threads, in order per job ("lanes"), so a slow file system delays only its own job's
+//! checkpoints; building a job graph (user code) and reading a savepoint happen before the
+//! lock is taken. The TaskManager protocol is in `endpoint.rs`, ZooKeeper HA in `leadership.rs`,
+//! start-up in `process.rs`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use tokio_rustls::TlsAcceptor;
+use tokio::sync::{Notify, mpsc};
 use tracing::{info, warn};
 
 use super::dispatcher::{
     CancelError, Dispatcher, DispatcherSettings, JobSettings, Outbox, SavepointError, SubmitError,
+    build_job_graph,
 };
-use super::resourcemanager::TaskManagerInfo;
+use super::jobmaster::StorageWork;
+use super::leadership::HaRuntime;
+use crate::api::ProgramRegistry;
+use crate::checkpoint::{StateStorage, io, job_root};
 use crate::config::Config;
 use crate::ha::JobRecord;
 use crate::ids::{JobId, ResourceId};
-use crate::rpc::messages::{JmToTm, PROTOCOL_VERSION, ProgramSpec, TmToJm};
-use crate::rpc::transport::{self, RpcError};
-use crate::security::ClusterSecret;
+use crate::rpc::messages::{JmToTm, ProgramSpec};
 
 /// Milliseconds since the Unix epoch: the time the cores are fed.
 pub fn now_ms() -> u64 {
@@ -30,215 +40,174 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// What the REST API and the RPC endpoint share.
+/// How long a job's idle file-work lane lingers before it ends (a new one starts on demand).
+const LANE_IDLE: Duration = Duration::from_secs(30);
+
+/// What the REST API, the RPC endpoint and the HA tasks share.
 pub struct JobManagerShared {
-    /// The effective configuration.
-    pub config: Config,
+    config: Config,
+    programs: Arc<ProgramRegistry>,
+    storage: Arc<dyn StateStorage>,
     dispatcher: Mutex<Dispatcher>,
     settings: DispatcherSettings,
-    connections: Mutex<HashMap<ResourceId, (u64, mpsc::UnboundedSender<JmToTm>)>>,
-    next_connection: std::sync::atomic::AtomicU64,
-    /// Where TaskManagers connect.
-    pub rpc_address: SocketAddr,
-    /// ZooKeeper HA, when configured.
-    pub ha: Option<HaRuntime>,
+    /// The control connection of each registered TaskManager: its number and its sender.
+    pub(super) connections: Mutex<HashMap<ResourceId, (u64, mpsc::UnboundedSender<JmToTm>)>>,
+    pub(super) next_connection: AtomicU64,
+    /// Each job's file-work lane.
+    lanes: Mutex<HashMap<JobId, mpsc::UnboundedSender<(u64, StorageWork)>>>,
+    /// Bumped when leadership ends: file work and results of an earlier term are dropped.
+    term: AtomicU64,
+    /// Wakes the driver: the cores' deadline may have moved.
+    wake: Notify,
+    /// Wakes the HA recorder: a job may have ended.
+    pub(super) job_changed: Notify,
+    rpc_address: SocketAddr,
+    pub(super) ha: Option<HaRuntime>,
 }
 
-/// A JobManager's part in ZooKeeper HA.
-pub struct HaRuntime {
-    /// The ZooKeeper services.
-    pub services: zk_ha::ZooKeeperHaServices,
-    /// The current term's fence while this JobManager leads.
-    fence: Mutex<Option<zk_ha::LeaderFence>>,
-    /// The leader's REST address as last published (for a standby's redirects).
-    leader_rest: Mutex<Option<String>>,
-    /// Jobs whose end is recorded in the job result store.
-    recorded: Mutex<HashSet<JobId>>,
-}
+/// A read-only view of the JobManager's state, for REST, YARN and the CLI's embedded cluster.
+/// It holds the Dispatcher's lock: keep it for one answer, never across an `.await`.
+pub struct DispatcherView<'a>(MutexGuard<'a, Dispatcher>);
 
-impl HaRuntime {
-    fn fence(&self) -> Option<zk_ha::LeaderFence> {
-        self.fence.lock().unwrap_or_else(|e| e.into_inner()).clone()
+impl std::ops::Deref for DispatcherView<'_> {
+    type Target = Dispatcher;
+
+    fn deref(&self) -> &Dispatcher {
+        &self.0
     }
 }
 
 impl JobManagerShared {
-    /// Whether this JobManager may act: always without HA, only while it leads with HA.
-    pub fn is_leader(&self) -> bool {
-        self.ha.as_ref().is_none_or(|ha| ha.fence().is_some())
-    }
-
-    /// The current term's leader session id (HA only).
-    pub fn leader_session(&self) -> Option<String> {
-        self.ha
-            .as_ref()
-            .and_then(|ha| ha.fence())
-            .map(|f| f.session_id().to_string())
-    }
-
-    /// The leader's REST address as published in ZooKeeper (HA standbys).
-    pub fn leader_rest(&self) -> Option<String> {
-        self.ha.as_ref().and_then(|ha| {
-            ha.leader_rest
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone()
-        })
-    }
-
-    /// Leadership ended: forget every job (the next leader recovers them from the HA stores)
-    /// and drop every TaskManager connection, so nothing this JobManager decided any more
-    /// reaches a TaskManager.
-    fn step_down(&self) {
-        if let Some(ha) = &self.ha {
-            *ha.fence.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            ha.recorded
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clear();
+    pub(super) fn new(
+        config: Config,
+        programs: Arc<ProgramRegistry>,
+        storage: Arc<dyn StateStorage>,
+        rpc_address: SocketAddr,
+        ha: Option<HaRuntime>,
+    ) -> Self {
+        let settings = DispatcherSettings {
+            slot_request_timeout_ms: config.slot_request_timeout.as_millis() as u64,
+            heartbeat_timeout_ms: config.heartbeat.detection_timeout().as_millis() as u64,
+            jobstore_max_capacity: config.jobstore.max_capacity,
+            jobstore_expiration_ms: config.jobstore.expiration_time.as_millis() as u64,
+        };
+        JobManagerShared {
+            config,
+            programs,
+            storage,
+            dispatcher: Mutex::new(Dispatcher::new(settings.clone())),
+            settings,
+            connections: Mutex::new(HashMap::new()),
+            next_connection: AtomicU64::new(0),
+            lanes: Mutex::new(HashMap::new()),
+            term: AtomicU64::new(0),
+            wake: Notify::new(),
+            job_changed: Notify::new(),
+            rpc_address,
+            ha,
         }
+    }
+
+    /// The effective configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The programs this JobManager can run.
+    pub fn programs(&self) -> &ProgramRegistry {
+        &self.programs
+    }
+
+    /// Where TaskManagers connect.
+    pub fn rpc_address(&self) -> SocketAddr {
+        self.rpc_address
+    }
+
+    /// Whether ZooKeeper HA is configured.
+    pub fn has_ha(&self) -> bool {
+        self.ha.is_some()
+    }
+
+    /// Reads the JobManager's state.
+    pub fn view(&self) -> DispatcherView<'_> {
+        DispatcherView(self.dispatcher())
+    }
+
+    pub(super) fn dispatcher(&self) -> MutexGuard<'_, Dispatcher> {
+        self.dispatcher.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Leadership ended: forget every job (the next leader recovers them from the HA stores),
+    /// drop every TaskManager connection and stop this term's file work, so nothing this
+    /// JobManager decided any more reaches a TaskManager or a checkpoint directory.
+    pub(super) fn step_down(&self) {
+        self.term.fetch_add(1, Ordering::SeqCst);
+        self.lanes.lock().unwrap_or_else(|e| e.into_inner()).clear();
         *self.dispatcher() = Dispatcher::new(self.settings.clone());
         self.connections
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        self.wake.notify_one();
     }
 
-    /// Keeps a submitted job in the job graph store (HA), so a new leader runs it again.
-    pub async fn persist_job(&self, record: &JobRecord) -> Result<(), String> {
-        let Some(ha) = &self.ha else {
-            return Ok(());
-        };
-        let fence = ha
-            .fence()
-            .ok_or("this JobManager is no longer the leader")?;
-        let bytes = serde_json::to_vec(record).map_err(|e| e.to_string())?;
-        ha.services
-            .job_graph_store()
-            .put(&fence, &record.job_id.to_string(), &bytes)
-            .await
-            .map_err(|e| format!("cannot store the job in the HA job graph store: {e}"))
-    }
-
-    /// Records the end of every globally terminated job in the job result store and removes
-    /// its submission from the job graph store (the result first: a crash in between leaves
-    /// both, and the result wins).
-    async fn record_terminated_jobs(&self) {
-        let Some(ha) = &self.ha else {
-            return;
-        };
-        let Some(fence) = ha.fence() else {
-            return;
-        };
-        let ended: Vec<(JobId, &'static str)> = {
-            let recorded = ha.recorded.lock().unwrap_or_else(|e| e.into_inner());
-            self.dispatcher()
-                .jobs
-                .values()
-                .filter(|jm| jm.status.is_globally_terminal() && !recorded.contains(&jm.job_id))
-                .map(|jm| (jm.job_id, jm.status.name()))
-                .collect()
-        };
-        for (job, status) in ended {
-            let key = job.to_string();
-            let result = serde_json::json!({ "jobId": key, "state": status }).to_string();
-            let stored = async {
-                ha.services
-                    .job_result_store()
-                    .put(&fence, &key, result.as_bytes())
-                    .await?;
-                ha.services.job_graph_store().remove(&fence, &key).await
-            }
-            .await;
-            match stored {
-                Ok(()) => {
-                    ha.recorded
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(job);
-                }
-                Err(e) => {
-                    warn!(job_id = %job, error = %e, "cannot record the job's end in the HA stores")
+    /// Carries out what the Dispatcher asked for: sends messages to TaskManagers (a TaskManager
+    /// without a connection has been reported lost already, so its messages are dropped),
+    /// queues file work on the jobs' lanes, and wakes the driver and the HA recorder.
+    pub fn deliver(self: &Arc<Self>, outbox: Outbox) {
+        if !outbox.messages.is_empty() {
+            let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+            for (resource_id, msg) in outbox.messages {
+                match connections.get(&resource_id) {
+                    Some((_, tx)) => {
+                        let _ = tx.send(msg);
+                    }
+                    None => warn!(%resource_id, "dropping a message for an unknown TaskManager"),
                 }
             }
         }
+        if !outbox.storage.is_empty() {
+            let term = self.term.load(Ordering::SeqCst);
+            let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+            for (job, work) in outbox.storage {
+                let lane = lanes.entry(job).or_insert_with(|| {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    tokio::spawn(lane(self.clone(), job, rx));
+                    tx
+                });
+                let _ = lane.send((term, work));
+            }
+        }
+        self.wake.notify_one();
+        self.job_changed.notify_one();
     }
 
-    /// A new term: submits again every job of the job graph store without a recorded result,
-    /// under its id, restored from its latest retained checkpoint.
-    async fn recover_jobs(&self) {
-        let Some(ha) = &self.ha else {
+    /// Feeds the result of file work back to the Dispatcher, unless leadership changed since
+    /// the work was asked for.
+    fn file_work_done(self: &Arc<Self>, term: u64, job: JobId, done: FileWorkDone) {
+        if self.term.load(Ordering::SeqCst) != term {
             return;
-        };
-        let ids = match ha.services.job_graph_store().job_ids().await {
-            Ok(ids) => ids,
-            Err(e) => {
-                warn!(error = %e, "cannot list the HA job graph store");
-                return;
-            }
-        };
-        for id in ids {
-            if ha
-                .services
-                .job_result_store()
-                .contains(&id)
-                .await
-                .unwrap_or(false)
-            {
-                continue;
-            }
-            let record = match ha.services.job_graph_store().get(&id).await {
-                Ok(Some(bytes)) => serde_json::from_slice::<JobRecord>(&bytes),
-                Ok(None) => continue,
-                Err(e) => {
-                    warn!(job_id = %id, error = %e, "cannot read a job from the HA job graph store");
-                    continue;
-                }
-            };
-            match record {
-                Ok(r) => match self.submit_as(
-                    r.job_id,
-                    r.program,
-                    Some(r.parallelism),
-                    &r.overrides,
-                    r.savepoint,
-                    true,
-                ) {
-                    Ok(job) => info!(job_id = %job, "recovered a job from the HA job graph store"),
-                    Err(e) => warn!(job_id = %id, error = %e, "cannot recover a job"),
-                },
-                Err(e) => {
-                    warn!(job_id = %id, error = %e, "unreadable job record in the HA job graph store")
-                }
-            }
         }
-    }
-
-    /// The Dispatcher, for reading (REST) or changing it; call [`deliver`](Self::deliver) with
-    /// whatever a change returns.
-    pub fn dispatcher(&self) -> MutexGuard<'_, Dispatcher> {
-        self.dispatcher.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Sends messages to TaskManagers. A TaskManager without a connection has been reported lost
-    /// already, so its messages are dropped.
-    pub fn deliver(&self, outbox: Outbox) {
-        let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
-        for (resource_id, msg) in outbox {
-            match connections.get(&resource_id) {
-                Some((_, tx)) => {
-                    let _ = tx.send(msg);
-                }
-                None => warn!(%resource_id, "dropping a message for an unknown TaskManager"),
-            }
-        }
+        let now = now_ms();
+        let outbox = match done {
+            FileWorkDone::Written {
+                checkpoint_id,
+                result,
+            } => self
+                .dispatcher()
+                .metadata_written(job, checkpoint_id, result, now),
+            FileWorkDone::Checked { ticket, verdicts } => self
+                .dispatcher()
+                .restore_checked(job, ticket, verdicts, now),
+        };
+        self.deliver(outbox);
     }
 
     /// Submits a job; returns its id. `overrides` are job-scoped configuration keys
     /// (checkpointing, state backend, restart strategy) that apply to this job only;
     /// `savepoint` is a savepoint or retained checkpoint to start from.
-    pub fn submit(
-        &self,
+    pub async fn submit(
+        self: &Arc<Self>,
         program: ProgramSpec,
         parallelism: Option<u32>,
         overrides: &[(String, String)],
@@ -249,21 +218,16 @@ impl JobManagerShared {
                 "this JobManager is not the leader".into(),
             ));
         }
-        self.submit_as(
-            JobId::random(),
-            program,
-            parallelism,
-            overrides,
-            savepoint,
-            false,
-        )
+        let job = JobId::random();
+        self.submit_as(job, program, parallelism, overrides, savepoint, false)
+            .await
     }
 
     /// Submits a job under an id the caller chose and keeps it in the HA job graph store, as a
     /// REST submission does: a YARN application's one job, whose id a later AM attempt must
     /// recognise. A job that could not be stored is cancelled, since the next leader would not
     /// know it.
-    pub async fn submit_recoverable(&self, record: &JobRecord) -> Result<JobId, String> {
+    pub async fn submit_recoverable(self: &Arc<Self>, record: &JobRecord) -> Result<JobId, String> {
         if !self.is_leader() {
             return Err("this JobManager is not the leader".into());
         }
@@ -276,6 +240,7 @@ impl JobManagerShared {
                 record.savepoint.clone(),
                 false,
             )
+            .await
             .map_err(|e| e.to_string())?;
         if let Err(e) = self.persist_job(record).await {
             let _ = self.cancel(id);
@@ -285,9 +250,10 @@ impl JobManagerShared {
     }
 
     /// Submits a job under a given id; `recover` takes over the checkpoints an earlier leader
-    /// left for it.
-    fn submit_as(
-        &self,
+    /// left for it. The job graph is built (user code) and the savepoint and checkpoints are
+    /// read before the Dispatcher's lock is taken, on blocking threads.
+    pub(super) async fn submit_as(
+        self: &Arc<Self>,
         job_id: JobId,
         program: ProgramSpec,
         parallelism: Option<u32>,
@@ -309,11 +275,45 @@ impl JobManagerShared {
                 .map_err(|e| SubmitError::BadConfig(e.to_string()))?;
         }
         let mut job = JobSettings::from_config(&config)?;
-        job.restore_from = savepoint;
-        job.recover = recover;
-        let outbox = self
-            .dispatcher()
-            .submit(job_id, program, parallelism, job, now_ms())?;
+        if parallelism == 0 {
+            return Err(SubmitError::BadParallelism);
+        }
+        let (programs, spec) = (self.programs.clone(), program.clone());
+        let graph =
+            tokio::task::spawn_blocking(move || build_job_graph(&programs, &spec, parallelism))
+                .await
+                .unwrap_or_else(|panic| {
+                    Err(SubmitError::BadArguments {
+                        program: program.name.clone(),
+                        message: format!(
+                            "the program panicked while building its dataflow: {}",
+                            panic_text(panic)
+                        ),
+                    })
+                })?;
+        if let Some(path) = savepoint {
+            let storage = self.storage.clone();
+            job.restore_from = Some(
+                blocking(move || io::load_restore(storage.as_ref(), &path))
+                    .await
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+                    .map_err(SubmitError::BadRestore)?,
+            );
+        }
+        if recover && let Some(dir) = &job.checkpoints.dir {
+            let root = job_root(dir, &job_id.to_string());
+            let storage = self.storage.clone();
+            let found = blocking(move || io::read_retained(storage.as_ref(), &root))
+                .await
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            job.recover = Some(found.unwrap_or_else(|e| {
+                warn!(%job_id, error = %e, "cannot take over the job's checkpoints");
+                Vec::new()
+            }));
+        }
+        let outbox =
+            self.dispatcher()
+                .submit(job_id, program, graph, parallelism, job, now_ms())?;
         info!(%job_id, "job submitted");
         self.deliver(outbox);
         Ok(job_id)
@@ -321,30 +321,36 @@ impl JobManagerShared {
 
     /// Triggers a savepoint (and a stop after it with `stop`); returns the request id.
     pub fn trigger_savepoint(
-        &self,
+        self: &Arc<Self>,
         job: JobId,
         target: Option<String>,
         stop: bool,
     ) -> Result<String, SavepointError> {
-        let (request_id, outbox) =
+        let request_id = format!("{:032x}", rand::random::<u128>());
+        let outbox =
             self.dispatcher()
-                .trigger_savepoint(job, target, stop, now_ms())?;
+                .trigger_savepoint(job, request_id.clone(), target, stop, now_ms())?;
         info!(job_id = %job, %request_id, stop, "savepoint triggered");
         self.deliver(outbox);
         Ok(request_id)
     }
 
+    /// A TaskManager is gone (its YARN container ended): its executions fail over.
+    pub fn taskmanager_lost(self: &Arc<Self>, resource_id: &str, reason: &str) {
+        let outbox = self
+            .dispatcher()
+            .taskmanager_lost(resource_id, reason, now_ms());
+        self.deliver(outbox);
+    }
+
     /// Cancels a job.
-    pub fn cancel(&self, job: JobId) -> Result<(), CancelError> {
+    pub fn cancel(self: &Arc<Self>, job: JobId) -> Result<(), CancelError> {
         let outbox = self.dispatcher().cancel(job, now_ms())?;
         info!(job_id = %job, "job cancellation requested");
         self.deliver(outbox);
         Ok(())
     }
 }
-
-/// How a JobManager that does not lead the current term refuses a TaskManager (HA).
-pub const NOT_LEADER: &str = "not the leader of the current term";
 
 /// Keys a job may set for itself at submission (`sluice run -D key=value`).
 pub const JOB_SCOPED_PREFIXES: &[&str] = &[
@@ -353,487 +359,123 @@ pub const JOB_SCOPED_PREFIXES: &[&str] = &[
     "restart-strategy.",
 ];
 
-/// A running JobManager.
-pub struct JobManager {
-    /// Shared state.
-    pub shared: Arc<JobManagerShared>,
-    /// Where the REST API listens.
-    pub rest_address: SocketAddr,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for JobManager {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
-}
-
-/// Why a JobManager could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// A port could not be bound.
-    #[error("cannot listen on {what} {addr}: {source}")]
-    Bind {
-        /// Which endpoint.
-        what: &'static str,
-        /// Where.
-        addr: String,
-        /// Why.
-        source: std::io::Error,
+/// The result of file work that the Dispatcher waits for.
+enum FileWorkDone {
+    Written {
+        checkpoint_id: u64,
+        result: Result<(), String>,
     },
-    /// TLS setup failed.
-    #[error(transparent)]
-    Rpc(#[from] RpcError),
-    /// The configuration asks for something this version cannot do.
-    #[error("{0}")]
-    Unsupported(String),
+    Checked {
+        ticket: u64,
+        verdicts: crate::checkpoint::RestoreVerdicts,
+    },
 }
 
-async fn bind(what: &'static str, host: &str, port: u16) -> Result<TcpListener, StartError> {
-    let addr = format!("{host}:{port}");
-    TcpListener::bind(&addr)
-        .await
-        .map_err(|source| StartError::Bind { what, addr, source })
-}
-
-impl JobManager {
-    /// Binds the RPC and REST endpoints and starts serving.
-    pub async fn start(config: Config, secret: ClusterSecret) -> Result<JobManager, StartError> {
-        if config.scheduler == crate::config::SchedulerKind::Adaptive {
-            // Scaling a running job up means redistributing its keyed state, which needs the
-            // checkpointed, key-group-partitioned state backends; until they exist, refuse
-            // rather than run a job that would lose its state on the first rescale.
-            return Err(StartError::Unsupported(
-                "jobmanager.scheduler: adaptive needs rescalable checkpointed state, which this version does not have yet; use 'default'".into(),
-            ));
+/// Does one piece of file work (on a blocking thread).
+fn perform(storage: &dyn StateStorage, work: StorageWork) -> Option<FileWorkDone> {
+    match work {
+        StorageWork::WriteMetadata {
+            checkpoint_id,
+            path,
+            bytes,
+        } => Some(FileWorkDone::Written {
+            checkpoint_id,
+            result: io::write_metadata(storage, &path, &bytes),
+        }),
+        StorageWork::Discard { dirs, files } => {
+            io::discard(storage, &dirs, &files);
+            None
         }
-        let rpc = bind(
-            "the RPC port",
-            &config.jobmanager.bind_host,
-            config.jobmanager.rpc_port,
-        )
-        .await?;
-        let rest = bind("the REST port", &config.rest.bind_address, config.rest.port).await?;
-        let rpc_address = rpc.local_addr().map_err(|source| StartError::Bind {
-            what: "the RPC port",
-            addr: String::new(),
-            source,
-        })?;
-        let rest_address = rest.local_addr().map_err(|source| StartError::Bind {
-            what: "the REST port",
-            addr: String::new(),
-            source,
-        })?;
-        let ha = crate::ha::services(&config)
-            .map_err(|e| StartError::Unsupported(format!("high availability: {e}")))?
-            .map(|services| HaRuntime {
-                services,
-                fence: Mutex::new(None),
-                leader_rest: Mutex::new(None),
-                recorded: Mutex::new(HashSet::new()),
-            });
-        let settings = DispatcherSettings {
-            slot_request_timeout_ms: config.slot_request_timeout.as_millis() as u64,
-            heartbeat_timeout_ms: config.heartbeat.detection_timeout().as_millis() as u64,
-            jobstore_max_capacity: config.jobstore.max_capacity,
-            jobstore_expiration_ms: config.jobstore.expiration_time.as_millis() as u64,
-            // No checkpointing yet, so an unset strategy means none, as in Flink.
-            restart: super::restart::RestartPolicy::from_config(&config.restart, false),
-        };
-        let shared = Arc::new(JobManagerShared {
-            config,
-            dispatcher: Mutex::new(Dispatcher::new(settings.clone())),
-            settings,
-            connections: Mutex::new(HashMap::new()),
-            next_connection: Default::default(),
-            rpc_address,
-            ha,
-        });
-        let acceptor = transport::acceptor()?;
-        let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(accept_loop(
-            rpc,
-            acceptor,
-            secret,
-            shared.clone(),
-        )));
-        tasks.push(tokio::spawn(ticker(shared.clone())));
-        let router = crate::rest::router(shared.clone());
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(rest, router).await {
-                warn!(error = %e, "REST server stopped");
-            }
-        }));
-        if shared.ha.is_some() {
-            let host = |configured: &str, bound: SocketAddr| {
-                let h = if configured.is_empty() || configured == "0.0.0.0" {
-                    bound.ip().to_string()
-                } else {
-                    configured.to_string()
-                };
-                format!("{h}:{}", bound.port())
-            };
-            let rpc = host(&shared.config.jobmanager.rpc_address, rpc_address);
-            let rest = format!("http://{}", host(&shared.config.rest.address, rest_address));
-            tasks.push(tokio::spawn(leadership(shared.clone(), rpc, rest)));
-            tasks.push(tokio::spawn(watch_leader(shared.clone())));
-        }
-        info!(%rpc_address, %rest_address, ha = shared.ha.is_some(), "JobManager started");
-        Ok(JobManager {
-            shared,
-            rest_address,
-            tasks,
-        })
+        StorageWork::CheckRestore { ticket, candidates } => Some(FileWorkDone::Checked {
+            ticket,
+            verdicts: io::check_candidates(storage, &candidates),
+        }),
     }
 }
 
-async fn ticker(shared: Arc<JobManagerShared>) {
-    let mut interval = tokio::time::interval(Duration::from_millis(100));
-    loop {
-        interval.tick().await;
-        if !shared.is_leader() {
-            continue;
-        }
-        let outbox = shared.dispatcher().tick(now_ms());
-        shared.deliver(outbox);
-        shared.record_terminated_jobs().await;
-    }
-}
-
-/// Contends for leadership (HA): on a grant, publishes this JobManager's addresses and
-/// recovers the jobs of the HA stores; on a revocation, drops every job and connection and
-/// contends again.
-async fn leadership(shared: Arc<JobManagerShared>, rpc: String, rest: String) {
-    let Some(ha) = &shared.ha else {
-        return;
-    };
-    let mut election = ha.services.start_election();
-    while let Some(event) = election.next_event().await {
-        match event {
-            zk_ha::LeadershipEvent::Granted(fence) => {
-                let info = zk_ha::LeaderInfo::new(fence.session_id())
-                    .with_address("rpc", rpc.clone())
-                    .with_address("rest", rest.clone());
-                if let Err(e) = election.publish(&fence, crate::ha::COMPONENT, &info).await {
-                    warn!(error = %e, "cannot publish this JobManager's addresses; not acting as leader");
-                    continue;
-                }
-                info!(session = %fence.session_id(), %rpc, %rest, "granted leadership");
-                *ha.fence.lock().unwrap_or_else(|e| e.into_inner()) = Some(fence);
-                shared.recover_jobs().await;
-            }
-            zk_ha::LeadershipEvent::Revoked { session_id, reason } => {
-                warn!(session = %session_id, ?reason, "leadership revoked: stopping every job and dropping every TaskManager");
-                shared.step_down();
-            }
-        }
-    }
-}
-
-/// Follows the published leader so a standby can point REST clients at it.
-async fn watch_leader(shared: Arc<JobManagerShared>) {
-    let Some(ha) = &shared.ha else {
-        return;
-    };
-    let Ok(retrieval) = ha.services.leader_retrieval(crate::ha::COMPONENT) else {
-        return;
-    };
-    let mut rx = retrieval.subscribe();
-    loop {
-        let rest = rx
-            .borrow()
-            .as_ref()
-            .and_then(|l| l.address("rest").map(str::to_string));
-        *ha.leader_rest.lock().unwrap_or_else(|e| e.into_inner()) = rest;
-        if rx.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    secret: ClusterSecret,
+/// One job's file work, in order. Ends after a while without work (the next work starts a new
+/// lane; the map's lock makes the hand-over safe) or when leadership ends.
+async fn lane(
     shared: Arc<JobManagerShared>,
+    job: JobId,
+    mut rx: mpsc::UnboundedReceiver<(u64, StorageWork)>,
 ) {
     loop {
-        match listener.accept().await {
-            Ok((tcp, peer)) => {
-                let (acceptor, secret, shared) = (acceptor.clone(), secret.clone(), shared.clone());
-                tokio::spawn(async move {
-                    if let Err(e) = serve_taskmanager(tcp, peer, acceptor, secret, shared).await {
-                        warn!(%peer, error = %e, "control connection closed");
-                    }
-                });
+        let (term, work) = match tokio::time::timeout(LANE_IDLE, rx.recv()).await {
+            Ok(Some(next)) => next,
+            Ok(None) => return,
+            Err(_) => {
+                let mut lanes = shared.lanes.lock().unwrap_or_else(|e| e.into_inner());
+                if rx.is_empty() {
+                    lanes.remove(&job);
+                    return;
+                }
+                continue;
             }
-            Err(e) => {
-                warn!(error = %e, "accepting a control connection failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    }
-}
-
-/// Tells a TaskManager why its registration is refused (it logs the reason and stops trying
-/// where retrying cannot help), logs it here too, and ends the connection with it.
-async fn refuse<W: tokio::io::AsyncWrite + Unpin>(
-    writer: &mut W,
-    peer: SocketAddr,
-    reason: String,
-) -> Result<(), RpcError> {
-    warn!(%peer, "{reason}");
-    transport::send(
-        writer,
-        &JmToTm::Refused {
-            reason: reason.clone(),
-        },
-    )
-    .await?;
-    Err(RpcError::Malformed(reason))
-}
-
-async fn serve_taskmanager(
-    tcp: TcpStream,
-    peer: SocketAddr,
-    acceptor: TlsAcceptor,
-    secret: ClusterSecret,
-    shared: Arc<JobManagerShared>,
-) -> Result<(), RpcError> {
-    let stream = transport::accept(tcp, &acceptor, &secret).await?;
-    let (mut reader, mut writer) = tokio::io::split(stream);
-    let first: TmToJm = tokio::time::timeout(Duration::from_secs(10), transport::recv(&mut reader))
-        .await
-        .map_err(|_| RpcError::Timeout)??;
-    let TmToJm::Register {
-        protocol_version,
-        resource_id,
-        host,
-        data_port,
-        slots,
-        hardware,
-        network_memory,
-        managed_memory,
-        running: _,
-        leader_session,
-    } = first
-    else {
-        return Err(RpcError::Malformed(
-            "the first message must be Register".into(),
-        ));
-    };
-    if protocol_version != PROTOCOL_VERSION {
-        let reason = format!(
-            "TaskManager {resource_id} speaks control protocol version {protocol_version}, this JobManager speaks {PROTOCOL_VERSION}: run the same sluice version everywhere"
-        );
-        return refuse(&mut writer, peer, reason).await;
-    }
-    let term = shared.leader_session();
-    if shared.ha.is_some() && (term.is_none() || leader_session != term) {
-        let reason = format!(
-            "{NOT_LEADER}: TaskManager {resource_id} asked for leader session {}, this JobManager's is {}",
-            leader_session.as_deref().unwrap_or("none"),
-            term.as_deref().unwrap_or("none (a standby)")
-        );
-        return refuse(&mut writer, peer, reason).await;
-    }
-    if slots == 0 {
-        let reason = "a TaskManager must offer at least one slot".to_string();
-        return refuse(&mut writer, peer, reason).await;
-    }
-    let data_address = SocketAddr::new(peer.ip(), data_port);
-    let data_address = match tokio::net::lookup_host((host.as_str(), data_port))
-        .await
-        .ok()
-        .and_then(|mut a| a.next())
-    {
-        Some(addr) => addr,
-        None => data_address,
-    };
-    let hb = &shared.config.heartbeat;
-    transport::send(
-        &mut writer,
-        &JmToTm::Registered {
-            heartbeat_interval_ms: hb.interval.as_millis() as u64,
-            heartbeat_timeout_ms: hb.detection_timeout().as_millis() as u64,
-        },
-    )
-    .await?;
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    // Heartbeats are answered on this connection; a weak handle, so that dropping the
-    // connection from `connections` (a lost TaskManager, a revoked leader) still ends it.
-    let acks = tx.downgrade();
-    let connection = shared
-        .next_connection
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    shared
-        .connections
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(resource_id.clone(), (connection, tx));
-    let now = now_ms();
-    let info = TaskManagerInfo {
-        resource_id: resource_id.clone(),
-        host,
-        data_address,
-        rpc_address: peer,
-        hardware,
-        network_memory,
-        managed_memory,
-        registered_at: now,
-        last_heartbeat: now,
-        slots: vec![None; slots as usize],
-    };
-    let outbox = shared.dispatcher().register_taskmanager(info, now);
-    shared.deliver(outbox);
-    info!(%resource_id, %peer, slots, "TaskManager registered");
-
-    let write_loop = async {
-        while let Some(msg) = rx.recv().await {
-            transport::send(&mut writer, &msg).await?;
-        }
-        Ok::<(), RpcError>(())
-    };
-    let read_loop = async {
-        loop {
-            let msg: TmToJm = transport::recv(&mut reader).await?;
-            if shared.ha.is_some() && shared.leader_session() != term {
-                // The term this connection was made in is over: nothing it says may change
-                // the new term's jobs.
-                warn!(%resource_id, "refusing a message sent in an earlier leader term; closing the connection");
-                return Err(RpcError::Malformed(format!(
-                    "{NOT_LEADER}: the term changed"
-                )));
-            }
-            let now = now_ms();
-            match msg {
-                TmToJm::Heartbeat { metrics } => {
-                    shared.dispatcher().heartbeat(&resource_id, metrics, now);
-                    // The TaskManager counts unanswered heartbeats
-                    // (heartbeat.rpc-failure-threshold) and gives up on a silent JobManager.
-                    if let Some(tx) = acks.upgrade() {
-                        let _ = tx.send(JmToTm::HeartbeatAck);
-                    }
-                }
-                TmToJm::TaskState {
-                    execution,
-                    state,
-                    error,
-                    metrics,
-                } => {
-                    shared.dispatcher().heartbeat(&resource_id, Vec::new(), now);
-                    let outbox = shared
-                        .dispatcher()
-                        .task_state(execution, state, error, metrics, now);
-                    shared.deliver(outbox);
-                }
-                TmToJm::AcknowledgeCheckpoint {
-                    execution,
-                    checkpoint_id,
-                    state,
-                } => {
-                    let outbox = shared.dispatcher().acknowledge_checkpoint(
-                        execution,
-                        checkpoint_id,
-                        state,
-                        now,
-                    );
-                    shared.deliver(outbox);
-                }
-                TmToJm::DeclineCheckpoint {
-                    execution,
-                    checkpoint_id,
-                    reason,
-                } => {
-                    let outbox = shared.dispatcher().decline_checkpoint(
-                        execution,
-                        checkpoint_id,
-                        reason,
-                        now,
-                    );
-                    shared.deliver(outbox);
-                }
-                TmToJm::Register { .. } => {
-                    return Err(RpcError::Malformed("Register sent twice".into()));
-                }
-            }
-        }
-    };
-    let result = tokio::select! {
-        r = write_loop => r,
-        r = read_loop => r,
-    };
-    // The connection is gone: so is the TaskManager, unless it already registered again on a
-    // newer connection (then that registration has failed over its old executions).
-    let still_ours = {
-        let mut connections = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
-        let ours = connections
-            .get(&resource_id)
-            .is_some_and(|(c, _)| *c == connection);
-        if ours {
-            connections.remove(&resource_id);
-        }
-        ours
-    };
-    if still_ours {
-        let reason = match &result {
-            Err(e) => format!("its control connection broke ({e})"),
-            Ok(()) => "its control connection closed".to_string(),
         };
-        warn!(%resource_id, "TaskManager lost: {reason}");
-        let outbox = shared
-            .dispatcher()
-            .taskmanager_lost(&resource_id, &reason, now_ms());
-        shared.deliver(outbox);
+        if shared.term.load(Ordering::SeqCst) != term {
+            continue;
+        }
+        let storage = shared.storage.clone();
+        match blocking(move || perform(storage.as_ref(), work)).await {
+            Ok(Some(done)) => shared.file_work_done(term, job, done),
+            Ok(None) => {}
+            Err(e) => warn!(job_id = %job, "checkpoint file work failed: {e}"),
+        }
     }
-    result
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Runs blocking work on tokio's blocking threads; a panic becomes an error naming it.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("the work panicked: {}", panic_text(e)))
+}
 
-    #[tokio::test]
-    async fn a_taskmanager_of_another_protocol_version_is_refused_with_the_reason() {
-        let mut config = Config::default();
-        for (k, v) in [
-            ("rest.port", "0"),
-            ("jobmanager.rpc.port", "0"),
-            ("jobmanager.bind-host", "127.0.0.1"),
-            ("rest.bind-address", "127.0.0.1"),
-        ] {
-            config.set(k, v).unwrap();
-        }
-        let secret = ClusterSecret::new("protocol-version-test-secret");
-        let jm = JobManager::start(config, secret.clone()).await.unwrap();
-        let mut stream = transport::connect(jm.shared.rpc_address, &secret)
-            .await
-            .unwrap();
-        let register = TmToJm::Register {
-            protocol_version: PROTOCOL_VERSION + 1,
-            resource_id: "from-the-future".into(),
-            host: "127.0.0.1".into(),
-            data_port: 1,
-            slots: 1,
-            hardware: Default::default(),
-            network_memory: 0,
-            managed_memory: 0,
-            running: vec![],
-            leader_session: None,
+fn panic_text(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into()),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Drives time: sleeps until the Dispatcher's next deadline (or until an event may have moved
+/// it), then ticks. Nothing here waits on anything but the clock and the lock.
+pub(super) async fn driver(shared: Arc<JobManagerShared>) {
+    loop {
+        let deadline = if shared.is_leader() {
+            shared.dispatcher().poll_timeout()
+        } else {
+            None
         };
-        transport::send(&mut stream, &register).await.unwrap();
-        match transport::recv::<_, JmToTm>(&mut stream).await.unwrap() {
-            JmToTm::Refused { reason } => {
-                assert!(
-                    reason.contains(&format!("version {}", PROTOCOL_VERSION + 1)),
-                    "{reason}"
-                );
-                assert!(reason.contains("same sluice version"), "{reason}");
+        let now = now_ms();
+        match deadline {
+            Some(at) if at <= now => {
+                let (outbox, next) = {
+                    let mut dispatcher = shared.dispatcher();
+                    let outbox = dispatcher.tick(now);
+                    (outbox, dispatcher.poll_timeout())
+                };
+                if !outbox.is_empty() {
+                    shared.deliver(outbox);
+                }
+                if next.is_some_and(|at| at <= now) {
+                    // Due again within the same millisecond: let the clock move on.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
             }
-            other => panic!("expected a refusal, got {other:?}"),
+            Some(at) => {
+                let sleep = tokio::time::sleep(Duration::from_millis(at - now));
+                tokio::select! {
+                    _ = sleep => {}
+                    _ = shared.wake.notified() => {}
+                }
+            }
+            None => shared.wake.notified().await,
         }
-        assert_eq!(jm.shared.dispatcher().rm.total_slots(), 0);
     }
 }

@@ -35,6 +35,15 @@ type ApiResult = Result<Json<Value>, ApiError>;
 /// values could never be scheduled and would only cost memory.
 pub const MAX_PARALLELISM: u32 = 32768;
 
+/// Starts a JobManager serving this REST API.
+pub async fn start_jobmanager(
+    config: crate::config::Config,
+    secret: crate::security::ClusterSecret,
+    programs: Arc<crate::api::ProgramRegistry>,
+) -> Result<crate::jobmanager::JobManager, crate::jobmanager::StartError> {
+    crate::jobmanager::JobManager::start(config, secret, programs, router).await
+}
+
 /// All REST routes, with and without the `/v1` prefix, and the web UI at `/`.
 pub fn router(shared: Arc<JobManagerShared>) -> Router {
     let api: Vec<(&str, MethodRouter<Shared>)> = vec![
@@ -118,54 +127,50 @@ async fn config() -> Json<Value> {
 }
 
 async fn overview(State(shared): State<Shared>) -> Json<Value> {
-    Json(views::overview(&shared.dispatcher()))
+    Json(views::overview(&shared.view()))
 }
 
 async fn jobs(State(shared): State<Shared>) -> Json<Value> {
-    Json(views::job_ids(&shared.dispatcher()))
+    Json(views::job_ids(&shared.view()))
 }
 
 async fn jobs_overview(State(shared): State<Shared>) -> Json<Value> {
-    Json(views::jobs_overview(&shared.dispatcher(), now_ms()))
+    Json(views::jobs_overview(&shared.view(), now_ms()))
 }
 
 async fn job_details(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -> ApiResult {
-    let dispatcher = shared.dispatcher();
+    let dispatcher = shared.view();
     let jm = dispatcher
-        .jobs
-        .get(&id)
+        .job(id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
     Ok(Json(views::job_details(jm, now_ms())))
 }
 
 async fn job_exceptions(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -> ApiResult {
-    let dispatcher = shared.dispatcher();
+    let dispatcher = shared.view();
     let jm = dispatcher
-        .jobs
-        .get(&id)
+        .job(id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
     Ok(Json(views::exceptions(jm)))
 }
 
 async fn job_checkpoints(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -> ApiResult {
-    let dispatcher = shared.dispatcher();
+    let dispatcher = shared.view();
     let jm = dispatcher
-        .jobs
-        .get(&id)
+        .job(id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
-    Ok(Json(json!(jm.checkpoints.0.stats())))
+    Ok(Json(json!(jm.checkpoints().stats())))
 }
 
 async fn job_checkpoints_config(
     State(shared): State<Shared>,
     JobIdParam(id): JobIdParam,
 ) -> ApiResult {
-    let dispatcher = shared.dispatcher();
+    let dispatcher = shared.view();
     let jm = dispatcher
-        .jobs
-        .get(&id)
+        .job(id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
-    Ok(Json(json!(jm.checkpoints.0.config_view())))
+    Ok(Json(json!(jm.checkpoints().config_view())))
 }
 
 /// Body of `POST /jobs/:jobid/savepoints` (Flink's `SavepointTriggerRequestBody`).
@@ -187,7 +192,7 @@ struct StopRequest {
 }
 
 fn savepoint_answer(
-    shared: &JobManagerShared,
+    shared: &Shared,
     id: crate::ids::JobId,
     target: Option<String>,
     stop: bool,
@@ -236,12 +241,11 @@ async fn savepoint_status(
             "Bad request: invalid path parameter jobid: {reason}"
         ))
     })?;
-    let dispatcher = shared.dispatcher();
+    let dispatcher = shared.view();
     let jm = dispatcher
-        .jobs
-        .get(&id)
+        .job(id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
-    let request = jm.savepoints.get(&trigger).ok_or_else(|| {
+    let request = jm.savepoint(&trigger).ok_or_else(|| {
         ApiError::not_found(format!(
             "There is no savepoint operation with triggerId={trigger} for job {id}."
         ))
@@ -264,24 +268,24 @@ async fn savepoint_status(
 }
 
 async fn taskmanagers(State(shared): State<Shared>) -> Json<Value> {
-    Json(views::taskmanagers(&shared.dispatcher()))
+    Json(views::taskmanagers(&shared.view()))
 }
 
 async fn taskmanager(State(shared): State<Shared>, ApiPath(id): ApiPath<String>) -> ApiResult {
-    let dispatcher = shared.dispatcher();
+    let dispatcher = shared.view();
     let tm = dispatcher
-        .rm
+        .resources()
         .taskmanager(&id)
         .ok_or_else(|| ApiError::not_found(format!("TaskManager {id} not found")))?;
     Ok(Json(views::taskmanager_details(tm)))
 }
 
 async fn jobmanager_config(State(shared): State<Shared>) -> Json<Value> {
-    Json(views::jobmanager_config(&shared.config))
+    Json(views::jobmanager_config(shared.config()))
 }
 
-async fn examples() -> Json<Value> {
-    Json(views::examples())
+async fn examples(State(shared): State<Shared>) -> Json<Value> {
+    Json(views::examples(shared.programs()))
 }
 
 /// Query of `PATCH /jobs/:jobid`.
@@ -367,16 +371,18 @@ async fn submit(
         program: program.clone(),
         parallelism: request
             .parallelism
-            .unwrap_or(shared.config.parallelism_default),
+            .unwrap_or(shared.config().parallelism_default),
         overrides: overrides.clone(),
         savepoint: request.savepoint_path.clone(),
     };
-    let submitted = shared.submit(
-        program.clone(),
-        request.parallelism,
-        &overrides,
-        request.savepoint_path.clone(),
-    );
+    let submitted = shared
+        .submit(
+            program.clone(),
+            request.parallelism,
+            &overrides,
+            request.savepoint_path.clone(),
+        )
+        .await;
     if let Ok(id) = submitted
         && let Err(e) = shared.persist_job(&record(id)).await
     {

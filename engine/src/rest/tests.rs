@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::cli::client::{ClientError, RestClient};
 use crate::config::Config;
 use crate::ids::JobId;
-use crate::jobmanager::service::JobManager;
+use crate::jobmanager::JobManager;
 use crate::security::ClusterSecret;
 
 struct Cluster {
@@ -22,9 +22,13 @@ async fn cluster() -> Cluster {
     let mut config = Config::default();
     config.set("rest.port", "0").unwrap();
     config.set("jobmanager.rpc.port", "0").unwrap();
-    let jm = JobManager::start(config, ClusterSecret::random())
-        .await
-        .unwrap();
+    let jm = crate::rest::start_jobmanager(
+        config,
+        ClusterSecret::random(),
+        std::sync::Arc::new(crate::examples::bundled()),
+    )
+    .await
+    .unwrap();
     let base = format!("http://{}", jm.rest_address);
     Cluster {
         _jm: jm,
@@ -572,9 +576,13 @@ async fn a_job_short_of_slots_fails_with_no_resource_exception() {
     config.set("rest.port", "0").unwrap();
     config.set("jobmanager.rpc.port", "0").unwrap();
     config.set("slot.request.timeout", "200 ms").unwrap();
-    let jm = JobManager::start(config, ClusterSecret::random())
-        .await
-        .unwrap();
+    let jm = crate::rest::start_jobmanager(
+        config,
+        ClusterSecret::random(),
+        std::sync::Arc::new(crate::examples::bundled()),
+    )
+    .await
+    .unwrap();
     let client = RestClient::new(&jm.rest_address.to_string()).unwrap();
     let id = client.submit("wordcount", &[], Some(99)).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -669,9 +677,8 @@ mod views_of_a_running_cluster {
             heartbeat_timeout_ms: 10_000,
             jobstore_max_capacity: 10,
             jobstore_expiration_ms: 100_000,
-            restart: crate::jobmanager::restart::RestartPolicy::None,
         });
-        d.register_taskmanager(
+        let _ = d.register_taskmanager(
             TaskManagerInfo {
                 resource_id: "tm-1".into(),
                 host: "localhost".into(),
@@ -694,18 +701,26 @@ mod views_of_a_running_cluster {
             name: "stream-sum".into(),
             args: vec![],
         };
-        d.submit(
-            job,
-            program,
+        let graph = crate::jobmanager::dispatcher::build_job_graph(
+            &crate::examples::bundled(),
+            &program,
             2,
-            crate::jobmanager::dispatcher::JobSettings::from_config(
-                &crate::config::Config::default(),
-            )
-            .unwrap(),
-            2_000,
         )
         .unwrap();
-        let vertices = d.jobs[&job].executions.len();
+        let _ = d
+            .submit(
+                job,
+                program,
+                graph,
+                2,
+                crate::jobmanager::dispatcher::JobSettings::from_config(
+                    &crate::config::Config::default(),
+                )
+                .unwrap(),
+                2_000,
+            )
+            .unwrap();
+        let vertices = d.job(job).unwrap().executions().len();
         for v in 0..vertices {
             for s in 0..2 {
                 let id = ExecutionId {
@@ -721,7 +736,7 @@ mod views_of_a_running_cluster {
                     bytes_out: 200,
                     back_pressured_ms: 5,
                 };
-                d.task_state(id, ExecutionState::Running, None, metrics, 3_000);
+                let _ = d.task_state(id, ExecutionState::Running, None, metrics, 3_000);
             }
         }
         (d, job)
@@ -730,7 +745,7 @@ mod views_of_a_running_cluster {
     #[test]
     fn running_vertices_sum_their_subtasks() {
         let (d, job) = dispatcher_with_running_job();
-        let details = views::job_details(&d.jobs[&job], 4_000);
+        let details = views::job_details(d.job(job).unwrap(), 4_000);
         assert_eq!(details["state"], "RUNNING");
         assert_eq!(details["duration"], 2_000);
         assert_eq!(details["end-time"], -1);
@@ -748,7 +763,7 @@ mod views_of_a_running_cluster {
             assert_eq!(m["accumulated-backpressured-time"], 10);
             assert_eq!(m["read-records-complete"], false);
         }
-        let summary = views::job_summary(&d.jobs[&job], 4_000);
+        let summary = views::job_summary(d.job(job).unwrap(), 4_000);
         assert_eq!(summary["tasks"]["running"], summary["tasks"]["total"]);
         let overview = views::overview(&d);
         assert_eq!(overview["slots-total"], 2);
@@ -821,7 +836,7 @@ mod views_of_a_running_cluster {
                 "totalProcessMemory",
             ],
         );
-        let details = views::taskmanager_details(d.rm.taskmanager("tm-1").unwrap());
+        let details = views::taskmanager_details(d.resources().taskmanager("tm-1").unwrap());
         has_fields(&details, &["id", "metrics", "allocatedSlots", "blocked"]);
         assert_eq!(details["allocatedSlots"][0]["jobId"], job.to_string());
         has_fields(
@@ -839,14 +854,14 @@ mod views_of_a_running_cluster {
             subtask: 1,
             attempt: 0,
         };
-        d.task_state(
+        let _ = d.task_state(
             id,
             ExecutionState::Failed,
             Some("boom: the operator panicked".into()),
             TaskMetrics::default(),
             5_000,
         );
-        let e = views::exceptions(&d.jobs[&job]);
+        let e = views::exceptions(d.job(job).unwrap());
         assert_eq!(e["root-exception"], "boom: the operator panicked");
         assert_eq!(e["timestamp"], 5_000);
         let entry = &e["exceptionHistory"]["entries"][0];

@@ -72,12 +72,11 @@ pub fn dashboard_config(now: u64) -> Value {
 
 /// `GET /overview`: the cluster at a glance.
 pub fn overview(d: &Dispatcher) -> Value {
-    let count =
-        |pred: &dyn Fn(JobStatus) -> bool| d.jobs.values().filter(|j| pred(j.status)).count();
+    let count = |pred: &dyn Fn(JobStatus) -> bool| d.jobs().filter(|j| pred(j.status())).count();
     json!({
-        "taskmanagers": d.rm.taskmanagers().count(),
-        "slots-total": d.rm.total_slots(),
-        "slots-available": d.rm.free_slots(),
+        "taskmanagers": d.resources().taskmanagers().count(),
+        "slots-total": d.resources().total_slots(),
+        "slots-available": d.resources().free_slots(),
         "jobs-running": count(&|s| !s.is_globally_terminal()),
         "jobs-finished": count(&|s| s == JobStatus::Finished),
         "jobs-cancelled": count(&|s| s == JobStatus::Canceled),
@@ -90,27 +89,26 @@ pub fn overview(d: &Dispatcher) -> Value {
 /// `GET /jobs`: ids and states.
 pub fn job_ids(d: &Dispatcher) -> Value {
     let jobs: Vec<Value> = d
-        .jobs
-        .values()
-        .map(|j| json!({ "id": j.job_id.to_string(), "status": j.status.name() }))
+        .jobs()
+        .map(|j| json!({ "id": j.job_id().to_string(), "status": j.status().name() }))
         .collect();
     json!({ "jobs": jobs })
 }
 
 /// End time (-1 while running) and duration of a job.
 fn times(jm: &JobMaster, now: u64) -> (i64, u64) {
-    match jm.end_time {
-        Some(end) => (end as i64, end.saturating_sub(jm.start_time)),
-        None => (-1, now.saturating_sub(jm.start_time)),
+    match jm.end_time() {
+        Some(end) => (end as i64, end.saturating_sub(jm.start_time())),
+        None => (-1, now.saturating_sub(jm.start_time())),
     }
 }
 
 /// When the job last changed state.
 fn last_modification(jm: &JobMaster) -> u64 {
-    jm.timestamps
-        .get(&jm.status)
+    jm.timestamps()
+        .get(&jm.status())
         .copied()
-        .unwrap_or(jm.start_time)
+        .unwrap_or(jm.start_time())
 }
 
 /// Execution-state counts keyed by Flink's names, upper case (`status-counts`, vertex `tasks`)
@@ -136,12 +134,12 @@ pub fn job_summary(jm: &JobMaster, now: u64) -> Value {
     let mut tasks = counts(&state_counts, true);
     tasks.insert("total".into(), json!(state_counts.values().sum::<u32>()));
     json!({
-        "jid": jm.job_id.to_string(),
-        "name": jm.name,
-        "start-time": jm.start_time,
+        "jid": jm.job_id().to_string(),
+        "name": jm.name(),
+        "start-time": jm.start_time(),
         "end-time": end,
         "duration": duration,
-        "state": jm.status.name(),
+        "state": jm.status().name(),
         "last-modification": last_modification(jm),
         "tasks": tasks,
     })
@@ -149,7 +147,7 @@ pub fn job_summary(jm: &JobMaster, now: u64) -> Value {
 
 /// `GET /jobs/overview`.
 pub fn jobs_overview(d: &Dispatcher, now: u64) -> Value {
-    let jobs: Vec<Value> = d.jobs.values().map(|jm| job_summary(jm, now)).collect();
+    let jobs: Vec<Value> = d.jobs().map(|jm| job_summary(jm, now)).collect();
     json!({ "jobs": jobs })
 }
 
@@ -182,8 +180,8 @@ fn io_metrics(m: &TaskMetrics, complete: bool) -> Value {
 }
 
 fn vertex_details(jm: &JobMaster, v: usize, now: u64) -> Value {
-    let vertex = &jm.graph.vertices[v];
-    let executions = &jm.executions[v];
+    let vertex = &jm.graph().vertices[v];
+    let executions = &jm.executions()[v];
     let mut per_state: BTreeMap<ExecutionState, u32> = BTreeMap::new();
     let mut start = u64::MAX;
     let mut end = 0u64;
@@ -261,21 +259,21 @@ pub fn plan(jid: &str, graph: &JobGraph) -> Value {
 /// `GET /jobs/:jobid`.
 pub fn job_details(jm: &JobMaster, now: u64) -> Value {
     let (end, duration) = times(jm, now);
-    let jid = jm.job_id.to_string();
+    let jid = jm.job_id().to_string();
     let timestamps: Map<String, Value> = JOB_STATES
         .iter()
         .map(|s| {
             (
                 s.name().to_string(),
-                json!(jm.timestamps.get(s).copied().unwrap_or(0)),
+                json!(jm.timestamps().get(s).copied().unwrap_or(0)),
             )
         })
         .collect();
-    let vertices: Vec<Value> = (0..jm.graph.vertices.len())
+    let vertices: Vec<Value> = (0..jm.graph().vertices.len())
         .map(|v| vertex_details(jm, v, now))
         .collect();
     let max_parallelism = jm
-        .graph
+        .graph()
         .vertices
         .iter()
         .map(|v| v.max_parallelism)
@@ -283,11 +281,11 @@ pub fn job_details(jm: &JobMaster, now: u64) -> Value {
         .unwrap_or(0);
     json!({
         "jid": jid,
-        "name": jm.name,
+        "name": jm.name(),
         "isStoppable": false,
-        "state": jm.status.name(),
-        "job-type": if jm.graph.batch { "BATCH" } else { "STREAMING" },
-        "start-time": jm.start_time,
+        "state": jm.status().name(),
+        "job-type": if jm.graph().batch { "BATCH" } else { "STREAMING" },
+        "start-time": jm.start_time(),
         "end-time": end,
         "duration": duration,
         "maxParallelism": max_parallelism,
@@ -295,7 +293,7 @@ pub fn job_details(jm: &JobMaster, now: u64) -> Value {
         "timestamps": timestamps,
         "vertices": vertices,
         "status-counts": counts(&jm.state_counts(), false),
-        "plan": plan(&jid, &jm.graph),
+        "plan": plan(&jid, jm.graph()),
     })
 }
 
@@ -318,9 +316,9 @@ fn exception_name(text: &str) -> &str {
 /// marks nullable (`root-exception`, `taskName`, `location`, `taskManagerId`) are `null` when
 /// unknown; numbers and booleans are always present.
 pub fn exceptions(jm: &JobMaster) -> Value {
-    let root = jm.exceptions.last();
+    let root = jm.exceptions().last();
     let all: Vec<Value> = jm
-        .exceptions
+        .exceptions()
         .iter()
         .rev()
         .filter(|e| e.task_name.is_some())
@@ -335,7 +333,7 @@ pub fn exceptions(jm: &JobMaster) -> Value {
         })
         .collect();
     let entries: Vec<Value> = jm
-        .exceptions
+        .exceptions()
         .iter()
         .rev()
         .map(|e| {
@@ -425,7 +423,7 @@ pub fn taskmanager(tm: &TaskManagerInfo) -> Value {
 
 /// `GET /taskmanagers`.
 pub fn taskmanagers(d: &Dispatcher) -> Value {
-    let tms: Vec<Value> = d.rm.taskmanagers().map(taskmanager).collect();
+    let tms: Vec<Value> = d.resources().taskmanagers().map(taskmanager).collect();
     json!({ "taskmanagers": tms })
 }
 
@@ -475,10 +473,10 @@ pub fn jobmanager_config(config: &Config) -> Value {
     Value::Array(entries)
 }
 
-/// `GET /sluice/examples`: the bundled programs.
-pub fn examples() -> Value {
-    let programs: Vec<Value> = crate::examples::programs()
-        .into_iter()
+/// `GET /sluice/examples`: the programs this JobManager can run.
+pub fn examples(programs: &crate::api::ProgramRegistry) -> Value {
+    let programs: Vec<Value> = programs
+        .iter()
         .map(|p| json!({ "name": p.name(), "description": p.description(), "usage": p.usage() }))
         .collect();
     json!({ "examples": programs })

@@ -75,9 +75,11 @@ fn hardware() -> Hardware {
 
 impl TaskManager {
     /// Opens the data port; call [`run`](Self::run) to register and work.
+    /// It runs subtasks of the jobs of `programs`.
     pub async fn start(
         config: Config,
         secret: ClusterSecret,
+        programs: Arc<crate::api::ProgramRegistry>,
     ) -> Result<Arc<TaskManager>, TaskManagerError> {
         let registry = Arc::new(PartitionRegistry::default());
         let net = &config.network;
@@ -146,6 +148,7 @@ impl TaskManager {
             local_state_dir: config.state.local_dir(&resource_id),
             storage: Arc::new(crate::checkpoint::LocalFileStorage),
             rocks_memory: rocks_memory.clone(),
+            programs,
         });
         info!(
             %resource_id,

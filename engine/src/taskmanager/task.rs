@@ -20,7 +20,6 @@ use crate::api::{
     TaskControl, TaskError,
 };
 use crate::checkpoint::{StateStorage, SubtaskState};
-use crate::examples;
 use crate::graph::InputProcessor;
 use crate::graph::{AnyBox, NodeKind, StreamGraph};
 use crate::ids::{ExecutionId, PartitionId};
@@ -66,6 +65,8 @@ pub(crate) struct TaskServices {
     pub(crate) storage: Arc<dyn StateStorage>,
     /// Per slot, the memory its subtasks' RocksDB instances share; empty without a budget.
     pub(crate) rocks_memory: Vec<Arc<crate::state::RocksMemory>>,
+    /// The programs this TaskManager can run subtasks of.
+    pub(crate) programs: Arc<crate::api::ProgramRegistry>,
 }
 
 /// A running task as the TaskManager sees it.
@@ -310,7 +311,7 @@ fn run(
     checkpoints: Checkpoints,
     local_dir: &std::path::Path,
 ) -> Result<(), TaskError> {
-    let program = examples::find(&d.program.name).ok_or_else(|| {
+    let program = services.programs.find(&d.program.name).ok_or_else(|| {
         TaskError::Setup(format!(
             "this TaskManager does not know the program '{}'",
             d.program.name

@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::ha::JobRecord;
 use crate::ids::JobId;
 use crate::jobmanager::jobmaster::JobStatus;
-use crate::jobmanager::service::{JobManager, JobManagerShared, now_ms};
+use crate::jobmanager::service::{JobManagerShared, now_ms};
 use crate::rpc::messages::ProgramSpec;
 use crate::security::ClusterSecret;
 
@@ -51,11 +51,11 @@ pub fn taskmanager_capability(config: &Config) -> Resource {
 
 /// The container's view of what the ResourceManager (sluice's) holds.
 fn slot_view(shared: &JobManagerShared) -> SlotView {
-    let dispatcher = shared.dispatcher();
+    let dispatcher = shared.view();
     SlotView {
-        pending_slots: dispatcher.rm.pending_slots(),
+        pending_slots: dispatcher.resources().pending_slots(),
         taskmanagers: dispatcher
-            .rm
+            .resources()
             .taskmanagers()
             .map(|tm| {
                 (
@@ -164,7 +164,7 @@ pub fn application_job_id(application: &ApplicationId) -> JobId {
 /// job (recovered from its checkpoint by the new leader) or its stored end, rather than
 /// submitting it again.
 async fn submit_application_job(
-    shared: &JobManagerShared,
+    shared: &Arc<JobManagerShared>,
     application: &ApplicationId,
 ) -> Result<Option<JobId>, Outcome> {
     let Ok(json) = std::env::var(JOB_ENV) else {
@@ -176,7 +176,7 @@ async fn submit_application_job(
         name: job.name.clone(),
         args: job.args.clone(),
     };
-    let Some(ha) = &shared.ha else {
+    let Some(ha) = shared.ha() else {
         return shared
             .submit(
                 program,
@@ -184,11 +184,12 @@ async fn submit_application_job(
                 &job.overrides,
                 job.savepoint.clone(),
             )
+            .await
             .map(Some)
             .map_err(|e| refused(e.to_string()));
     };
     // A previous attempt's leadership ends only when its ZooKeeper session expires.
-    let patience = shared.config.ha.session_timeout * 3 + Duration::from_secs(30);
+    let patience = shared.config().ha.session_timeout * 3 + Duration::from_secs(30);
     let waiting = Instant::now();
     while !shared.is_leader() {
         if waiting.elapsed() > patience {
@@ -206,7 +207,7 @@ async fn submit_application_job(
         ))
     };
     if let Some(result) = ha
-        .services
+        .services()
         .job_result_store()
         .get(&key)
         .await
@@ -228,7 +229,7 @@ async fn submit_application_job(
         ));
     }
     if ha
-        .services
+        .services()
         .job_graph_store()
         .get(&key)
         .await
@@ -242,7 +243,9 @@ async fn submit_application_job(
     let record = JobRecord {
         job_id: id,
         program,
-        parallelism: job.parallelism.unwrap_or(shared.config.parallelism_default),
+        parallelism: job
+            .parallelism
+            .unwrap_or(shared.config().parallelism_default),
         overrides: job.overrides.clone(),
         savepoint: job.savepoint.clone(),
     };
@@ -255,24 +258,24 @@ async fn submit_application_job(
 
 /// The YARN outcome of a job that ended, if it did.
 fn job_outcome(shared: &JobManagerShared, job: JobId) -> Option<Outcome> {
-    let dispatcher = shared.dispatcher();
-    let jm = dispatcher.jobs.get(&job)?;
-    if !jm.status.is_globally_terminal() {
+    let dispatcher = shared.view();
+    let jm = dispatcher.job(job)?;
+    if !jm.status().is_globally_terminal() {
         return None;
     }
-    let status = match jm.status {
+    let status = match jm.status() {
         JobStatus::Finished => FinalStatus::Succeeded,
         JobStatus::Canceled => FinalStatus::Killed,
         _ => FinalStatus::Failed,
     };
     let cause = jm
-        .exceptions
+        .exceptions()
         .first()
         .map(|e| format!(": {}", e.exception))
         .unwrap_or_default();
     Some(Outcome::Finished(
         status,
-        format!("job {job} ({}) {}{cause}", jm.name, jm.status.name()),
+        format!("job {job} ({}) {}{cause}", jm.name(), jm.status().name()),
     ))
 }
 
@@ -314,10 +317,12 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
     let application = env.attempt().application.to_string();
     default_ha_cluster_id(&mut config, &application)?;
 
-    let jm = JobManager::start(config.clone(), secret).await?;
+    let jm =
+        crate::rest::start_jobmanager(config.clone(), secret, Arc::new(crate::examples::bundled()))
+            .await?;
     let rest_port = jm.rest_address.port();
-    let jobmanager = format!("{host}:{}", jm.shared.rpc_address.port());
-    let location = if jm.shared.ha.is_some() {
+    let jobmanager = format!("{host}:{}", jm.shared.rpc_address().port());
+    let location = if jm.shared.has_ha() {
         JobManagerLocation::ZooKeeper {
             cluster_id: config.ha.cluster_id.clone(),
         }
@@ -340,7 +345,7 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         attempt = %env.attempt(),
         %tracking_url,
         %jobmanager,
-        ha_cluster_id = ?jm.shared.ha.as_ref().map(|_| config.ha.cluster_id.as_str()),
+        ha_cluster_id = ?jm.shared.has_ha().then_some(config.ha.cluster_id.as_str()),
         max = ?registration.maximum_capability,
         "ApplicationMaster registered with YARN"
     );
@@ -564,10 +569,7 @@ async fn execute(
                 resource_id,
                 reason,
             } => {
-                let outbox = shared
-                    .dispatcher()
-                    .taskmanager_lost(&resource_id, &reason, now_ms());
-                shared.deliver(outbox);
+                shared.taskmanager_lost(&resource_id, &reason);
             }
             Command::Fail(diagnostics) => return Some(Outcome::Failed(diagnostics)),
         }

@@ -81,7 +81,7 @@ pub enum YarnError {
     Config(#[from] crate::config::ConfigError),
     /// The JobManager could not start inside the AM container.
     #[error(transparent)]
-    JobManager(#[from] crate::jobmanager::service::StartError),
+    JobManager(#[from] crate::jobmanager::StartError),
     /// The cluster secret could not be set up.
     #[error(transparent)]
     Security(#[from] crate::security::SecurityError),

@@ -1,0 +1,156 @@
+//! Starting a JobManager process's services: binds the RPC and REST ports, sets up HA, and
+//! spawns the tasks that serve TaskManagers, drive the cores' time, record ended jobs and serve
+//! REST. The REST API itself lives above the JobManager (`crate::rest`); it is handed in as a
+//! function that builds the router, so this layer does not depend on it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+use super::endpoint::accept_loop;
+use super::leadership::{HaRuntime, leadership, recorder, watch_leader};
+use super::service::{JobManagerShared, driver};
+use crate::api::ProgramRegistry;
+use crate::checkpoint::{LocalFileStorage, StateStorage};
+use crate::config::Config;
+use crate::rpc::transport::{self, RpcError};
+use crate::security::ClusterSecret;
+
+/// A running JobManager.
+pub struct JobManager {
+    /// Shared state.
+    pub shared: Arc<JobManagerShared>,
+    /// Where the REST API listens.
+    pub rest_address: SocketAddr,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for JobManager {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Why a JobManager could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A port could not be bound.
+    #[error("cannot listen on {what} {addr}: {source}")]
+    Bind {
+        /// Which endpoint.
+        what: &'static str,
+        /// Where.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TLS setup failed.
+    #[error(transparent)]
+    Rpc(#[from] RpcError),
+    /// The configuration asks for something this version cannot do.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+async fn bind(what: &'static str, host: &str, port: u16) -> Result<TcpListener, StartError> {
+    let addr = format!("{host}:{port}");
+    TcpListener::bind(&addr)
+        .await
+        .map_err(|source| StartError::Bind { what, addr, source })
+}
+
+impl JobManager {
+    /// Binds the RPC and REST endpoints and starts serving jobs of `programs`; `rest` builds
+    /// the REST API's router (`crate::rest::router`).
+    pub async fn start(
+        config: Config,
+        secret: ClusterSecret,
+        programs: Arc<ProgramRegistry>,
+        rest: impl FnOnce(Arc<JobManagerShared>) -> axum::Router,
+    ) -> Result<JobManager, StartError> {
+        if config.scheduler == crate::config::SchedulerKind::Adaptive {
+            // The adaptive scheduler (rescaling a running job as slots come and go, restoring
+            // its state from the latest checkpoint each time) is not built yet.
+            return Err(StartError::Unsupported(
+                "jobmanager.scheduler: adaptive is not supported by this version; use 'default'"
+                    .into(),
+            ));
+        }
+        let rpc = bind(
+            "the RPC port",
+            &config.jobmanager.bind_host,
+            config.jobmanager.rpc_port,
+        )
+        .await?;
+        let rest_listener =
+            bind("the REST port", &config.rest.bind_address, config.rest.port).await?;
+        let rpc_address = rpc.local_addr().map_err(|source| StartError::Bind {
+            what: "the RPC port",
+            addr: String::new(),
+            source,
+        })?;
+        let rest_address = rest_listener
+            .local_addr()
+            .map_err(|source| StartError::Bind {
+                what: "the REST port",
+                addr: String::new(),
+                source,
+            })?;
+        let ha = crate::ha::services(&config)
+            .map_err(|e| StartError::Unsupported(format!("high availability: {e}")))?
+            .map(HaRuntime::new);
+        // Checkpoints, savepoints and HA metadata live on the local (or a mounted, shared)
+        // file system.
+        let storage: Arc<dyn StateStorage> = Arc::new(LocalFileStorage);
+        let shared = Arc::new(JobManagerShared::new(
+            config,
+            programs,
+            storage,
+            rpc_address,
+            ha,
+        ));
+        let acceptor = transport::acceptor()?;
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(accept_loop(
+            rpc,
+            acceptor,
+            secret,
+            shared.clone(),
+        )));
+        tasks.push(tokio::spawn(driver(shared.clone())));
+        let router = rest(shared.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = axum::serve(rest_listener, router).await {
+                warn!(error = %e, "REST server stopped");
+            }
+        }));
+        if shared.has_ha() {
+            let host = |configured: &str, bound: SocketAddr| {
+                let h = if configured.is_empty() || configured == "0.0.0.0" {
+                    bound.ip().to_string()
+                } else {
+                    configured.to_string()
+                };
+                format!("{h}:{}", bound.port())
+            };
+            let rpc = host(&shared.config().jobmanager.rpc_address, rpc_address);
+            let rest = format!(
+                "http://{}",
+                host(&shared.config().rest.address, rest_address)
+            );
+            tasks.push(tokio::spawn(leadership(shared.clone(), rpc, rest)));
+            tasks.push(tokio::spawn(watch_leader(shared.clone())));
+            tasks.push(tokio::spawn(recorder(shared.clone())));
+        }
+        info!(%rpc_address, %rest_address, ha = shared.has_ha(), "JobManager started");
+        Ok(JobManager {
+            shared,
+            rest_address,
+            tasks,
+        })
+    }
+}
