@@ -279,7 +279,8 @@ impl ZkEnsemble {
 }
 
 /// A TCP proxy in front of a ZooKeeper server that can fail like a network: freeze (both
-/// directions silently dropped, sockets kept open: a partition, or a frozen process), or let one
+/// directions silently dropped, sockets kept open: a partition, or a frozen process), stall
+/// (nothing forwarded until thawed, nothing lost: a ZooKeeper that answers late), or let one
 /// request through and then drop every reply on that connection (an ambiguous commit).
 #[derive(Debug)]
 pub struct Proxy {
@@ -290,7 +291,8 @@ pub struct Proxy {
 
 const FORWARD: usize = 0;
 const FROZEN: usize = 1;
-// Values above FROZEN arm the reply drop: the value is the request-size threshold + 2.
+const STALLED: usize = 2;
+// Values above STALLED arm the reply drop: the value is the request-size threshold + 3.
 
 impl Proxy {
     /// Listens on a free loopback port and forwards to `upstream_port`.
@@ -335,11 +337,14 @@ impl Proxy {
                         Ok(0) | Err(_) => return,
                         Ok(n) => n,
                     };
+                    while mode.load(Ordering::SeqCst) == STALLED {
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    }
                     match mode.load(Ordering::SeqCst) {
                         FROZEN => continue,
                         FORWARD => {}
                         armed => {
-                            if n > armed - 2
+                            if n > armed - 3
                                 && mode
                                     .compare_exchange(
                                         armed,
@@ -366,6 +371,9 @@ impl Proxy {
                     Ok(0) | Err(_) => return,
                     Ok(n) => n,
                 };
+                while mode.load(Ordering::SeqCst) == STALLED {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
                 if mode.load(Ordering::SeqCst) == FROZEN || muted.load(Ordering::SeqCst) {
                     continue;
                 }
@@ -391,6 +399,13 @@ impl Proxy {
         self.mode.store(FROZEN, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Holds all traffic both ways until [`thaw`](Self::thaw), losing none: requests and
+    /// replies arrive late, in order.
+    pub fn stall(&self) {
+        self.mode
+            .store(STALLED, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Back to forwarding.
     pub fn thaw(&self) {
         self.mode
@@ -401,7 +416,7 @@ impl Proxy {
     /// connection (so the client cannot learn whether it was applied).
     pub fn drop_replies_after_request_larger_than(&self, bytes: usize) {
         self.mode
-            .store(bytes + 2, std::sync::atomic::Ordering::SeqCst);
+            .store(bytes + 3, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
