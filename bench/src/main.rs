@@ -11,6 +11,7 @@ mod ab;
 mod baseline;
 mod checkpoints;
 mod cluster;
+mod control;
 mod procs;
 mod state;
 
@@ -92,6 +93,37 @@ enum Sub {
         #[arg(long, default_value_t = 40_000_000)]
         records: u64,
     },
+    /// The JobManager as the control plane, with stand-in TaskManagers in a child process: one
+    /// job of two vertices of `parallelism` subtasks all-to-all (deploy, a checkpoint, a
+    /// failover), then `jobs` jobs of `job-parallelism` subtasks with 1 s checkpoints for
+    /// `seconds` (the JobManager's CPU share and RSS).
+    Control {
+        /// Subtasks of each vertex of the wide job (0: skip it).
+        #[arg(long, default_value_t = 1000)]
+        parallelism: u32,
+        /// Stand-in TaskManagers.
+        #[arg(long, default_value_t = 20)]
+        taskmanagers: u32,
+        /// Concurrent jobs of the second scenario (0: skip it).
+        #[arg(long, default_value_t = 200)]
+        jobs: u32,
+        /// Subtasks of each of those jobs.
+        #[arg(long, default_value_t = 8)]
+        job_parallelism: u32,
+        /// How long the second scenario is measured.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+    },
+    /// The stand-in TaskManagers of `control` (the harness starts them).
+    #[command(hide = true)]
+    StandIns {
+        #[arg(long)]
+        jobmanager: String,
+        #[arg(long)]
+        count: u32,
+        #[arg(long)]
+        slots: u32,
+    },
     /// Only one baseline: `count` transfers of `seconds` each, one line per transfer.
     Baseline {
         #[arg(value_enum)]
@@ -143,6 +175,14 @@ impl Sizes {
     }
 }
 
+/// A runtime for the in-process JobManager (two worker threads: the machine's cores).
+fn tokio_runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -152,6 +192,29 @@ fn main() -> std::process::ExitCode {
             sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick))
         }
         Some(Sub::Append { records }) => append_only(records),
+        Some(Sub::Control {
+            parallelism,
+            taskmanagers,
+            jobs,
+            job_parallelism,
+            seconds,
+        }) => tokio_runtime().and_then(|rt| {
+            rt.block_on(async {
+                if parallelism > 0 {
+                    control::wide(parallelism, taskmanagers).await?;
+                }
+                if jobs > 0 {
+                    control::many(jobs, job_parallelism, seconds, taskmanagers).await?;
+                }
+                Ok(())
+            })
+        }),
+        Some(Sub::StandIns {
+            jobmanager,
+            count,
+            slots,
+        }) => tokio_runtime()
+            .and_then(|rt| rt.block_on(control::run_stand_ins(jobmanager, count, slots))),
         Some(Sub::Baseline {
             transport,
             count,
