@@ -229,6 +229,27 @@ impl Codec for Text {
     }
 }
 
+/// `high-availability.cluster-id`: Flink's forms (`default`, `/default`, `/team/cluster_one`)
+/// are accepted and kept as written; an id that could leave the HA root (`..`, empty parts) is
+/// refused when the configuration is read, not when ZooKeeper is first used.
+struct ClusterId;
+
+impl Codec for ClusterId {
+    type Value = String;
+    const TYPE_NAME: &'static str = "string";
+    fn parse(&self, raw: &str) -> Result<String, Rejection> {
+        let raw = raw.trim();
+        zk_ha::normalize_cluster_id(raw).map_err(|e| match e {
+            zk_ha::HaError::Invalid { reason, .. } => Rejection::Invalid(reason),
+            other => Rejection::Invalid(other.to_string()),
+        })?;
+        Ok(raw.to_owned())
+    }
+    fn render(&self, value: &String) -> String {
+        value.clone()
+    }
+}
+
 /// A string that may be unset; empty (or YAML null) means unset.
 struct OptionalText;
 
@@ -694,7 +715,7 @@ options! {
     "heartbeat.timeout" => heartbeat.timeout: POSITIVE_DURATION,
         default "50 s",
         doc "How long without a heartbeat before a peer is considered dead.";
-    "high-availability.cluster-id" => ha.cluster_id: Text,
+    "high-availability.cluster-id" => ha.cluster_id: ClusterId,
         default "default",
         doc "Names this cluster's HA data in ZooKeeper and the storage directory (one per cluster sharing a quorum).";
     "high-availability.storageDir" => ha.storage_dir: OptionalPath,

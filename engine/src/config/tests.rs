@@ -566,3 +566,33 @@ proptest::proptest! {
         proptest::prop_assert_eq!(Config::load(None, &args).unwrap(), c);
     }
 }
+
+#[test]
+fn ha_cluster_id_takes_flinks_forms() {
+    // Flink's own default is `/default` and its HA documentation uses `/cluster_one`.
+    for id in [
+        "default",
+        "/default",
+        "/cluster_one",
+        "/team/cluster_one",
+        "a.b_c-d",
+    ] {
+        let c = Config::load(
+            None,
+            &overrides(&[&format!("high-availability.cluster-id={id}")]),
+        )
+        .unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(c.ha.cluster_id, id);
+    }
+    for id in ["/", "..", "/../x", "a//b", "a/./b", "/with space"] {
+        let err = Config::load(
+            None,
+            &overrides(&[&format!("high-availability.cluster-id={id}")]),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::InvalidValue { key, .. } if key == "high-availability.cluster-id"),
+            "{id}: {err}"
+        );
+    }
+}
