@@ -153,7 +153,7 @@ async fn job_checkpoints(State(shared): State<Shared>, JobIdParam(id): JobIdPara
         .jobs
         .get(&id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
-    Ok(Json(json!(jm.checkpoints.0.stats())))
+    Ok(Json(views::checkpoint_statistics(&jm.checkpoints.0)))
 }
 
 async fn job_checkpoints_config(
@@ -165,7 +165,11 @@ async fn job_checkpoints_config(
         .jobs
         .get(&id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
-    Ok(Json(json!(jm.checkpoints.0.config_view())))
+    let backend = match jm.state.backend.as_str() {
+        "rocksdb" => "EmbeddedRocksDBStateBackend",
+        _ => "HashMapStateBackend",
+    };
+    Ok(Json(views::checkpoint_config(&jm.checkpoints.0, backend)))
 }
 
 /// Body of `POST /jobs/:jobid/savepoints` (Flink's `SavepointTriggerRequestBody`).
