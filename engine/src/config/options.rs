@@ -636,6 +636,9 @@ impl<E: ConfigEnum> Codec for Choice<E> {
 
 const PORT: Int<u16> = Int::range(0, u16::MAX as i64);
 const AT_LEAST_ONE: Int<u32> = Int::range(1, u32::MAX as i64);
+/// The most slots one TaskManager may offer: Flink's largest parallelism. No job can use more
+/// slots than its parallelism, and the JobManager refuses a registration above it.
+pub const MAX_TASK_SLOTS: u32 = 32768;
 const ANY_COUNT: Int<u32> = Int::range(0, u32::MAX as i64);
 const POSITIVE_DURATION: Dur = Dur { positive: true };
 const ANY_DURATION: Dur = Dur { positive: false };
@@ -881,7 +884,7 @@ options! {
     "taskmanager.network.quic.num-threads" => network.quic_num_threads: Int::<i32>::range(-1, 1024),
         default "-1",
         doc "Threads of the data plane's own runtime (QUIC I/O and encryption, serving and reading channels); -1 or 0 means one per task slot, like Flink's netty threads.";
-    "taskmanager.numberOfTaskSlots" => taskmanager.number_of_task_slots: AT_LEAST_ONE,
+    "taskmanager.numberOfTaskSlots" => taskmanager.number_of_task_slots: Int::<u32>::range(1, MAX_TASK_SLOTS as i64),
         default "1",
         doc "Number of slots a TaskManager offers, each running one parallel pipeline.";
     "taskmanager.resource-id" => taskmanager.resource_id: OptionalText,

@@ -265,7 +265,7 @@ fn out_of_range_values_name_key_and_range() {
     assert_eq!(
         err.to_string(),
         "conf/config.yaml: value \"0\" for key \"taskmanager.numberOfTaskSlots\" is out of range: \
-         must be between 1 and 4294967295"
+         must be between 1 and 32768"
     );
     for (text, key) in [
         ("parallelism.default: 0", "parallelism.default"),
@@ -595,4 +595,24 @@ fn ha_cluster_id_takes_flinks_forms() {
             "{id}: {err}"
         );
     }
+}
+
+#[test]
+fn task_slots_have_an_upper_bound() {
+    let max = crate::config::MAX_TASK_SLOTS;
+    let c = Config::load(
+        None,
+        &overrides(&[&format!("taskmanager.numberOfTaskSlots={max}")]),
+    )
+    .unwrap();
+    assert_eq!(c.taskmanager.number_of_task_slots, max);
+    let err = Config::load(
+        None,
+        &overrides(&[&format!("taskmanager.numberOfTaskSlots={}", max + 1)]),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::OutOfRange { key, .. } if key == "taskmanager.numberOfTaskSlots"),
+        "{err}"
+    );
 }

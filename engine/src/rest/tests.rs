@@ -1148,3 +1148,49 @@ async fn raw_garbage_on_the_rest_port_leaves_it_serving() {
     }
     assert_eq!(c.get("/overview").await["taskmanagers"], 0);
 }
+
+/// A TaskManager announcing more slots than `taskmanager.numberOfTaskSlots` allows is refused
+/// with a reason naming the key (its slot table is never allocated), and the JobManager goes on
+/// serving.
+#[tokio::test]
+async fn a_registration_with_too_many_slots_is_refused() {
+    use crate::rpc::messages::{Hardware, JmToTm, PROTOCOL_VERSION, TmToJm};
+    use crate::rpc::transport;
+    let mut config = Config::default();
+    config.set("rest.port", "0").unwrap();
+    config.set("jobmanager.rpc.port", "0").unwrap();
+    let secret = ClusterSecret::random();
+    let jm = JobManager::start(config, secret.clone()).await.unwrap();
+    let mut conn = transport::connect(jm.shared.rpc_address, &secret)
+        .await
+        .unwrap();
+    let register = TmToJm::Register {
+        protocol_version: PROTOCOL_VERSION,
+        resource_id: "greedy".into(),
+        host: "localhost".into(),
+        data_port: 1,
+        slots: u32::MAX,
+        hardware: Hardware::default(),
+        network_memory: 0,
+        managed_memory: 0,
+        running: vec![],
+        leader_session: None,
+    };
+    transport::send(&mut conn, &register).await.unwrap();
+    let answer: JmToTm = transport::recv(&mut conn).await.unwrap();
+    match answer {
+        JmToTm::Refused { reason } => assert!(
+            reason.contains("taskmanager.numberOfTaskSlots") && reason.contains("4294967295"),
+            "{reason}"
+        ),
+        other => panic!("registered with {} slots: {other:?}", u32::MAX),
+    }
+    let base = format!("http://{}", jm.rest_address);
+    let overview: Value = reqwest::get(format!("{base}/overview"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(overview["taskmanagers"], 0, "{overview}");
+}
