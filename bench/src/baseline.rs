@@ -1,5 +1,7 @@
 //! The ceilings the data plane is compared with: raw TCP over loopback, and a plain quinn bulk
-//! transfer with quinn's defaults and with the tuning recorded in `shared/BUILD-NOTES.md`.
+//! transfer with quinn's defaults and tuned for loopback bulk transfer (64 KiB datagrams, no GSO,
+//! big windows: the settings an earlier measurement found fastest, listed in
+//! `bench/README.md`, row 1c).
 //!
 //! The sender is this process; the receiver is this binary re-executed with the hidden
 //! `receive` subcommand, so the two ends run in separate processes as two TaskManagers do. The
@@ -38,7 +40,7 @@ pub enum Transport {
     Tcp,
     /// quinn 0.11 with its default transport settings (aws-lc-rs).
     QuicDefault,
-    /// quinn tuned as in BUILD-NOTES.md: 64 KiB datagrams without GSO, big windows.
+    /// quinn tuned for loopback: 64 KiB datagrams without GSO, big windows.
     QuicTuned,
     /// As tuned, but the sender reaches the large MTU by MTU discovery (upper bound 65000)
     /// instead of a fixed initial MTU: what a QUIC *server* can use, whose initial MTU must
@@ -215,7 +217,7 @@ fn receive_tcp() -> Result<()> {
     Ok(())
 }
 
-/// Settings on both ends of the tuned configuration (BUILD-NOTES.md).
+/// Settings on both ends of the tuned configuration (`bench/README.md`, row 1c).
 fn endpoint_config(transport: Transport) -> Result<quinn::EndpointConfig> {
     let mut config = quinn::EndpointConfig::default();
     if transport != Transport::QuicDefault {

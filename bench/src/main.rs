@@ -1,4 +1,4 @@
-//! sluice's benchmark harness (issue 3, "Benchmarks"): in one invocation it measures the
+//! sluice's benchmark harness: in one invocation it measures the
 //! loopback ceilings (TCP, plain quinn with default and tuned settings), then the data plane
 //! between real TaskManager processes (a key_by shuffle, `stream-sum`), the TaskManagers'
 //! memory under a slow sink, and the JobManager's control-plane bytes for 1x and 10x the
@@ -459,7 +459,7 @@ fn run(cli: &Cli) -> Result<()> {
     for (transport, label) in [
         (Transport::Tcp, "TCP loopback, 1 MiB writes"),
         (Transport::QuicDefault, "quinn bulk, default settings"),
-        (Transport::QuicTuned, "quinn bulk, tuned (BUILD-NOTES.md)"),
+        (Transport::QuicTuned, "quinn bulk, tuned"),
         (
             Transport::QuicDiscovery,
             "quinn bulk, tuned, MTU by discovery up to 65000",

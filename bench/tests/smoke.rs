@@ -23,7 +23,7 @@ fn quick_run_prints_the_tables() {
     );
     for expected in [
         "| TCP loopback, 1 MiB writes |",
-        "| quinn bulk, tuned (BUILD-NOTES.md) |",
+        "| quinn bulk, tuned |",
         "| shuffle key_by p=2",
         "| stream-sum p=2",
         "Slow sink",

@@ -108,6 +108,9 @@ impl ClusterSecret {
         Err(SecurityError::NoSecret)
     }
 
+    /// The length of a proof in bytes (an HMAC-SHA256).
+    pub(crate) const PROOF_LEN: usize = 32;
+
     /// The proof that the holder of this secret is on the TLS session with keying material
     /// `ekm`, in the given role.
     pub(crate) fn proof(&self, ekm: &[u8], role: &[u8]) -> Vec<u8> {

@@ -302,6 +302,11 @@ impl StandaloneCluster {
     /// Whether the log file written by the daemon with this pid mentions `text` (the scripts
     /// name logs by start order; the pid file lists pids in the same order).
     pub fn logs_of_pid_mention(&self, pid: u32, text: &str) -> bool {
+        self.mentions_in_logs_of_pid(pid, text) > 0
+    }
+
+    /// How often the log file written by the daemon with this pid mentions `text`.
+    pub fn mentions_in_logs_of_pid(&self, pid: u32, text: &str) -> usize {
         let kind = if self.pids("taskmanager").contains(&pid) {
             "taskmanager"
         } else {
@@ -311,7 +316,7 @@ impl StandaloneCluster {
         let logs = self.logs(kind);
         index
             .and_then(|i| logs.get(i))
-            .is_some_and(|log| log.contains(text))
+            .map_or(0, |log| log.matches(text).count())
     }
 
     /// Concatenated logs of one process kind.

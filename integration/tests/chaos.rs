@@ -599,8 +599,10 @@ fn measure_failover(rng: &mut Rng, backend: &'static str, interval_s: u64) -> Fa
     }
 }
 
-/// The numbers of issue #5: `cargo test -p sluice-integration --test chaos failover_numbers --
-/// --ignored --nocapture` (`SLUICE_FAILOVER_RUNS` runs per backend and interval, default 3).
+/// The failover-time measurement (how long a job takes to recover after a failure, per state
+/// backend and checkpoint interval):
+/// `cargo test -p sluice-integration --test chaos failover_numbers -- --ignored --nocapture`
+/// (`SLUICE_FAILOVER_RUNS` runs per backend and interval, default 3).
 #[test]
 #[ignore = "measurement, prints a table; run on demand"]
 fn failover_numbers() {

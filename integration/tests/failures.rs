@@ -65,8 +65,25 @@ fn with_a_restart_strategy_the_job_comes_back_on_a_replacement_taskmanager() {
         matches!(state.as_str(), "RESTARTING" | "RUNNING").then_some(())
     });
     // One TaskManager cannot hold parallelism 2: the job waits for slots, it never runs smaller.
-    std::thread::sleep(Duration::from_secs(1));
+    // The restarted job asks for both slots at once and the ResourceManager grants a request
+    // only in full, so once the job is back to RUNNING with tasks SCHEDULED its request has
+    // been weighed and refused.
+    wait_for(
+        Duration::from_secs(15),
+        "the restarted job to wait for slots",
+        || {
+            let job = cluster.job(&id);
+            let restarted = job["timestamps"]["RESTARTING"].as_u64().unwrap_or(0) > 0;
+            let scheduled = job["status-counts"]["SCHEDULED"].as_u64().unwrap_or(0);
+            (restarted && job["state"] == "RUNNING" && scheduled > 0).then_some(())
+        },
+    );
     assert!(!all_tasks_running(&cluster, &id), "ran with half its slots");
+    assert_eq!(
+        cluster.get("/overview").expect("overview")["slots-available"],
+        1,
+        "the remaining TaskManager's slot was taken for half the job"
+    );
     let out = cluster.script("taskmanager.sh", &["start"]);
     assert!(
         out.status.success(),

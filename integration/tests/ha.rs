@@ -130,7 +130,16 @@ fn a_leader_frozen_past_its_session_is_deposed_and_acts_no_more() {
             .logs_of_pid_mention(standby, "granted leadership")
             .then_some(())
     });
-    std::thread::sleep(Duration::from_secs(2));
+    // The new leader acts while the old one is still frozen: it takes over the job.
+    wait_for(
+        Duration::from_secs(40),
+        "the standby to recover the job",
+        || {
+            cluster
+                .logs_of_pid_mention(standby, "recovered a job from the HA job graph store")
+                .then_some(())
+        },
+    );
     signal("-CONT", leader);
     wait_for(
         Duration::from_secs(30),
@@ -147,6 +156,15 @@ fn a_leader_frozen_past_its_session_is_deposed_and_acts_no_more() {
         (s == "FINISHED").then_some(())
     });
     check_exactly_once(&cluster, records, keys, &out);
+}
+
+/// How often the JobManager `pid` has logged its ZooKeeper connection coming back within its
+/// session.
+fn reconnections(cluster: &StandaloneCluster, pid: u32) -> usize {
+    cluster.mentions_in_logs_of_pid(
+        pid,
+        "ZooKeeper connection re-established within the session",
+    )
 }
 
 /// Whether the job ever left RUNNING: a restart shows as a RESTARTING timestamp.
@@ -170,10 +188,20 @@ fn losing_the_zookeeper_leader_or_restarting_the_whole_ensemble_restarts_no_job(
     wait_for(Duration::from_secs(30), "the job to run", || {
         all_running(&cluster.job(&id)).then_some(())
     });
-    // Kill the ensemble's leader: the others elect a new one; sessions move over.
+    // Kill the ensemble's leader: the others elect a new one; sessions move over. Every server
+    // drops its clients until the new quorum forms, so the leading JobManager sees its
+    // connection go and come back within the session: the moment it could have given up.
+    let back = |n| {
+        wait_for(
+            Duration::from_secs(40),
+            "the leader's ZooKeeper connection to come back within its session",
+            || (reconnections(&cluster, leader) > n).then_some(()),
+        )
+    };
+    let before = reconnections(&cluster, leader);
     let zk_leader = zk.wait_leader(Duration::from_secs(30));
     zk.members[zk_leader].kill();
-    std::thread::sleep(Duration::from_secs(8));
+    back(before);
     assert!(
         !restarted(&cluster, &id),
         "the job restarted when ZooKeeper's leader died"
@@ -181,6 +209,7 @@ fn losing_the_zookeeper_leader_or_restarting_the_whole_ensemble_restarts_no_job(
     zk.members[zk_leader].restart();
     zk.wait_leader(Duration::from_secs(30));
     // Restart every member, within the session timeout (6 s): sessions survive.
+    let before = reconnections(&cluster, leader);
     for m in zk.members.iter_mut() {
         m.kill();
     }
@@ -188,7 +217,7 @@ fn losing_the_zookeeper_leader_or_restarting_the_whole_ensemble_restarts_no_job(
         m.restart();
     }
     zk.wait_leader(Duration::from_secs(30));
-    std::thread::sleep(Duration::from_secs(8));
+    back(before);
     assert!(
         !restarted(&cluster, &id),
         "the job restarted when the ensemble restarted"

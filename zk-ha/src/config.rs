@@ -26,10 +26,11 @@ pub struct HaConfig {
     pub quorum: String,
     /// `high-availability.zookeeper.path.root`; default [`DEFAULT_ROOT`].
     pub root: String,
-    /// `high-availability.cluster-id`; default [`DEFAULT_CLUSTER_ID`].
+    /// `high-availability.cluster-id`; default [`DEFAULT_CLUSTER_ID`]. Flink's forms are
+    /// accepted: `default`, `/default` and `/team/cluster_one` (see [`normalize_cluster_id`]).
     pub cluster_id: String,
     /// `high-availability.storageDir`: where the data behind the pointers lives. Files go to
-    /// `<storage_dir>/<cluster_id>/`.
+    /// `<storage_dir>/<cluster_id>/` (the cluster id without its leading and trailing slashes).
     pub storage_dir: PathBuf,
     /// `high-availability.zookeeper.client.session-timeout`; default [`DEFAULT_SESSION_TIMEOUT`].
     pub session_timeout: Duration,
@@ -94,6 +95,42 @@ impl HaConfig {
         }
         Layout::new(&self.root, &self.cluster_id)
     }
+
+    /// The directory the cluster's files go to: `<storage_dir>/<cluster id>`, the id without its
+    /// leading and trailing slashes (as Flink joins them), so `/default` and `default` share one.
+    pub fn cluster_storage_dir(&self) -> Result<PathBuf, HaError> {
+        Ok(self
+            .storage_dir
+            .join(normalize_cluster_id(&self.cluster_id)?))
+    }
+}
+
+/// The cluster id as a relative ZooKeeper path: Flink's forms `default`, `/default`,
+/// `/cluster_one/` and nested ids such as `/team/cluster_one` all work, as in Flink, which trims
+/// the id's leading and trailing slashes before joining it to the root. Each segment between
+/// slashes must be a valid name (so `..`, `.`, empty segments such as in `a//b`, and an empty id
+/// are refused): the id can never leave the root, in ZooKeeper or in the storage directory.
+pub fn normalize_cluster_id(cluster_id: &str) -> Result<String, HaError> {
+    const KEY: &str = "high-availability.cluster-id";
+    let trimmed = cluster_id.trim_matches('/');
+    if trimmed.is_empty() {
+        return Err(HaError::invalid(
+            KEY,
+            format!("{cluster_id:?} is empty: give a name such as /default"),
+        ));
+    }
+    for segment in trimmed.split('/') {
+        if validate_name(KEY, segment).is_err() {
+            return Err(HaError::invalid(
+                KEY,
+                format!(
+                    "{cluster_id:?}: every part between slashes must be 1-200 of [A-Za-z0-9._-] \
+                     and not . or .. (as in /default or /team/cluster_one)"
+                ),
+            ));
+        }
+    }
+    Ok(trimmed.to_owned())
 }
 
 /// Rejects names that would escape their parent node or file directory.
@@ -122,7 +159,8 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The layout under `<root>/<cluster_id>`.
+    /// The layout under `<root>/<cluster_id>` (the cluster id normalized by
+    /// [`normalize_cluster_id`]).
     pub fn new(root: &str, cluster_id: &str) -> Result<Self, HaError> {
         let root_ok = root.starts_with('/')
             && (root == "/" || !root.ends_with('/'))
@@ -137,7 +175,7 @@ impl Layout {
                 format!("{root:?} must be an absolute ZooKeeper path without a trailing '/'"),
             ));
         }
-        validate_name("high-availability.cluster-id", cluster_id)?;
+        let cluster_id = normalize_cluster_id(cluster_id)?;
         let base = if root == "/" {
             format!("/{cluster_id}")
         } else {
@@ -226,12 +264,47 @@ mod tests {
         for root in ["", "sluice", "/sluice/", "//x", "/a/../b"] {
             assert!(Layout::new(root, "c").is_err(), "root {root:?} accepted");
         }
-        for id in ["", "a/b", "..", "."] {
+        for id in [
+            "", "/", "//", "..", ".", "/..", "a/../b", "a//b", "/a b", "x/./y",
+        ] {
             assert!(Layout::new("/s", id).is_err(), "cluster id {id:?} accepted");
         }
         let l = Layout::new("/s", "c").unwrap();
         assert!(l.job_dir("../x").is_err());
         assert!(l.connection_info("a/b").is_err());
+    }
+
+    #[test]
+    fn flinks_cluster_id_forms_give_flinks_paths() {
+        // Flink's own default is `/default` and its HA docs use `/cluster_one`: Flink trims the
+        // slashes and joins root and id with one, so both name the same node as without them.
+        for (id, base) in [
+            ("default", "/flink/default"),
+            ("/default", "/flink/default"),
+            ("/cluster_one", "/flink/cluster_one"),
+            ("/cluster_one/", "/flink/cluster_one"),
+            ("/team/cluster_one", "/flink/team/cluster_one"),
+        ] {
+            assert_eq!(Layout::new("/flink", id).unwrap().base(), base, "{id}");
+        }
+        assert_eq!(Layout::new("/", "/default").unwrap().base(), "/default");
+        let config = HaConfig::new("zk:2181", "/ha").with_cluster_id("/team/cluster_one");
+        assert_eq!(
+            config.cluster_storage_dir().unwrap(),
+            PathBuf::from("/ha/team/cluster_one")
+        );
+        assert_eq!(
+            HaConfig::new("zk:2181", "/ha")
+                .with_cluster_id("/default")
+                .cluster_storage_dir()
+                .unwrap(),
+            HaConfig::new("zk:2181", "/ha")
+                .cluster_storage_dir()
+                .unwrap()
+        );
+        let refused = HaConfig::new("zk:2181", "/ha").with_cluster_id("/../etc");
+        assert!(refused.cluster_storage_dir().is_err());
+        assert!(refused.validate().is_err());
     }
 
     #[test]

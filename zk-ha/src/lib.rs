@@ -82,7 +82,7 @@ pub mod testkit;
 
 pub use crate::config::{
     DEFAULT_CLUSTER_ID, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT,
-    HaConfig, Layout,
+    HaConfig, Layout, normalize_cluster_id,
 };
 pub use crate::election::{LeaderElection, LeadershipEvent, RevokeReason};
 pub use crate::error::{HaError, RetryHint};

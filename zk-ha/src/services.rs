@@ -27,7 +27,7 @@ pub struct ZooKeeperHaServices {
 impl ZooKeeperHaServices {
     /// Services storing data in `<storage_dir>/<cluster_id>/` on the local (or mounted) filesystem.
     pub fn new(config: &HaConfig) -> Result<Self, HaError> {
-        let blobs = FsBlobStore::new(config.storage_dir.join(&config.cluster_id))?;
+        let blobs = FsBlobStore::new(config.cluster_storage_dir()?)?;
         Self::with_blob_store(config, Arc::new(blobs))
     }
 

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{ZkServer, init_tracing};
+use common::{ZkServer, follows, init_tracing, reconnected, wait_until};
 use tokio::time::timeout;
 use zk_ha::{
     HaConfig, HaError, LeaderElection, LeaderFence, LeaderInfo, LeadershipEvent, RevokeReason,
@@ -31,13 +31,6 @@ async fn granted(e: &mut LeaderElection, within: Duration) -> LeaderFence {
     match next(e, within).await {
         LeadershipEvent::Granted(f) => f,
         other => panic!("expected a grant, got {other:?}"),
-    }
-}
-
-/// Asserts that no event arrives for `quiet`.
-async fn quiet(e: &mut LeaderElection, quiet: Duration) {
-    if let Ok(ev) = timeout(quiet, e.next_event()).await {
-        panic!("unexpected leadership event {ev:?}");
     }
 }
 
@@ -77,7 +70,7 @@ async fn two_contenders_exactly_one_leader_then_handover_on_close() {
     let fa = granted(&mut a, Duration::from_secs(10)).await;
     let mut b = ha.start_election();
     // B joins behind A and must stay a follower while A lives.
-    quiet(&mut b, Duration::from_secs(1)).await;
+    follows(&mut b, 0, Duration::from_secs(10)).await;
     assert!(a.is_leader() && !b.is_leader());
 
     // A leaves: B takes over at once (A's latch node is deleted on close), with a new term.
@@ -98,11 +91,12 @@ async fn session_expiry_revokes_hands_over_and_fences_the_old_leader() {
     let mut a = ha.start_election();
     let fa = granted(&mut a, Duration::from_secs(10)).await;
     let mut b = ha.start_election();
-    quiet(&mut b, Duration::from_millis(500)).await;
+    follows(&mut b, 0, Duration::from_secs(10)).await;
     jobs.put(&fa, "job-1", b"graph from A")
         .await
         .expect("leader A may write");
     let session_a = a.session_info().expect("A has a session");
+    let a_followed = *a.watch_follow_decisions().borrow();
 
     // Expire A's session from outside, as the server does to a frozen or partitioned leader:
     // attach to the session and close it.
@@ -160,11 +154,13 @@ async fn session_expiry_revokes_hands_over_and_fences_the_old_leader() {
         jobs.get("job-1").await.unwrap().as_deref(),
         Some(&b"graph from B"[..])
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let new_a = a.session_info().expect("A rejoined");
-    assert_ne!(new_a.id(), session_a.id());
-    assert!(!a.is_leader());
-    quiet(&mut a, Duration::from_millis(500)).await;
+    wait_until(
+        Duration::from_secs(10),
+        "A to rejoin with a new session",
+        || a.session_info().is_some_and(|s| s.id() != session_a.id()),
+    )
+    .await;
+    follows(&mut a, a_followed, Duration::from_secs(10)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -177,10 +173,15 @@ async fn transient_disconnect_keeps_leadership() {
     let mut a = ha.start_election();
     let fa = granted(&mut a, Duration::from_secs(10)).await;
     let session = a.session_info().unwrap();
+    let reconnections = *a.watch_reconnections().borrow();
 
     // Crash and restart the server; the session survives (it is in the server's log).
     zk.restart();
-    quiet(&mut a, Duration::from_secs(3)).await;
+    // Once the connection is back the election has weighed the outage against the term.
+    reconnected(&a, reconnections, Duration::from_secs(20)).await;
+    if let Ok(ev) = timeout(Duration::ZERO, a.next_event()).await {
+        panic!("unexpected leadership event {ev:?}");
+    }
     assert_eq!(
         a.current_fence(),
         Some(fa.clone()),
@@ -259,6 +260,8 @@ async fn retrieval_follows_leader_changes() {
     let ha = services(&zk, dir.path(), Duration::from_secs(2));
     let mut retrieval = ha.leader_retrieval("dispatcher").unwrap();
     assert_eq!(retrieval.current(), None);
+    // A second component is independent.
+    let mut other = ha.leader_retrieval("resource_manager").unwrap();
 
     let mut a = ha.start_election();
     let fa = granted(&mut a, Duration::from_secs(10)).await;
@@ -275,7 +278,7 @@ async fn retrieval_follows_leader_changes() {
     assert_eq!(seen, Some(info_a.clone()));
 
     let mut b = ha.start_election();
-    quiet(&mut b, Duration::from_millis(300)).await;
+    follows(&mut b, 0, Duration::from_secs(10)).await;
     a.close().await;
     // A's ephemeral connection info vanished with its session.
     let seen = timeout(Duration::from_secs(5), retrieval.wait_for(|v| v.is_none()))
@@ -296,11 +299,22 @@ async fn retrieval_follows_leader_changes() {
     .await
     .expect("sees B")
     .unwrap();
-    assert_eq!(seen, Some(info_b));
-    // A second component is independent.
-    let other = ha.leader_retrieval("resource_manager").unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(seen, Some(info_b.clone()));
+    // The other component saw none of this; it sees only what is published for it.
     assert_eq!(other.current(), None);
+    let info_rm = LeaderInfo::new(fb.session_id()).with_address("rpc", "10.0.0.2:6124");
+    b.publish(&fb, "resource_manager", &info_rm)
+        .await
+        .expect("publish B's resource manager");
+    let seen = timeout(
+        Duration::from_secs(5),
+        other.wait_for(|v| v.as_ref() == Some(&info_rm)),
+    )
+    .await
+    .expect("sees the resource manager")
+    .unwrap();
+    assert_eq!(seen, Some(info_rm));
+    assert_eq!(retrieval.current(), Some(info_b));
 }
 
 /// Three contenders started at once: at every step exactly one leads, and each hand-over brings a
@@ -331,12 +345,12 @@ async fn three_contenders_hand_over_one_at_a_time() {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        // It stays the only one for a while.
-        for _ in 0..10 {
-            tokio::time::sleep(Duration::from_millis(30)).await;
-            let n = contenders.iter().filter(|c| c.is_leader()).count();
-            assert_eq!(n, 1, "leaders: {n}");
+        // Every other contender has read the latch directory and decided to follow.
+        for i in (0..contenders.len()).filter(|&i| i != leader) {
+            follows(&mut contenders[i], 0, Duration::from_secs(10)).await;
         }
+        let n = contenders.iter().filter(|c| c.is_leader()).count();
+        assert_eq!(n, 1, "leaders: {n}");
         let fence = contenders[leader]
             .current_fence()
             .expect("leader has a fence");

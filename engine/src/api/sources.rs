@@ -29,6 +29,8 @@ pub(crate) trait SourceHooks {
     fn storage(&self) -> (&dyn StateStorage, &str);
     /// Whether the job is checkpointed.
     fn checkpointing(&self) -> bool;
+    /// The source paused for `elapsed` with nothing to emit (counted as idle time).
+    fn idled(&mut self, _elapsed: Duration) {}
 }
 
 /// What a source uses to emit records and to take part in checkpoints.
@@ -172,7 +174,9 @@ impl<'a, T> SourceContext<'a, T> {
             if now >= until || self.pending.is_some() {
                 return Ok(());
             }
-            std::thread::sleep((until - now).min(Duration::from_millis(20)));
+            let pause = (until - now).min(Duration::from_millis(20));
+            std::thread::sleep(pause);
+            self.hooks.idled(now.elapsed());
         }
     }
 

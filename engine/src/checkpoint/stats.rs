@@ -34,8 +34,9 @@ pub struct Counts {
     pub failed: u64,
 }
 
-/// Flink's `StatsSummaryDto` (only min, max and avg; no percentiles yet).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+/// Flink's `StatsSummaryDto`: min, max and mean over all completed checkpoints, percentiles
+/// over the most recent [`PERCENTILE_WINDOW`] of them (as Flink's histogram window).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct MinMaxAvg {
     /// Smallest value (0 when none).
     pub min: u64,
@@ -43,15 +44,52 @@ pub struct MinMaxAvg {
     pub max: u64,
     /// Mean, rounded down.
     pub avg: u64,
+    /// Median (0 when none).
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
 }
 
-/// Running min/max/sum over completed checkpoints.
+// The percentiles come from integers, so they are never NaN and equality is total.
+impl Eq for MinMaxAvg {}
+
+/// How many recent values the percentiles are taken over (Flink's histogram window).
+pub const PERCENTILE_WINDOW: usize = 10_000;
+
+/// Running min/max/sum over completed checkpoints, and a window of recent values.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Summarizer {
     min: u64,
     max: u64,
     sum: u128,
     count: u64,
+    recent: std::collections::VecDeque<u64>,
+}
+
+/// The `q`-quantile (0 < q < 1) of sorted `values` by the estimate Flink's histograms use
+/// (position `q * (n + 1)`, interpolated between neighbours, clamped to the ends).
+fn quantile(sorted: &[u64], q: f64) -> f64 {
+    let n = sorted.len();
+    if n == 0 {
+        return 0.0;
+    }
+    let pos = q * (n as f64 + 1.0);
+    if pos < 1.0 {
+        return sorted[0] as f64;
+    }
+    if pos >= n as f64 {
+        return sorted[n - 1] as f64;
+    }
+    let below = pos.floor();
+    let lower = sorted[below as usize - 1] as f64;
+    let upper = sorted[below as usize] as f64;
+    lower + (pos - below) * (upper - lower)
 }
 
 impl Summarizer {
@@ -64,10 +102,21 @@ impl Summarizer {
         self.max = self.max.max(value);
         self.sum += u128::from(value);
         self.count += 1;
+        if self.recent.len() == PERCENTILE_WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(value);
     }
 
     pub(crate) fn view(&self) -> MinMaxAvg {
+        let mut sorted: Vec<u64> = self.recent.iter().copied().collect();
+        sorted.sort_unstable();
         MinMaxAvg {
+            p50: quantile(&sorted, 0.5),
+            p90: quantile(&sorted, 0.9),
+            p95: quantile(&sorted, 0.95),
+            p99: quantile(&sorted, 0.99),
+            p999: quantile(&sorted, 0.999),
             min: self.min,
             max: self.max,
             avg: if self.count == 0 {
@@ -201,4 +250,41 @@ pub struct CheckpointConfigInfo {
     pub checkpoints_after_tasks_finish: bool,
     /// The changelog state backend (not supported: always false).
     pub state_changelog_enabled: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_has_flinks_percentiles() {
+        let mut s = Summarizer::default();
+        assert_eq!(s.view(), MinMaxAvg::default());
+        for v in 1..=10 {
+            s.add(v * 10);
+        }
+        let view = s.view();
+        assert_eq!((view.min, view.max, view.avg), (10, 100, 55));
+        // Position 0.5 * 11 = 5.5: halfway between the 5th and 6th value.
+        assert_eq!(view.p50, 55.0);
+        // Position 0.9 * 11 = 9.9: 90% of the way from the 9th to the 10th.
+        assert!((view.p90 - 99.0).abs() < 1e-9, "{}", view.p90);
+        // Beyond the last position: the largest value.
+        assert_eq!(view.p99, 100.0);
+        assert_eq!(view.p999, 100.0);
+    }
+
+    #[test]
+    fn percentiles_cover_a_bounded_window() {
+        let mut s = Summarizer::default();
+        for _ in 0..PERCENTILE_WINDOW {
+            s.add(1_000);
+        }
+        for _ in 0..PERCENTILE_WINDOW {
+            s.add(1);
+        }
+        let view = s.view();
+        assert_eq!(view.max, 1_000, "max is over every value");
+        assert_eq!(view.p999, 1.0, "percentiles only over the recent window");
+    }
 }

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::ConfigError;
-pub use options::{OptionDef, known_options};
+pub use options::{MAX_TASK_SLOTS, OptionDef, known_options};
 pub use units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
 
 /// The file name looked up in the conf dir.
@@ -263,7 +263,8 @@ pub struct RestOptions {
 /// TaskManager identity and endpoint options.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskManagerOptions {
-    /// `taskmanager.numberOfTaskSlots` (default 1, at least 1): slots this TaskManager offers.
+    /// `taskmanager.numberOfTaskSlots` (default 1, 1 to [`MAX_TASK_SLOTS`]): slots this TaskManager
+    /// offers.
     pub number_of_task_slots: u32,
     /// `taskmanager.host` (default `localhost`): address others use to reach this TaskManager.
     pub host: String,

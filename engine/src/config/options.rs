@@ -229,6 +229,27 @@ impl Codec for Text {
     }
 }
 
+/// `high-availability.cluster-id`: Flink's forms (`default`, `/default`, `/team/cluster_one`)
+/// are accepted and kept as written; an id that could leave the HA root (`..`, empty parts) is
+/// refused when the configuration is read, not when ZooKeeper is first used.
+struct ClusterId;
+
+impl Codec for ClusterId {
+    type Value = String;
+    const TYPE_NAME: &'static str = "string";
+    fn parse(&self, raw: &str) -> Result<String, Rejection> {
+        let raw = raw.trim();
+        zk_ha::normalize_cluster_id(raw).map_err(|e| match e {
+            zk_ha::HaError::Invalid { reason, .. } => Rejection::Invalid(reason),
+            other => Rejection::Invalid(other.to_string()),
+        })?;
+        Ok(raw.to_owned())
+    }
+    fn render(&self, value: &String) -> String {
+        value.clone()
+    }
+}
+
 /// A string that may be unset; empty (or YAML null) means unset.
 struct OptionalText;
 
@@ -615,6 +636,9 @@ impl<E: ConfigEnum> Codec for Choice<E> {
 
 const PORT: Int<u16> = Int::range(0, u16::MAX as i64);
 const AT_LEAST_ONE: Int<u32> = Int::range(1, u32::MAX as i64);
+/// The most slots one TaskManager may offer: Flink's largest parallelism. No job can use more
+/// slots than its parallelism, and the JobManager refuses a registration above it.
+pub const MAX_TASK_SLOTS: u32 = 32768;
 const ANY_COUNT: Int<u32> = Int::range(0, u32::MAX as i64);
 const POSITIVE_DURATION: Dur = Dur { positive: true };
 const ANY_DURATION: Dur = Dur { positive: false };
@@ -694,7 +718,7 @@ options! {
     "heartbeat.timeout" => heartbeat.timeout: POSITIVE_DURATION,
         default "50 s",
         doc "How long without a heartbeat before a peer is considered dead.";
-    "high-availability.cluster-id" => ha.cluster_id: Text,
+    "high-availability.cluster-id" => ha.cluster_id: ClusterId,
         default "default",
         doc "Names this cluster's HA data in ZooKeeper and the storage directory (one per cluster sharing a quorum).";
     "high-availability.storageDir" => ha.storage_dir: OptionalPath,
@@ -860,7 +884,7 @@ options! {
     "taskmanager.network.quic.num-threads" => network.quic_num_threads: Int::<i32>::range(-1, 1024),
         default "-1",
         doc "Threads of the data plane's own runtime (QUIC I/O and encryption, serving and reading channels); -1 or 0 means one per task slot, like Flink's netty threads.";
-    "taskmanager.numberOfTaskSlots" => taskmanager.number_of_task_slots: AT_LEAST_ONE,
+    "taskmanager.numberOfTaskSlots" => taskmanager.number_of_task_slots: Int::<u32>::range(1, MAX_TASK_SLOTS as i64),
         default "1",
         doc "Number of slots a TaskManager offers, each running one parallel pipeline.";
     "taskmanager.resource-id" => taskmanager.resource_id: OptionalText,

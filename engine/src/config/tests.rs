@@ -265,7 +265,7 @@ fn out_of_range_values_name_key_and_range() {
     assert_eq!(
         err.to_string(),
         "conf/config.yaml: value \"0\" for key \"taskmanager.numberOfTaskSlots\" is out of range: \
-         must be between 1 and 4294967295"
+         must be between 1 and 32768"
     );
     for (text, key) in [
         ("parallelism.default: 0", "parallelism.default"),
@@ -565,4 +565,54 @@ proptest::proptest! {
         let args: Vec<String> = c.entries().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
         proptest::prop_assert_eq!(Config::load(None, &args).unwrap(), c);
     }
+}
+
+#[test]
+fn ha_cluster_id_takes_flinks_forms() {
+    // Flink's own default is `/default` and its HA documentation uses `/cluster_one`.
+    for id in [
+        "default",
+        "/default",
+        "/cluster_one",
+        "/team/cluster_one",
+        "a.b_c-d",
+    ] {
+        let c = Config::load(
+            None,
+            &overrides(&[&format!("high-availability.cluster-id={id}")]),
+        )
+        .unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(c.ha.cluster_id, id);
+    }
+    for id in ["/", "..", "/../x", "a//b", "a/./b", "/with space"] {
+        let err = Config::load(
+            None,
+            &overrides(&[&format!("high-availability.cluster-id={id}")]),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::InvalidValue { key, .. } if key == "high-availability.cluster-id"),
+            "{id}: {err}"
+        );
+    }
+}
+
+#[test]
+fn task_slots_have_an_upper_bound() {
+    let max = crate::config::MAX_TASK_SLOTS;
+    let c = Config::load(
+        None,
+        &overrides(&[&format!("taskmanager.numberOfTaskSlots={max}")]),
+    )
+    .unwrap();
+    assert_eq!(c.taskmanager.number_of_task_slots, max);
+    let err = Config::load(
+        None,
+        &overrides(&[&format!("taskmanager.numberOfTaskSlots={}", max + 1)]),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::OutOfRange { key, .. } if key == "taskmanager.numberOfTaskSlots"),
+        "{err}"
+    );
 }

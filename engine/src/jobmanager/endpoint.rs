@@ -107,8 +107,11 @@ async fn serve_taskmanager(
         );
         return refuse(&mut writer, peer, reason).await;
     }
-    if slots == 0 {
-        let reason = "a TaskManager must offer at least one slot".to_string();
+    if slots == 0 || slots > crate::config::MAX_TASK_SLOTS {
+        let reason = format!(
+            "TaskManager {resource_id} offers {slots} slots: taskmanager.numberOfTaskSlots must be 1 to {}",
+            crate::config::MAX_TASK_SLOTS
+        );
         return refuse(&mut writer, peer, reason).await;
     }
     let data_address = SocketAddr::new(peer.ip(), data_port);

@@ -407,6 +407,11 @@ impl JobMaster {
         self.savepoints.get(request_id)
     }
 
+    /// How subtasks keep and checkpoint state.
+    pub fn state_config(&self) -> &TaskStateConfig {
+        &self.state
+    }
+
     /// Sets how subtasks keep and checkpoint state (before the job starts).
     pub fn set_state_config(&mut self, state: TaskStateConfig) {
         self.state = state;

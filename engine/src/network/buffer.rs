@@ -42,6 +42,44 @@ pub(crate) struct IoCounters {
     pub(crate) bytes_out: std::sync::atomic::AtomicU64,
     /// Nanoseconds spent waiting for room downstream (backpressure).
     pub(crate) back_pressured_nanos: std::sync::atomic::AtomicU64,
+    /// Nanoseconds spent waiting for input: measured around the blocking wait for a buffer
+    /// (and a source's pauses), never per record.
+    pub(crate) idle_nanos: std::sync::atomic::AtomicU64,
+    /// When the task began processing records.
+    pub(crate) running_since: std::sync::OnceLock<std::time::Instant>,
+    /// How long it processed, once it stopped (0 while it runs).
+    pub(crate) ran_nanos: std::sync::atomic::AtomicU64,
+}
+
+impl IoCounters {
+    /// Marks the start of processing (later calls keep the first time).
+    pub(crate) fn start_running(&self) {
+        let _ = self.running_since.get_or_init(std::time::Instant::now);
+    }
+
+    /// Freezes the running time when processing stops, so an ended task's busy time stays put.
+    pub(crate) fn stop_running(&self) {
+        if let Some(since) = self.running_since.get() {
+            let ran = since.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+            let _ = self.ran_nanos.compare_exchange(
+                0,
+                ran.max(1),
+                std::sync::atomic::Ordering::Relaxed,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Nanoseconds of processing so far: since the start, or until the stop once stopped.
+    pub(crate) fn running_nanos(&self) -> u64 {
+        match self.ran_nanos.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => self
+                .running_since
+                .get()
+                .map_or(0, |s| s.elapsed().as_nanos().min(u64::MAX as u128) as u64),
+            ran => ran,
+        }
+    }
 }
 
 /// A buffer of record frames. A buffer that came over the network carries a credit: dropping

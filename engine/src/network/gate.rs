@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::buffer::{Buffer, CheckpointBarrier, NetBuffer};
+use super::buffer::{Buffer, CheckpointBarrier, IoCounters, NetBuffer};
 
 /// What the next read from the inputs gave.
 #[derive(Debug)]
@@ -46,6 +46,8 @@ pub(crate) struct InputGate {
     alignment: Option<Alignment>,
     /// An event decided together with the previous one, returned by the next call.
     queued: Option<GateEvent>,
+    /// Where the time spent blocked waiting for a buffer is added up (the task's idle time).
+    idle: Option<Arc<IoCounters>>,
 }
 
 impl InputGate {
@@ -61,7 +63,15 @@ impl InputGate {
             exactly_once: true,
             alignment: None,
             queued: None,
+            idle: None,
         }
+    }
+
+    /// Adds the time [`next`](Self::next) spends blocked (nothing readable yet) to
+    /// `counters.idle_nanos`. Only the blocking wait is timed, so reading buffers that are
+    /// already there costs no clock reads.
+    pub(crate) fn count_idle_time_in(&mut self, counters: Arc<IoCounters>) {
+        self.idle = Some(counters);
     }
 
     /// Aligned (exactly-once, the default) or unaligned-flowing (at-least-once) barriers.
@@ -184,7 +194,15 @@ impl InputGate {
                 selector = selector.recv(rx, move |r| (i, r.map_err(|_| ())));
             }
         }
-        match selector.wait_timeout(timeout) {
+        let waiting_since = self.idle.as_ref().map(|_| std::time::Instant::now());
+        let result = selector.wait_timeout(timeout);
+        if let (Some(counters), Some(since)) = (&self.idle, waiting_since) {
+            let waited = since.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+            counters
+                .idle_nanos
+                .fetch_add(waited, std::sync::atomic::Ordering::Relaxed);
+        }
+        match result {
             Ok((i, item)) => self.accept(i, item).unwrap_or(GateEvent::Timeout),
             Err(_) => GateEvent::Timeout,
         }

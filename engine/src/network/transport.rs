@@ -145,7 +145,7 @@ fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
         discovery.upper_bound(settings.max_mtu);
         t.mtu_discovery_config(Some(discovery));
         // Batches of large datagrams exceed 64 KiB with segmentation offload: throughput
-        // collapses above ~6500 bytes unless it is off (measured, BUILD-NOTES.md).
+        // collapses above ~6500 bytes unless it is off (measured on loopback; `bench/README.md`).
         if settings.max_mtu > 6500 {
             t.enable_segmentation_offload(false);
         }

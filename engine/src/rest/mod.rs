@@ -159,7 +159,7 @@ async fn job_checkpoints(State(shared): State<Shared>, JobIdParam(id): JobIdPara
     let jm = dispatcher
         .job(id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
-    Ok(Json(json!(jm.checkpoints().stats())))
+    Ok(Json(views::checkpoint_statistics(jm.checkpoints())))
 }
 
 async fn job_checkpoints_config(
@@ -170,7 +170,11 @@ async fn job_checkpoints_config(
     let jm = dispatcher
         .job(id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
-    Ok(Json(json!(jm.checkpoints().config_view())))
+    let backend = match jm.state_config().backend.as_str() {
+        "rocksdb" => "EmbeddedRocksDBStateBackend",
+        _ => "HashMapStateBackend",
+    };
+    Ok(Json(views::checkpoint_config(jm.checkpoints(), backend)))
 }
 
 /// Body of `POST /jobs/:jobid/savepoints` (Flink's `SavepointTriggerRequestBody`).

@@ -166,6 +166,8 @@ async fn cluster_endpoints_have_every_field() {
                 "jobs-finished",
                 "jobs-cancelled",
                 "jobs-failed",
+                "taskmanagers-blocked",
+                "slots-free-and-blocked",
                 "flink-version",
                 "flink-commit",
             ],
@@ -234,6 +236,7 @@ async fn submitted_job_waits_for_slots_then_cancels() {
             "state",
             "last-modification",
             "tasks",
+            "pending-operators",
         ],
     );
     has_fields(&job["tasks"], &TASK_STATES);
@@ -670,6 +673,7 @@ mod views_of_a_running_cluster {
     use crate::jobmanager::resourcemanager::TaskManagerInfo;
     use crate::rest::views;
     use crate::rpc::messages::{ExecutionState, Hardware, ProgramSpec, TaskMetrics};
+    use serde_json::Value;
 
     fn dispatcher_with_running_job() -> (Dispatcher, JobId) {
         let mut d = Dispatcher::new(DispatcherSettings {
@@ -687,6 +691,7 @@ mod views_of_a_running_cluster {
                 hardware: Hardware {
                     cpu_cores: 4,
                     physical_memory: 8 << 30,
+                    process_memory: 1728 << 20,
                 },
                 network_memory: 64 << 20,
                 managed_memory: 256 << 20,
@@ -735,6 +740,8 @@ mod views_of_a_running_cluster {
                     records_out: 20,
                     bytes_out: 200,
                     back_pressured_ms: 5,
+                    idle_ms: 30,
+                    busy_ms: 65,
                 };
                 let _ = d.task_state(id, ExecutionState::Running, None, metrics, 3_000);
             }
@@ -761,6 +768,11 @@ mod views_of_a_running_cluster {
             assert_eq!(m["write-records"], 40);
             assert_eq!(m["write-bytes"], 400);
             assert_eq!(m["accumulated-backpressured-time"], 10);
+            assert_eq!(m["accumulated-idle-time"], 60, "summed from the heartbeats");
+            assert_eq!(
+                m["accumulated-busy-time"], 130.0,
+                "summed from the heartbeats"
+            );
             assert_eq!(m["read-records-complete"], false);
         }
         let summary = views::job_summary(d.job(job).unwrap(), 4_000);
@@ -845,6 +857,258 @@ mod views_of_a_running_cluster {
         );
     }
 
+    /// Fails unless `value[field]` is a JSON integer (Flink's `int`/`long`: a missing or null
+    /// one makes Flink's client fail to read the whole answer).
+    #[track_caller]
+    fn is_integer(value: &Value, field: &str) {
+        assert!(
+            value.get(field).is_some_and(|v| v.is_i64() || v.is_u64()),
+            "'{field}' is not an integer in {value}"
+        );
+    }
+
+    #[track_caller]
+    fn is_number(value: &Value, field: &str) {
+        assert!(
+            value.get(field).is_some_and(Value::is_number),
+            "'{field}' is not a number in {value}"
+        );
+    }
+
+    #[track_caller]
+    fn is_bool(value: &Value, field: &str) {
+        assert!(
+            value.get(field).is_some_and(Value::is_boolean),
+            "'{field}' is not a boolean in {value}"
+        );
+    }
+
+    /// The primitive fields of Flink 2.x's response classes, each with its JSON type.
+    #[test]
+    fn flink2_primitive_fields_are_present_with_their_types() {
+        let (d, job) = dispatcher_with_running_job();
+        let jm = d.job(job).unwrap();
+
+        // JobDetails (`/jobs/overview`) gained `pending-operators` in Flink 2.x.
+        let summary = views::job_summary(jm, 4_000);
+        for f in [
+            "start-time",
+            "end-time",
+            "duration",
+            "last-modification",
+            "pending-operators",
+        ] {
+            is_integer(&summary, f);
+        }
+        assert_eq!(summary["pending-operators"], 0, "the job graph is complete");
+
+        // JobDetailsInfo (`/jobs/:jobid`).
+        let details = views::job_details(jm, 4_000);
+        for f in [
+            "start-time",
+            "end-time",
+            "duration",
+            "maxParallelism",
+            "now",
+            "pending-operators",
+        ] {
+            is_integer(&details, f);
+        }
+        is_bool(&details, "isStoppable");
+        for v in details["vertices"].as_array().unwrap() {
+            for f in [
+                "maxParallelism",
+                "parallelism",
+                "start-time",
+                "end-time",
+                "duration",
+            ] {
+                is_integer(v, f);
+            }
+            let m = &v["metrics"];
+            for f in [
+                "read-bytes",
+                "write-bytes",
+                "read-records",
+                "write-records",
+                "accumulated-backpressured-time",
+                "accumulated-idle-time",
+            ] {
+                is_integer(m, f);
+            }
+            is_number(m, "accumulated-busy-time");
+            for f in [
+                "read-bytes-complete",
+                "write-bytes-complete",
+                "read-records-complete",
+                "write-records-complete",
+            ] {
+                is_bool(m, f);
+            }
+        }
+
+        // ClusterOverviewWithVersion (`/overview`).
+        let overview = views::overview(&d);
+        for f in [
+            "taskmanagers",
+            "slots-total",
+            "slots-available",
+            "jobs-running",
+            "jobs-finished",
+            "jobs-cancelled",
+            "jobs-failed",
+            "taskmanagers-blocked",
+            "slots-free-and-blocked",
+        ] {
+            is_integer(&overview, f);
+        }
+
+        // TaskManagerInfo (`/taskmanagers`): the process size is the configured one.
+        let tm = views::taskmanager(d.resources().taskmanager("tm-1").unwrap());
+        for f in [
+            "dataPort",
+            "jmxPort",
+            "timeSinceLastHeartbeat",
+            "slotsNumber",
+            "freeSlots",
+        ] {
+            is_integer(&tm, f);
+        }
+        is_bool(&tm, "blocked");
+        for f in ["cpuCores", "physicalMemory", "freeMemory", "managedMemory"] {
+            is_integer(&tm["hardware"], f);
+        }
+        is_number(&tm["totalResource"], "cpuCores");
+        let memory = &tm["memoryConfiguration"];
+        for f in [
+            "frameworkHeap",
+            "taskHeap",
+            "frameworkOffHeap",
+            "taskOffHeap",
+            "networkMemory",
+            "managedMemory",
+            "jvmMetaspace",
+            "jvmOverhead",
+            "totalFlinkMemory",
+            "totalProcessMemory",
+        ] {
+            is_integer(memory, f);
+        }
+        assert_eq!(memory["totalProcessMemory"], 1728u64 << 20);
+
+        // CheckpointingStatistics and CheckpointConfigInfo (`/jobs/:jobid/checkpoints[/config]`).
+        let stats = views::checkpoint_statistics(jm.checkpoints());
+        for f in ["restored", "total", "in_progress", "completed", "failed"] {
+            is_integer(&stats["counts"], f);
+        }
+        for s in ["checkpointed_size", "state_size", "end_to_end_duration"] {
+            for f in ["min", "max", "avg"] {
+                is_integer(&stats["summary"][s], f);
+            }
+            for f in ["p50", "p90", "p95", "p99", "p999"] {
+                is_number(&stats["summary"][s], f);
+            }
+        }
+        let config = views::checkpoint_config(jm.checkpoints(), "HashMapStateBackend");
+        for f in [
+            "interval",
+            "timeout",
+            "min_pause",
+            "max_concurrent",
+            "tolerable_failed_checkpoints",
+            "aligned_checkpoint_timeout",
+            "changelog_periodic_materialization_interval",
+        ] {
+            is_integer(&config, f);
+        }
+        for f in [
+            "unaligned_checkpoints",
+            "checkpoints_after_tasks_finish",
+            "state_changelog_enabled",
+        ] {
+            is_bool(&config, f);
+        }
+        assert_eq!(config["state_backend"], "HashMapStateBackend");
+    }
+
+    #[test]
+    fn checkpoint_entries_name_their_kind_for_flinks_client() {
+        use crate::checkpoint::stats::{CheckpointEntry, CheckpointStatus};
+        let entry = |id, status, is_savepoint| CheckpointEntry {
+            id,
+            status,
+            is_savepoint,
+            checkpoint_type: if is_savepoint {
+                "SAVEPOINT"
+            } else {
+                "CHECKPOINT"
+            },
+            trigger_timestamp: 1_000,
+            latest_ack_timestamp: 1_010,
+            checkpointed_size: 10,
+            state_size: 20,
+            end_to_end_duration: 10,
+            num_subtasks: 2,
+            num_acknowledged_subtasks: 2,
+            external_path: None,
+            failure_timestamp: (status == CheckpointStatus::Failed).then_some(1_020),
+            failure_message: (status == CheckpointStatus::Failed).then(|| "x".to_string()),
+        };
+        let retained = std::collections::BTreeSet::from([3]);
+        let cases = [
+            (
+                entry(3, CheckpointStatus::Completed, false),
+                "completed",
+                Some(false),
+            ),
+            (
+                entry(2, CheckpointStatus::Completed, false),
+                "completed",
+                Some(true),
+            ),
+            (
+                entry(1, CheckpointStatus::Completed, true),
+                "completed",
+                Some(false),
+            ),
+            (entry(4, CheckpointStatus::Failed, false), "failed", None),
+            (
+                entry(5, CheckpointStatus::InProgress, false),
+                "in_progress",
+                None,
+            ),
+        ];
+        for (e, clazz, discarded) in cases {
+            let mut value = serde_json::to_value(&e).unwrap();
+            views::flink_checkpoint_entry(&mut value, &retained);
+            assert_eq!(value["clazz"], clazz, "{value}");
+            assert_eq!(
+                value.get("discarded").and_then(Value::as_bool),
+                discarded,
+                "{value}"
+            );
+            for f in [
+                "id",
+                "trigger_timestamp",
+                "latest_ack_timestamp",
+                "state_size",
+                "end_to_end_duration",
+                "alignment_buffered",
+                "processed_data",
+                "persisted_data",
+                "num_subtasks",
+                "num_acknowledged_subtasks",
+            ] {
+                is_integer(&value, f);
+            }
+            is_bool(&value, "is_savepoint");
+            assert!(value["tasks"].is_object(), "{value}");
+            if clazz == "failed" {
+                is_integer(&value, "failure_timestamp");
+            }
+        }
+    }
+
     #[test]
     fn task_failures_appear_in_both_exception_lists() {
         let (mut d, job) = dispatcher_with_running_job();
@@ -898,4 +1162,56 @@ async fn raw_garbage_on_the_rest_port_leaves_it_serving() {
         assert!(!text.contains(" 500 "), "{text}");
     }
     assert_eq!(c.get("/overview").await["taskmanagers"], 0);
+}
+
+/// A TaskManager announcing more slots than `taskmanager.numberOfTaskSlots` allows is refused
+/// with a reason naming the key (its slot table is never allocated), and the JobManager goes on
+/// serving.
+#[tokio::test]
+async fn a_registration_with_too_many_slots_is_refused() {
+    use crate::rpc::messages::{Hardware, JmToTm, PROTOCOL_VERSION, TmToJm};
+    use crate::rpc::transport;
+    let mut config = Config::default();
+    config.set("rest.port", "0").unwrap();
+    config.set("jobmanager.rpc.port", "0").unwrap();
+    let secret = ClusterSecret::random();
+    let jm = crate::rest::start_jobmanager(
+        config,
+        secret.clone(),
+        std::sync::Arc::new(crate::examples::bundled()),
+    )
+    .await
+    .unwrap();
+    let mut conn = transport::connect(jm.shared.rpc_address(), &secret)
+        .await
+        .unwrap();
+    let register = TmToJm::Register {
+        protocol_version: PROTOCOL_VERSION,
+        resource_id: "greedy".into(),
+        host: "localhost".into(),
+        data_port: 1,
+        slots: u32::MAX,
+        hardware: Hardware::default(),
+        network_memory: 0,
+        managed_memory: 0,
+        running: vec![],
+        leader_session: None,
+    };
+    transport::send(&mut conn, &register).await.unwrap();
+    let answer: JmToTm = transport::recv(&mut conn).await.unwrap();
+    match answer {
+        JmToTm::Refused { reason } => assert!(
+            reason.contains("taskmanager.numberOfTaskSlots") && reason.contains("4294967295"),
+            "{reason}"
+        ),
+        other => panic!("registered with {} slots: {other:?}", u32::MAX),
+    }
+    let base = format!("http://{}", jm.rest_address);
+    let overview: Value = reqwest::get(format!("{base}/overview"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(overview["taskmanagers"], 0, "{overview}");
 }

@@ -1,10 +1,11 @@
 //! Pure renderings of the JobManager's state into Flink's REST JSON. Each takes the state and
 //! `now` and returns a value, so handlers only lock, render and unlock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
+use crate::checkpoint::CheckpointCoordinator;
 use crate::config::Config;
 use crate::graph::JobGraph;
 use crate::jobmanager::dispatcher::Dispatcher;
@@ -81,6 +82,10 @@ pub fn overview(d: &Dispatcher) -> Value {
         "jobs-finished": count(&|s| s == JobStatus::Finished),
         "jobs-cancelled": count(&|s| s == JobStatus::Canceled),
         "jobs-failed": count(&|s| s == JobStatus::Failed),
+        // Flink 2.x's blocklist counts: sluice never blocks a TaskManager (each reports
+        // `blocked: false`), so none of them or their free slots is blocked.
+        "taskmanagers-blocked": 0,
+        "slots-free-and-blocked": 0,
         "flink-version": version(),
         "flink-commit": COMMIT,
     })
@@ -127,6 +132,13 @@ fn counts(counts: &BTreeMap<ExecutionState, u32>, lower: bool) -> Map<String, Va
         .collect()
 }
 
+/// Flink 2.x's `pending-operators`: operators of the job not yet turned into job vertices (Flink
+/// can generate a batch job's graph step by step). sluice derives the whole job graph from the
+/// program before it schedules anything, so no operator of a job is ever pending.
+fn pending_operators(_jm: &JobMaster) -> u32 {
+    0
+}
+
 /// One job of `GET /jobs/overview`.
 pub fn job_summary(jm: &JobMaster, now: u64) -> Value {
     let (end, duration) = times(jm, now);
@@ -142,6 +154,7 @@ pub fn job_summary(jm: &JobMaster, now: u64) -> Value {
         "state": jm.status().name(),
         "last-modification": last_modification(jm),
         "tasks": tasks,
+        "pending-operators": pending_operators(jm),
     })
 }
 
@@ -158,11 +171,15 @@ fn sum_metrics<'a>(metrics: impl Iterator<Item = &'a TaskMetrics>) -> TaskMetric
         acc.records_out += m.records_out;
         acc.bytes_out += m.bytes_out;
         acc.back_pressured_ms += m.back_pressured_ms;
+        acc.idle_ms += m.idle_ms;
+        acc.busy_ms += m.busy_ms;
         acc
     })
 }
 
-/// Flink's `IOMetricsInfo` plus the accumulated times of newer Flink versions.
+/// Flink's `IOMetricsInfo` with the accumulated times Flink 1.16+ adds: back-pressured, idle
+/// (waiting for input) and busy (the rest of the time since processing started), in ms summed
+/// over the subtasks, as the TaskManagers measured them at their last heartbeat.
 fn io_metrics(m: &TaskMetrics, complete: bool) -> Value {
     json!({
         "read-bytes": m.bytes_in,
@@ -174,8 +191,8 @@ fn io_metrics(m: &TaskMetrics, complete: bool) -> Value {
         "write-records": m.records_out,
         "write-records-complete": complete,
         "accumulated-backpressured-time": m.back_pressured_ms,
-        "accumulated-idle-time": 0,
-        "accumulated-busy-time": 0.0,
+        "accumulated-idle-time": m.idle_ms,
+        "accumulated-busy-time": m.busy_ms as f64,
     })
 }
 
@@ -294,6 +311,7 @@ pub fn job_details(jm: &JobMaster, now: u64) -> Value {
         "vertices": vertices,
         "status-counts": counts(&jm.state_counts(), false),
         "plan": plan(&jid, jm.graph()),
+        "pending-operators": pending_operators(jm),
     })
 }
 
@@ -415,7 +433,7 @@ pub fn taskmanager(tm: &TaskManagerInfo) -> Value {
             "jvmMetaspace": 0,
             "jvmOverhead": 0,
             "totalFlinkMemory": tm.network_memory + tm.managed_memory,
-            "totalProcessMemory": tm.network_memory + tm.managed_memory,
+            "totalProcessMemory": tm.hardware.process_memory,
         },
         "blocked": false,
     })
@@ -461,6 +479,75 @@ pub fn taskmanager_details(tm: &TaskManagerInfo) -> Value {
         );
     }
     value
+}
+
+/// `GET /jobs/:jobid/checkpoints`: the coordinator's statistics with what Flink's client needs
+/// to read them (see [`flink_checkpoint_entry`]).
+pub fn checkpoint_statistics(coordinator: &CheckpointCoordinator) -> Value {
+    let retained: BTreeSet<u64> = coordinator.retained().map(|c| c.id).collect();
+    let mut stats = serde_json::to_value(coordinator.stats()).unwrap_or(Value::Null);
+    if let Some(history) = stats.get_mut("history").and_then(Value::as_array_mut) {
+        for entry in history {
+            flink_checkpoint_entry(entry, &retained);
+        }
+    }
+    if let Some(latest) = stats.get_mut("latest") {
+        for kind in ["completed", "savepoint", "failed"] {
+            if let Some(entry) = latest.get_mut(kind).filter(|e| !e.is_null()) {
+                flink_checkpoint_entry(entry, &retained);
+            }
+        }
+    }
+    stats
+}
+
+/// Completes one checkpoint of the statistics for Flink's client. Flink's `CheckpointStatistics`
+/// is polymorphic: each entry names its kind in `clazz` (`completed`, `failed`, `in_progress`),
+/// and its primitive fields must be present. `retained` holds the ids of the completed
+/// checkpoints whose files are still kept.
+pub fn flink_checkpoint_entry(entry: &mut Value, retained: &BTreeSet<u64>) {
+    let Value::Object(map) = entry else { return };
+    let status = map.get("status").and_then(Value::as_str).unwrap_or("");
+    let clazz = match status {
+        "COMPLETED" => "completed",
+        "FAILED" => "failed",
+        _ => "in_progress",
+    };
+    if status == "COMPLETED" {
+        // A completed checkpoint is discarded once it is no longer retained (its files are
+        // deleted); savepoints belong to the user and are never discarded.
+        let savepoint = map.get("is_savepoint").and_then(Value::as_bool) == Some(true);
+        let id = map.get("id").and_then(Value::as_u64).unwrap_or(0);
+        map.insert(
+            "discarded".into(),
+            json!(!savepoint && !retained.contains(&id)),
+        );
+    }
+    map.insert("clazz".into(), json!(clazz));
+    // Flink itself always reports 0 here.
+    map.insert("alignment_buffered".into(), json!(0));
+    // In-flight data of unaligned checkpoints: sluice's checkpoints are aligned, so nothing in
+    // flight is persisted or processed as part of a checkpoint.
+    map.insert("processed_data".into(), json!(0));
+    map.insert("persisted_data".into(), json!(0));
+    // Per-vertex statistics are not kept; Flink sends this empty too unless one checkpoint's
+    // details are asked for.
+    map.insert("tasks".into(), json!({}));
+}
+
+/// `GET /jobs/:jobid/checkpoints/config`: the coordinator's view plus the fields Flink 2.x
+/// adds. sluice has no changelog state backend: its materialization interval is 0 (Flink's
+/// "periodic materialization disabled").
+pub fn checkpoint_config(coordinator: &CheckpointCoordinator, backend: &str) -> Value {
+    let mut config = serde_json::to_value(coordinator.config_view()).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut config {
+        map.insert("state_backend".into(), json!(backend));
+        map.insert(
+            "changelog_periodic_materialization_interval".into(),
+            json!(0),
+        );
+    }
+    config
 }
 
 /// `GET /jobmanager/config`.

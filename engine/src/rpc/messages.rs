@@ -169,6 +169,14 @@ pub struct TaskMetrics {
     pub bytes_out: u64,
     /// Milliseconds spent blocked on full outputs.
     pub back_pressured_ms: u64,
+    /// Milliseconds spent waiting for input (an operator waiting for a buffer, a source
+    /// pausing between records).
+    #[serde(default)]
+    pub idle_ms: u64,
+    /// Milliseconds since the task started processing, less the idle and back-pressured time
+    /// (Flink's definition of busy time).
+    #[serde(default)]
+    pub busy_ms: u64,
 }
 
 /// Hardware facts a TaskManager reports (REST `hardware`).
@@ -178,6 +186,11 @@ pub struct Hardware {
     pub cpu_cores: u32,
     /// Physical memory in bytes.
     pub physical_memory: u64,
+    /// The `taskmanager.memory.process.size` the TaskManager runs with, in bytes (REST
+    /// `totalProcessMemory`, as Flink reports its TaskManagers' process size); 0 from a
+    /// TaskManager too old to say.
+    #[serde(default)]
+    pub process_memory: u64,
 }
 
 /// TaskManager → JobManager.

@@ -36,9 +36,9 @@ pub enum RpcError {
     /// TLS failed.
     #[error("TLS error: {0}")]
     Tls(String),
-    /// A frame announced more bytes than allowed.
-    #[error("frame of {0} bytes exceeds the limit of {MAX_FRAME} bytes")]
-    FrameTooLarge(usize),
+    /// A frame announced more bytes than allowed: (announced, limit).
+    #[error("frame of {0} bytes exceeds the limit of {1} bytes")]
+    FrameTooLarge(usize, usize),
     /// A frame did not decode as the expected message.
     #[error("malformed message: {0}")]
     Malformed(String),
@@ -56,9 +56,18 @@ impl RpcError {
 
 /// Reads one frame.
 pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Vec<u8>, RpcError> {
+    read_frame_of_at_most(r, MAX_FRAME).await
+}
+
+/// Reads one frame of at most `limit` bytes; a longer announced length is refused before
+/// anything is allocated for it.
+async fn read_frame_of_at_most<R: AsyncRead + Unpin>(
+    r: &mut R,
+    limit: usize,
+) -> Result<Vec<u8>, RpcError> {
     let len = r.read_u32().await? as usize;
-    if len > MAX_FRAME {
-        return Err(RpcError::FrameTooLarge(len));
+    if len > limit {
+        return Err(RpcError::FrameTooLarge(len, limit));
     }
     let mut buf = vec![0u8; len];
     r.read_exact(&mut buf).await?;
@@ -68,7 +77,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Vec<u8>, RpcE
 /// Writes one frame.
 pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> Result<(), RpcError> {
     if bytes.len() > MAX_FRAME {
-        return Err(RpcError::FrameTooLarge(bytes.len()));
+        return Err(RpcError::FrameTooLarge(bytes.len(), MAX_FRAME));
     }
     w.write_u32(bytes.len() as u32).await?;
     w.write_all(bytes).await?;
@@ -103,7 +112,8 @@ async fn prove<S: AsyncRead + AsyncWrite + Unpin>(
     if i_speak_first {
         write_frame(stream, &my_proof).await?;
     }
-    let their_proof = read_frame(stream).await?;
+    // Before the peer is authenticated it may make us allocate no more than a proof's size.
+    let their_proof = read_frame_of_at_most(stream, ClusterSecret::PROOF_LEN).await?;
     if !secret.verify(&ekm, theirs, &their_proof) {
         // An empty frame tells the peer its proof failed, so it can stop retrying; it reveals
         // nothing about the secret.
@@ -221,9 +231,73 @@ mod tests {
         let mut bytes: &[u8] = &[0xff, 0xff, 0xff, 0xff, 1, 2];
         assert!(matches!(
             read_frame(&mut bytes).await,
-            Err(RpcError::FrameTooLarge(_))
+            Err(RpcError::FrameTooLarge(_, MAX_FRAME))
         ));
         let mut bytes: &[u8] = &[0, 0, 0, 9, 1, 2];
         assert!(matches!(read_frame(&mut bytes).await, Err(RpcError::Io(_))));
+    }
+
+    #[test]
+    fn the_proof_length_is_an_hmac_sha256() {
+        let proof = ClusterSecret::new("x").proof(&[0u8; 32], b"client");
+        assert_eq!(proof.len(), ClusterSecret::PROOF_LEN);
+    }
+
+    /// A peer that has not proved the secret announces a huge proof: it is refused from the
+    /// length alone (nothing of that size is allocated or read), and the server keeps
+    /// accepting and authenticating other peers.
+    #[tokio::test]
+    async fn an_unauthenticated_huge_proof_is_refused_and_the_server_keeps_serving() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let secret = ClusterSecret::new("the-cluster-secret-of-this-test");
+        let server_secret = secret.clone();
+        let server = tokio::spawn(async move {
+            let acceptor = acceptor().unwrap();
+            let mut outcomes = Vec::new();
+            for _ in 0..2 {
+                let (tcp, _) = listener.accept().await.unwrap();
+                outcomes.push(match accept(tcp, &acceptor, &server_secret).await {
+                    Ok(mut s) => {
+                        let msg: String = recv(&mut s).await.unwrap();
+                        send(&mut s, &format!("echo {msg}")).await.map(|_| ())
+                    }
+                    Err(e) => Err(e),
+                });
+            }
+            outcomes
+        });
+
+        // The attacker: a TLS session, then a frame header announcing 60 MiB (under the
+        // general frame limit) as its "proof", and then a few bytes only.
+        let config = security::client_tls(ALPN).unwrap();
+        let connector = TlsConnector::from(Arc::new(config));
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("sluice").unwrap();
+        let mut tls = connector.connect(name, tcp).await.unwrap();
+        tls.write_u32(60 << 20).await.unwrap();
+        tls.write_all(&[0u8; 16]).await.unwrap();
+        tls.flush().await.unwrap();
+        // The server closes the session at once instead of waiting for 60 MiB.
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "the server waited for the announced proof");
+
+        // An honest peer still gets in.
+        let mut c = connect(addr, &secret).await.unwrap();
+        send(&mut c, &"hi".to_string()).await.unwrap();
+        let back: String = recv(&mut c).await.unwrap();
+        assert_eq!(back, "echo hi");
+
+        let outcomes = server.await.unwrap();
+        assert!(
+            matches!(
+                outcomes[0],
+                Err(RpcError::FrameTooLarge(n, ClusterSecret::PROOF_LEN)) if n == 60 << 20
+            ),
+            "{:?}",
+            outcomes[0]
+        );
+        assert!(outcomes[1].is_ok(), "{:?}", outcomes[1]);
     }
 }

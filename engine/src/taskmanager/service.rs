@@ -54,7 +54,8 @@ pub struct TaskManager {
     services: Arc<TaskServices>,
 }
 
-fn hardware() -> Hardware {
+/// What this machine has, and the process size this TaskManager is configured with.
+fn hardware(process_memory: u64) -> Hardware {
     let cpu_cores = std::thread::available_parallelism()
         .map(|n| n.get() as u32)
         .unwrap_or(1);
@@ -70,6 +71,7 @@ fn hardware() -> Hardware {
     Hardware {
         cpu_cores,
         physical_memory,
+        process_memory,
     }
 }
 
@@ -294,7 +296,7 @@ impl TaskManager {
                 host: self.config.taskmanager.host.clone(),
                 data_port,
                 slots: self.config.taskmanager.number_of_task_slots,
-                hardware: hardware(),
+                hardware: hardware(self.config.network.process_size),
                 network_memory: self.config.network.network_memory(),
                 managed_memory: self.config.network.managed_memory(),
                 running,

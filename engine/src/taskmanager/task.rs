@@ -91,7 +91,17 @@ pub(crate) fn metrics_of(c: &IoCounters) -> TaskMetrics {
         records_out: c.records_out.load(Ordering::Relaxed),
         bytes_out: c.bytes_out.load(Ordering::Relaxed),
         back_pressured_ms: c.back_pressured_nanos.load(Ordering::Relaxed) / 1_000_000,
+        idle_ms: c.idle_nanos.load(Ordering::Relaxed) / 1_000_000,
+        busy_ms: busy_nanos(c) / 1_000_000,
     }
+}
+
+/// Flink's busy time: the time since processing started less the time spent idle (waiting for
+/// input) and back-pressured (waiting for room downstream).
+fn busy_nanos(c: &IoCounters) -> u64 {
+    c.running_nanos()
+        .saturating_sub(c.idle_nanos.load(Ordering::Relaxed))
+        .saturating_sub(c.back_pressured_nanos.load(Ordering::Relaxed))
 }
 
 /// Starts a task's thread. `report` is called once with RUNNING and once with the final state.
@@ -146,6 +156,7 @@ pub(crate) fn spawn(
                 &local_dir,
             )
         }));
+        counters.stop_running();
         // The subtask's local state (RocksDB instances) is of no use once it ended.
         let _ = std::fs::remove_dir_all(&local_dir);
         if let Ok(Err(e)) = &outcome
@@ -246,6 +257,7 @@ impl Checkpoints {
 
 struct Hooks {
     writers: Vec<RecordWriterHandle>,
+    counters: Arc<IoCounters>,
     cancelled: Arc<AtomicBool>,
     timeout: Duration,
     last_flush: Instant,
@@ -271,6 +283,10 @@ impl SourceHooks for Hooks {
     }
     fn wait_control(&mut self, timeout: Duration) -> Option<TaskControl> {
         self.checkpoints.control.recv_timeout(timeout).ok()
+    }
+    fn idled(&mut self, elapsed: Duration) {
+        let nanos = elapsed.as_nanos().min(u64::MAX as u128) as u64;
+        self.counters.idle_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
     fn acknowledge(&mut self, checkpoint_id: u64, state: Result<SubtaskState, String>) {
         self.checkpoints.acknowledge(checkpoint_id, state);
@@ -435,6 +451,7 @@ fn run(
     let has_network_outputs = !writers.is_empty();
     let mut hooks = Hooks {
         writers,
+        counters: counters.clone(),
         cancelled: cancelled.clone(),
         timeout: services.buffer_timeout,
         last_flush: Instant::now(),
@@ -450,6 +467,7 @@ fn run(
                 None,
                 TaskMetrics::default(),
             );
+            counters.start_running();
             source.run(&mut hooks)
         }
         NodeKind::Operator(factory) => {
@@ -491,12 +509,14 @@ fn run(
             }
             let mut gate = InputGate::new(channels, names);
             gate.set_exactly_once(d.state.exactly_once);
+            gate.count_idle_time_in(counters.clone());
             report(
                 d.execution,
                 ExecutionState::Running,
                 None,
                 TaskMetrics::default(),
             );
+            counters.start_running();
             let mut input = Input {
                 gate,
                 processor,
@@ -508,6 +528,8 @@ fn run(
             };
             input.run(&mut hooks)?;
             input.processor.finish()?;
+            // Waiting for the final checkpoint is neither busy nor idle on input.
+            counters.stop_running();
             if hooks.checkpoints.enabled && !has_network_outputs {
                 // A sink commits on checkpoint completion: stay until a checkpoint covering
                 // everything this task wrote has completed (Flink's final checkpoint).

@@ -178,6 +178,11 @@ impl ElectionCore {
         }
     }
 
+    /// Whether our latch node exists behind another one (we wait for our turn).
+    pub(crate) fn is_follower(&self) -> bool {
+        matches!(self.role, Role::Follower { .. })
+    }
+
     /// Whether the core has been closed.
     #[cfg(test)]
     pub(crate) fn is_closed(&self) -> bool {

@@ -65,6 +65,8 @@ impl Shared {
 pub struct LeaderElection {
     events: mpsc::UnboundedReceiver<LeadershipEvent>,
     fence: watch::Receiver<Option<LeaderFence>>,
+    reconnections: watch::Receiver<u64>,
+    follows: watch::Receiver<u64>,
     shared: Arc<Shared>,
     layout: Layout,
     close: watch::Sender<bool>,
@@ -78,6 +80,8 @@ impl LeaderElection {
         // holds a term that may need revoking.
         let (events_tx, events) = mpsc::unbounded_channel();
         let (fence_tx, fence) = watch::channel(None);
+        let (reconnections_tx, reconnections) = watch::channel(0);
+        let (follows_tx, follows) = watch::channel(0);
         let (close, close_rx) = watch::channel(false);
         let shared = Arc::new(Shared::default());
         let core = ElectionCore::new(
@@ -91,6 +95,8 @@ impl LeaderElection {
             shared: shared.clone(),
             events: events_tx,
             fence: fence_tx,
+            reconnections: reconnections_tx,
+            follows: follows_tx,
             close: close_rx,
             state_watcher: None,
             last_state: SessionState::Disconnected,
@@ -101,6 +107,8 @@ impl LeaderElection {
         LeaderElection {
             events,
             fence,
+            reconnections,
+            follows,
             shared,
             layout,
             close,
@@ -127,6 +135,22 @@ impl LeaderElection {
     /// A watch of the current term, for callers that prefer state to events.
     pub fn watch_fence(&self) -> watch::Receiver<Option<LeaderFence>> {
         self.fence.clone()
+    }
+
+    /// How many times the connection to ZooKeeper came back within the same session, counted
+    /// once the election has taken the reconnection into account (so a term that survived the
+    /// outage is still in [`current_fence`](Self::current_fence) when the count moves).
+    /// Diagnostics; tests wait on it instead of sleeping through an outage.
+    pub fn watch_reconnections(&self) -> watch::Receiver<u64> {
+        self.reconnections.clone()
+    }
+
+    /// How many times this contender has read the latch directory and found another node ahead
+    /// of its own, so that it follows (counted once decided: a contender that found itself
+    /// first is claiming leadership instead). Diagnostics; tests wait on it instead of sleeping
+    /// to see that a contender stays a follower.
+    pub fn watch_follow_decisions(&self) -> watch::Receiver<u64> {
+        self.follows.clone()
     }
 
     /// The ZooKeeper session currently used by the election (diagnostics; tests use it to expire
@@ -222,6 +246,10 @@ struct Driver {
     shared: Arc<Shared>,
     events: mpsc::UnboundedSender<LeadershipEvent>,
     fence: watch::Sender<Option<LeaderFence>>,
+    /// Counts connections re-established within the session (after the core saw them).
+    reconnections: watch::Sender<u64>,
+    /// Counts listings of the latch directory after which the core follows.
+    follows: watch::Sender<u64>,
     close: watch::Receiver<bool>,
     state_watcher: Option<StateWatcher>,
     last_state: SessionState,
@@ -317,6 +345,8 @@ impl Driver {
 
     /// Feeds an input to the core, publishes the resulting term, queues its actions.
     fn feed(&mut self, input: Input, pending: &mut VecDeque<Action>) {
+        let reconnected = matches!(input, Input::Reconnected);
+        let listing = matches!(input, Input::Children(_));
         let actions = self.core.handle(Instant::now(), input);
         let fence = self.core.fence().cloned();
         self.fence.send_if_modified(|current| {
@@ -324,6 +354,12 @@ impl Driver {
             *current = fence;
             changed
         });
+        if reconnected {
+            self.reconnections.send_modify(|n| *n += 1);
+        }
+        if listing && self.core.is_follower() {
+            self.follows.send_modify(|n| *n += 1);
+        }
         pending.extend(actions);
     }
 
