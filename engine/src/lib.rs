@@ -10,12 +10,12 @@ pub mod api;
 pub mod checkpoint;
 /// Client side of the CLI verbs: the JobManager's REST client and `list` formatting.
 pub mod cli;
+pub mod common;
 pub mod config;
 pub mod embedded;
 pub mod examples;
 pub mod graph;
 pub mod ha;
-pub mod ids;
 pub mod jobmanager;
 pub mod network;
 pub mod record;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
 use crate::checkpoint::metadata::load_metadata;
-use crate::checkpoint::{KeyedStateHandle, LocalFileStorage, StateFile};
+use crate::state::{KeyedStateHandle, LocalFileStorage, StateFile};
 
 /// Local storage whose `_metadata` writes can be made to fail.
 #[derive(Default)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::ids::JobId;
+use crate::common::ids::JobId;
 
 /// Why a REST call failed.
 #[derive(Debug, thiserror::Error)]

@@ -7,9 +7,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 
 use super::client::RestClient;
+use crate::common::ids::JobId;
 use crate::config::Config;
 use crate::embedded::EmbeddedCluster;
-use crate::ids::JobId;
 use crate::jobmanager::service::JobManager;
 use crate::security::ClusterSecret;
 use crate::taskmanager::service::TaskManager;

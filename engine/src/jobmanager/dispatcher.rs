@@ -9,13 +9,12 @@ use super::jobmaster::{Action, JobMaster};
 use super::resourcemanager::{ResourceManager, TaskManagerInfo};
 use super::restart::RestartPolicy;
 use crate::api::StreamExecutionEnvironment;
-use crate::checkpoint::{
-    CheckpointCoordinator, CheckpointSettings, LocalFileStorage, SubtaskState,
-};
+use crate::checkpoint::{CheckpointCoordinator, CheckpointSettings, SubtaskState};
+use crate::common::ids::{ExecutionId, JobId, ResourceId};
 use crate::config::{CheckpointingMode, Config};
 use crate::examples;
-use crate::ids::{ExecutionId, JobId, ResourceId};
 use crate::rpc::messages::{ExecutionState, JmToTm, ProgramSpec, TaskMetrics, TaskStateConfig};
+use crate::state::LocalFileStorage;
 use std::sync::Arc;
 
 /// Limits the Dispatcher enforces, from the configuration.
@@ -68,7 +67,7 @@ impl JobSettings {
                 checkpointing: c.interval.is_some(),
                 exactly_once: c.mode == CheckpointingMode::ExactlyOnce,
                 restore: None,
-                key_hash: crate::network::partitioner::KeyHash::CURRENT,
+                key_hash: crate::common::keys::KeyHash::CURRENT,
             },
             restore_from: None,
             recover: false,

@@ -9,16 +9,18 @@ use serde::Serialize;
 
 use super::resourcemanager::SlotRef;
 use super::restart::{RestartPolicy, RestartTracker};
+use crate::api::ShipStrategy;
 use crate::checkpoint::{
-    CheckpointAction, CheckpointCoordinator, LocalFileStorage, RestoreError, SnapshotLocation,
-    SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal, VertexTopology,
+    CheckpointAction, CheckpointCoordinator, RestoreError, SubtaskState, TaskKey, TaskPhase,
+    TaskRestore, Terminal, VertexTopology,
 };
-use crate::graph::{JobGraph, ShipStrategy};
-use crate::ids::{ExecutionId, JobId, PartitionId, ResourceId};
+use crate::common::ids::{ExecutionId, JobId, PartitionId, ResourceId};
+use crate::graph::JobGraph;
 use crate::rpc::messages::{
     ChannelDeployment, ExecutionState, OutputDeployment, PartitionLocation, ProgramSpec,
     TaskDeployment, TaskMetrics, TaskStateConfig,
 };
+use crate::state::{LocalFileStorage, SnapshotLocation};
 
 /// Flink's job states.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

@@ -15,9 +15,9 @@ use super::dispatcher::{
     CancelError, Dispatcher, DispatcherSettings, JobSettings, Outbox, SavepointError, SubmitError,
 };
 use super::resourcemanager::TaskManagerInfo;
+use crate::common::ids::{JobId, ResourceId};
 use crate::config::Config;
 use crate::ha::JobRecord;
-use crate::ids::{JobId, ResourceId};
 use crate::rpc::messages::{JmToTm, PROTOCOL_VERSION, ProgramSpec, TmToJm};
 use crate::rpc::transport::{self, RpcError};
 use crate::security::ClusterSecret;

@@ -188,7 +188,7 @@ struct StopRequest {
 
 fn savepoint_answer(
     shared: &JobManagerShared,
-    id: crate::ids::JobId,
+    id: crate::common::ids::JobId,
     target: Option<String>,
     stop: bool,
 ) -> Result<Response, ApiError> {
@@ -231,7 +231,7 @@ async fn savepoint_status(
     State(shared): State<Shared>,
     ApiPath((job, trigger)): ApiPath<(String, String)>,
 ) -> ApiResult {
-    let id: crate::ids::JobId = job.parse().map_err(|reason| {
+    let id: crate::common::ids::JobId = job.parse().map_err(|reason| {
         ApiError::bad_request(format!(
             "Bad request: invalid path parameter jobid: {reason}"
         ))

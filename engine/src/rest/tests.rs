@@ -7,8 +7,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::cli::client::{ClientError, RestClient};
+use crate::common::ids::JobId;
 use crate::config::Config;
-use crate::ids::JobId;
 use crate::jobmanager::service::JobManager;
 use crate::security::ClusterSecret;
 
@@ -657,7 +657,7 @@ mod views_of_a_running_cluster {
     //! The renderings with a TaskManager and running tasks, driven through the pure cores.
 
     use super::has_fields;
-    use crate::ids::{ExecutionId, JobId};
+    use crate::common::ids::{ExecutionId, JobId};
     use crate::jobmanager::dispatcher::{Dispatcher, DispatcherSettings};
     use crate::jobmanager::resourcemanager::TaskManagerInfo;
     use crate::rest::views;

@@ -15,8 +15,8 @@
 //!   confirmed checkpoint uploaded yet.
 //!
 //! A key's key group is `key_group(key_hash.hash(&key), max_parallelism)` with the job's
-//! [`KeyHash`], exactly what the hash partitioner uses, so a key's state lives in the subtask its
-//! records are sent to.
+//! [`KeyHash`](crate::common::keys::KeyHash), exactly what the hash partitioner uses, so a key's
+//! state lives in the subtask its records are sent to.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -30,17 +30,16 @@ use std::str::FromStr;
 use rkyv::rancor;
 use rkyv::util::AlignedVec;
 
-use crate::api::TaskError;
-use crate::checkpoint::storage::{self, StateStorage};
-use crate::checkpoint::{KeyedStateHandle, SnapshotLocation};
-pub use crate::network::partitioner::KeyHash;
-use crate::network::partitioner::{KeyGroups, key_group, operator_index_for_key_group};
+use crate::common::error::TaskError;
+use crate::common::keys::{KeyGroups, KeyHash, key_group, operator_index_for_key_group};
 use crate::record::Data;
 
 mod format;
 mod heap;
 mod memory;
 mod rocks;
+mod snapshot;
+pub mod storage;
 #[cfg(test)]
 mod tests;
 mod write_buffer;
@@ -48,6 +47,8 @@ mod write_buffer;
 use heap::HeapBackend;
 pub use memory::RocksMemory;
 use rocks::RocksBackend;
+pub use snapshot::{KeyedStateHandle, SnapshotKind, SnapshotLocation, StateFile};
+pub use storage::{LocalFileStorage, StateStorage};
 
 /// The largest supported max parallelism (Flink's limit): key groups are stored as 16 bits.
 pub const MAX_MAX_PARALLELISM: u32 = 1 << 15;
@@ -476,7 +477,7 @@ impl Inner {
         encoder.encode(buf, value).map_err(|e| StateError::Codec {
             state: state.to_string(),
             reason: match e {
-                crate::record::RecordError::Serialize(reason) => reason,
+                crate::common::error::RecordError::Serialize(reason) => reason,
                 other => other.to_string(),
             },
         })?;

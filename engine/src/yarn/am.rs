@@ -16,9 +16,9 @@ use yarn_am::{
 
 use super::pool::{Command, SlotView, TASKMANAGER_PRIORITY, TaskManagerPool};
 use super::{ApplicationJob, JOB_ENV, SCHEDULER_ENV, SHIP_DIR_ENV, SHIPPED_FILES, YarnError};
+use crate::common::ids::JobId;
 use crate::config::Config;
 use crate::ha::JobRecord;
-use crate::ids::JobId;
 use crate::jobmanager::jobmaster::JobStatus;
 use crate::jobmanager::service::{JobManager, JobManagerShared, now_ms};
 use crate::rpc::messages::ProgramSpec;
