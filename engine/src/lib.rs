@@ -8,7 +8,7 @@
 pub mod allocator;
 pub mod api;
 pub mod checkpoint;
-/// Client side of the CLI verbs: the JobManager's REST client and `list` formatting.
+/// The command line: parsing, dispatch to the roles and verbs, and what the verbs print.
 pub mod cli;
 pub mod common;
 pub mod config;
@@ -25,4 +25,5 @@ pub mod security;
 pub mod state;
 pub mod taskmanager;
 pub mod threads;
+pub mod timezone;
 pub mod yarn;

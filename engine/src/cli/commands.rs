@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 
-use super::client::RestClient;
 use crate::common::ids::JobId;
 use crate::config::Config;
 use crate::embedded::EmbeddedCluster;
 use crate::jobmanager::service::JobManager;
+use crate::rest::client::RestClient;
 use crate::security::ClusterSecret;
 use crate::taskmanager::service::TaskManager;
 
@@ -261,8 +261,8 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             let client = RestClient::new(&target_address(&config, &target).await?)?;
             let jobs = client.jobs_overview().await?;
             let offset =
-                super::client::local_utc_offset_seconds(crate::jobmanager::service::now_ms());
-            print!("{}", super::client::format_list(&jobs, all, offset));
+                crate::timezone::local_utc_offset_seconds(crate::jobmanager::service::now_ms());
+            print!("{}", super::list::format_list(&jobs, all, offset));
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Cancel { target, job_id } => {

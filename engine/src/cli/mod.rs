@@ -1,2 +1,2 @@
-pub mod client;
 pub mod commands;
+pub mod list;

@@ -6,6 +6,7 @@
 //! Dispatcher's lock only while rendering (never across an await). `docs/rest.md` lists the
 //! calls.
 
+pub mod client;
 mod error;
 mod ui;
 mod views;

@@ -6,10 +6,10 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::cli::client::{ClientError, RestClient};
 use crate::common::ids::JobId;
 use crate::config::Config;
 use crate::jobmanager::service::JobManager;
+use crate::rest::client::{ClientError, RestClient};
 use crate::security::ClusterSecret;
 
 struct Cluster {
