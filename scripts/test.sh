@@ -7,6 +7,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/sluice-target}"
 
 scripts/install-deps.sh test
 cargo fmt --all --check
+scripts/check-layers.sh
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --bins
 

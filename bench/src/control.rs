@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use sluice::common::ids::{ExecutionId, JobId};
 use sluice::config::Config;
-use sluice::ids::{ExecutionId, JobId};
 use sluice::jobmanager::JobManager;
 use sluice::jobmanager::jobmaster::JobStatus;
 use sluice::rpc::messages::{ExecutionState, JmToTm, PROTOCOL_VERSION, ProgramSpec, TmToJm};

@@ -14,11 +14,12 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use sluice::checkpoint::{
-    KeyedStateHandle, LocalFileStorage, SnapshotKind, SnapshotLocation, StateStorage,
-};
+use sluice::common::keys::KeyHash;
 use sluice::config::Config;
-use sluice::state::{BackendKind, BackendSettings, KeyGroupRange, KeyedStateStore, RocksMemory};
+use sluice::state::{
+    BackendKind, BackendSettings, KeyGroupRange, KeyedStateHandle, KeyedStateStore,
+    LocalFileStorage, RocksMemory, SnapshotKind, SnapshotLocation, StateStorage,
+};
 
 use crate::{Stat, mib};
 
@@ -98,7 +99,7 @@ fn open(
         local_dir: dir.join(name),
         incremental: true,
         rocks_memory: Some(RocksMemory::budget(memory, ratio)),
-        key_hash: sluice::state::KeyHash::CURRENT,
+        key_hash: KeyHash::CURRENT,
     };
     KeyedStateStore::open(
         &settings,

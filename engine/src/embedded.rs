@@ -100,7 +100,7 @@ mod tests {
     use crate::rpc::messages::ProgramSpec;
     use std::collections::BTreeMap;
 
-    async fn wait_terminal(cluster: &EmbeddedCluster, job: crate::ids::JobId) -> JobStatus {
+    async fn wait_terminal(cluster: &EmbeddedCluster, job: crate::common::ids::JobId) -> JobStatus {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let status = cluster

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use zk_ha::{HaConfig, HaError, LeaderInfo, ZooKeeperHaServices};
 
+use crate::common::ids::JobId;
 use crate::config::Config;
-use crate::ids::JobId;
 use crate::rpc::messages::ProgramSpec;
 
 /// The component name under which the leading JobManager publishes its addresses.

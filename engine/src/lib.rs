@@ -8,14 +8,14 @@
 pub mod allocator;
 pub mod api;
 pub mod checkpoint;
-/// Client side of the CLI verbs: the JobManager's REST client and `list` formatting.
+/// The command line: parsing, dispatch to the roles and verbs, and what the verbs print.
 pub mod cli;
+pub mod common;
 pub mod config;
 pub mod embedded;
 pub mod examples;
 pub mod graph;
 pub mod ha;
-pub mod ids;
 pub mod jobmanager;
 pub mod network;
 pub mod record;
@@ -25,4 +25,5 @@ pub mod security;
 pub mod state;
 pub mod taskmanager;
 pub mod threads;
+pub mod timezone;
 pub mod yarn;

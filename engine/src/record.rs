@@ -14,6 +14,8 @@ use rkyv::rancor;
 use rkyv::ser::allocator::{Arena, ArenaHandle};
 use rkyv::util::AlignedVec;
 
+use crate::common::error::RecordError;
+
 /// Alignment of each record's archive inside a buffer.
 pub const RECORD_ALIGN: usize = 8;
 /// Bytes in front of each run of archives: their length and their count.
@@ -96,46 +98,6 @@ unsafe impl<E> rkyv::ser::Allocator<E> for LazyArena<'_> {
         // SAFETY: `ptr` was allocated by this handle (the caller's guarantee); the rest passes on.
         unsafe { handle.pop_alloc(ptr, layout) }
     }
-}
-
-/// Why bytes could not be turned back into a record.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RecordError {
-    /// The buffer ended inside a run's header or inside a record.
-    #[error(
-        "truncated record frame at offset {offset}: {needed} bytes needed, {available} available"
-    )]
-    Truncated {
-        /// Where the header or the record starts.
-        offset: usize,
-        /// Bytes the frame claims.
-        needed: usize,
-        /// Bytes left in the buffer.
-        available: usize,
-    },
-    /// The archive bytes did not validate as the expected type.
-    #[error("invalid record archive at offset {offset}: {reason}")]
-    Invalid {
-        /// Where the frame starts.
-        offset: usize,
-        /// What rkyv's validator said.
-        reason: String,
-    },
-    /// A run's header claims no records, or several archives of no bytes (writers put those
-    /// in runs of one, so that a buffer holds at most one record per 8 bytes).
-    #[error("record run at offset {offset} claims {count} records of {len} bytes")]
-    InvalidRun {
-        /// Where the run's header starts.
-        offset: usize,
-        /// The records it claims.
-        count: u32,
-        /// Their length.
-        len: usize,
-    },
-    /// rkyv could not serialize a record.
-    #[error("could not serialize a record: {0}")]
-    Serialize(String),
 }
 
 /// Appends one record to `buf` as a run of its own. The buffer's length must be a multiple of

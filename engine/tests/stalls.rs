@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sluice::common::ids::JobId;
 use sluice::config::Config;
-use sluice::ids::JobId;
 use sluice::jobmanager::JobManager;
 use sluice::rpc::messages::{JmToTm, PROTOCOL_VERSION, ProgramSpec, TmToJm};
 use sluice::rpc::transport;

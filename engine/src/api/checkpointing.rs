@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::context::TaskError;
-use crate::checkpoint::{StateStorage, SubtaskState, TaskRestore};
+use crate::checkpoint::{SubtaskState, TaskRestore};
+use crate::common::error::TaskError;
 use crate::network::buffer::CheckpointBarrier;
+use crate::state::StateStorage;
 
 /// Messages from the JobMaster to a running task about checkpoints.
 #[derive(Debug)]
@@ -92,7 +93,7 @@ pub(crate) struct StateInit {
     /// Whether the job is checkpointed (sinks then commit on checkpoints, not at the end).
     pub(crate) checkpointing: bool,
     /// How the job hashes keys into key groups (its partitioners and keyed state alike).
-    pub(crate) key_hash: crate::network::partitioner::KeyHash,
+    pub(crate) key_hash: crate::common::keys::KeyHash,
 }
 
 impl std::fmt::Debug for StateInit {
@@ -113,10 +114,10 @@ impl StateInit {
             incremental: false,
             rocks_memory: None,
             local_dir: std::env::temp_dir(),
-            storage: Arc::new(crate::checkpoint::LocalFileStorage),
+            storage: Arc::new(crate::state::LocalFileStorage),
             restore: None,
             checkpointing: false,
-            key_hash: crate::network::partitioner::KeyHash::CURRENT,
+            key_hash: crate::common::keys::KeyHash::CURRENT,
         }
     }
 }

@@ -1,58 +1,9 @@
-//! What a running operator knows about itself, and how a subtask fails.
+//! What a running operator knows about itself.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::record::RecordError;
-
-/// Why a subtask stopped before finishing. The JobMaster decides from the variant whether a
-/// restart can help.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum TaskError {
-    /// The subtask was cancelled on request; not a failure.
-    #[error("the task was cancelled")]
-    Cancelled,
-    /// The job's own code panicked or returned an error.
-    #[error("{0}")]
-    User(String),
-    /// Reading or writing a file failed.
-    #[error("{context}: {source}")]
-    Io {
-        /// What the task was doing, with the path.
-        context: String,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-    /// A record could not be written or read.
-    #[error(transparent)]
-    Record(#[from] RecordError),
-    /// An exchange with another subtask broke: a peer vanished or sent garbage.
-    #[error("network: {0}")]
-    Network(String),
-    /// The task could not be set up (a job graph mismatch, a missing partition, ...).
-    #[error("task setup failed: {0}")]
-    Setup(String),
-    /// Keyed state could not be read, written, snapshotted or restored.
-    #[error("state: {0}")]
-    State(String),
-}
-
-impl TaskError {
-    /// Whether the failure is likely a consequence of a failure elsewhere (a broken exchange),
-    /// rather than a cause of its own.
-    pub fn is_secondary(&self) -> bool {
-        matches!(self, TaskError::Network(_))
-    }
-
-    /// An I/O error with what was being done.
-    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        TaskError::Io {
-            context: context.into(),
-            source,
-        }
-    }
-}
+use crate::common::error::TaskError;
 
 /// A subtask's view of itself: which parallel instance it is, and whether it should stop.
 #[derive(Clone, Debug)]
@@ -106,7 +57,7 @@ impl RuntimeContext {
             task_name: "standalone".into(),
             subtask_index,
             parallelism,
-            max_parallelism: crate::graph::default_max_parallelism(parallelism),
+            max_parallelism: crate::common::keys::default_max_parallelism(parallelism),
             attempt: 0,
             batch: false,
             cancelled: Arc::new(AtomicBool::new(false)),

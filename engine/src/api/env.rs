@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::checkpointing::SnapshotContext;
-use super::context::{RuntimeContext, TaskError};
+use super::context::RuntimeContext;
 use super::operators::{
     BatchKeyedReduce, BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedProcess,
     KeyedProcessFunction, KeyedReduce, Map, Sink,
@@ -20,9 +20,10 @@ use super::sources::{
     CollectionSource, GeneratorSource, SequenceSource, SourceContext, SourceFunction, SourceHooks,
     TextFileSource,
 };
-use crate::graph::{
+use super::stream_graph::{
     AnyBox, InputProcessor, NodeKind, ShipStrategy, SourceTask, StreamEdge, StreamGraph, StreamNode,
 };
+use crate::common::error::TaskError;
 use crate::network::partitioner::ChannelSelector;
 use crate::network::writer::{NetworkOutput, RecordWriterHandle};
 use crate::record::{self, Data};
@@ -225,7 +226,7 @@ impl StreamExecutionEnvironment {
         &self,
         name: &str,
         kind: NodeKind,
-        decoder: Option<crate::graph::DecoderFactory>,
+        decoder: Option<super::stream_graph::DecoderFactory>,
     ) -> usize {
         let mut g = self.graph.borrow_mut();
         g.nodes.push(StreamNode {
@@ -252,8 +253,12 @@ impl StreamExecutionEnvironment {
         let selector = Arc::new(selector);
         let writer = Box::new(
             move |ctx: &RuntimeContext, handle: RecordWriterHandle| -> AnyBox {
-                let out: BoxOutput<T> =
-                    Box::new(NetworkOutput::new(handle, (*selector).clone(), ctx));
+                let out: BoxOutput<T> = Box::new(NetworkOutput::new(
+                    handle,
+                    (*selector).clone(),
+                    ctx.subtask_index() as usize,
+                    ctx.state.key_hash,
+                ));
                 Box::new(out)
             },
         );
@@ -360,7 +365,7 @@ impl<T: Data> DataStream<T> {
             let op = make(ctx, downcast::<O>(next)?)?;
             Ok(Box::new(op) as AnyBox)
         }));
-        let decoder: crate::graph::DecoderFactory =
+        let decoder: super::stream_graph::DecoderFactory =
             Box::new(move |any: AnyBox| -> Box<dyn InputProcessor> {
                 match any.downcast::<Op>() {
                     Ok(op) => decode(*op),
@@ -713,82 +718,5 @@ impl<A: Data, N: Data + Add<Output = N>, K: Data + Hash + Eq> KeyedStream<(A, N)
     /// Sums the second field of each key's pairs (Flink's `sum(1)`), keeping the first field.
     pub fn sum(&self) -> DataStream<(A, N)> {
         self.reduce(|(a, x), (_, y)| (a, x + y)).name("Keyed Sum")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::graph::NodeKind;
-    use std::sync::Mutex;
-
-    struct Collect(Arc<Mutex<Vec<(u64, String)>>>);
-
-    impl SinkFunction<(u64, String)> for Collect {
-        fn invoke(&mut self, record: (u64, String)) -> Result<(), TaskError> {
-            self.0.lock().unwrap().push(record);
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn in_place_filter_reads_archived_records_and_heads_its_own_chain() {
-        let env = StreamExecutionEnvironment::new();
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let sink_store = got.clone();
-        env.from_collection(vec![(0u64, String::new())])
-            .filter_in_place(|r: &<(u64, String) as rkyv::Archive>::Archived| {
-                r.0.to_native() % 3 == 0 && !r.1.is_empty()
-            })
-            .add_sink("Collect", move |_| Ok(Collect(sink_store.clone())));
-        let graph = env.into_graph();
-        let job = graph.job_graph("t", 1).unwrap();
-        // The in-place filter does not chain behind the source even with equal parallelism.
-        assert_eq!(job.vertices.len(), 2);
-        let vertex = &job.vertices[1];
-        assert_eq!(
-            vertex.nodes.len(),
-            2,
-            "the sink chains behind the in-place filter"
-        );
-        let ctx = RuntimeContext::standalone(0, 1);
-        let (filter, sink) = (vertex.nodes[0], vertex.nodes[1]);
-        let NodeKind::Operator(make_sink) = &graph.nodes[sink].kind else {
-            panic!()
-        };
-        let sink_op = make_sink(&ctx, (graph.nodes[sink].fanout)(vec![])).unwrap();
-        let NodeKind::Operator(make_filter) = &graph.nodes[filter].kind else {
-            panic!()
-        };
-        let filter_op = make_filter(&ctx, (graph.nodes[filter].fanout)(vec![sink_op])).unwrap();
-        let mut input = (graph.nodes[filter].decoder.as_ref().unwrap())(filter_op);
-        let mut buffer = rkyv::util::AlignedVec::new();
-        let records: Vec<(u64, String)> = (0..10)
-            .map(|i| {
-                (
-                    i,
-                    if i == 6 {
-                        String::new()
-                    } else {
-                        format!("r{i}")
-                    },
-                )
-            })
-            .collect();
-        for r in &records {
-            record::append(&mut buffer, r).unwrap();
-        }
-        assert_eq!(input.process(&buffer).unwrap(), 10);
-        input.finish().unwrap();
-        assert_eq!(
-            *got.lock().unwrap(),
-            vec![(0, "r0".into()), (3, "r3".into()), (9, "r9".into())]
-        );
-        // Garbage is rejected by validation, not read.
-        let mut garbage = rkyv::util::AlignedVec::<16>::new();
-        garbage.extend_from_slice(&[
-            8, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
-        ]);
-        assert!(input.process(&garbage).is_err());
     }
 }

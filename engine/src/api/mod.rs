@@ -24,14 +24,16 @@ pub(crate) mod operators;
 mod program;
 mod sinks;
 mod sources;
+pub(crate) mod stream_graph;
 
-pub use context::{RuntimeContext, TaskError};
+pub use crate::common::error::TaskError;
+pub use context::RuntimeContext;
 pub use env::{DataStream, KeyedStream, RuntimeMode, StreamExecutionEnvironment};
 pub use operators::{Collector, KeyedProcessFunction};
 pub use program::{JobProgram, ProgramRegistry};
 pub use sinks::SinkFunction;
 pub use sources::{SourceContext, SourceFunction};
+pub use stream_graph::ShipStrategy;
 
 pub(crate) use checkpointing::{SnapshotContext, StateInit, TaskControl};
-pub(crate) use operators::Output;
 pub(crate) use sources::SourceHooks;

@@ -7,8 +7,9 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::checkpointing::SnapshotContext;
-use super::context::TaskError;
 use super::sinks::SinkFunction;
+use crate::common::error::TaskError;
+use crate::network::writer::NetworkOutput;
 use crate::record::Data;
 use crate::state::{KeyedStateStore, ValueState};
 
@@ -39,6 +40,24 @@ macro_rules! forward_checkpoints {
 
 /// A boxed output of records of type `T`.
 pub(crate) type BoxOutput<T> = Box<dyn Output<T>>;
+
+/// The end of a chain at a vertex boundary: records go to the network's record writer, a
+/// barrier to every subpartition; nothing to commit.
+impl<T: Data> Output<T> for NetworkOutput<T> {
+    #[inline]
+    fn push(&mut self, record: T) -> Result<(), TaskError> {
+        NetworkOutput::push(self, record)
+    }
+    fn finish(&mut self) -> Result<(), TaskError> {
+        NetworkOutput::finish(self)
+    }
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        self.broadcast_barrier(snap.barrier())
+    }
+    fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
 
 pub(crate) struct Map<F, O> {
     pub(crate) f: Arc<F>,

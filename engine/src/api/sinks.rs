@@ -5,7 +5,8 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use super::context::{RuntimeContext, TaskError};
+use super::context::RuntimeContext;
+use crate::common::error::TaskError;
 
 /// A user-defined sink. One instance runs per parallel subtask.
 pub trait SinkFunction<T>: 'static {

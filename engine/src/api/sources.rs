@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::checkpointing::{SnapshotContext, TaskControl};
-use super::context::{RuntimeContext, TaskError};
+use super::context::RuntimeContext;
 use super::operators::Output;
-use crate::checkpoint::{StateStorage, SubtaskState};
+use crate::checkpoint::SubtaskState;
+use crate::common::error::TaskError;
 use crate::network::buffer::CheckpointBarrier;
+use crate::state::StateStorage;
 
 /// How a running task lets a source flush buffers on time, notice cancellation and take part
 /// in checkpoints.
@@ -475,7 +477,7 @@ mod tests {
         }
         fn acknowledge(&mut self, _id: u64, _state: Result<SubtaskState, String>) {}
         fn storage(&self) -> (&dyn StateStorage, &str) {
-            (&crate::checkpoint::LocalFileStorage, "test")
+            (&crate::state::LocalFileStorage, "test")
         }
         fn checkpointing(&self) -> bool {
             false
@@ -519,9 +521,9 @@ mod tests {
             self.fired = true;
             Some(TaskControl::Trigger(Arc::new(CheckpointBarrier {
                 timestamp: 0,
-                location: crate::checkpoint::SnapshotLocation {
+                location: crate::state::SnapshotLocation {
                     checkpoint_id: 1,
-                    kind: crate::checkpoint::SnapshotKind::Checkpoint,
+                    kind: crate::state::SnapshotKind::Checkpoint,
                     dir: "/unused".into(),
                     shared_dir: None,
                 },
@@ -534,7 +536,7 @@ mod tests {
             *self.acked.borrow_mut() = Some(state.unwrap());
         }
         fn storage(&self) -> (&dyn StateStorage, &str) {
-            (&crate::checkpoint::LocalFileStorage, "test")
+            (&crate::state::LocalFileStorage, "test")
         }
         fn checkpointing(&self) -> bool {
             true

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use super::coordinator::{TaskKey, VertexTopology};
 use super::metadata::{CheckpointMetadata, RestoreError};
+use super::topology::{TaskKey, VertexTopology};
 use super::{OperatorRestore, TaskRestore};
 
 /// The key groups `[first, last]` that subtask `index` of `parallelism` owns, out of
@@ -132,8 +132,9 @@ pub fn assign(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::OperatorSubtaskState;
     use crate::checkpoint::metadata::OperatorMetadata;
-    use crate::checkpoint::{KeyedStateHandle, OperatorSubtaskState};
+    use crate::state::KeyedStateHandle;
     use proptest::prelude::*;
 
     fn vertex(parallelism: u32, max_parallelism: u32, operators: Vec<u32>) -> VertexTopology {

@@ -24,9 +24,11 @@ use super::stats::{
     CheckpointConfigInfo, CheckpointEntry, CheckpointStatus, CheckpointingStatistics, Counts,
     Externalization, HISTORY_SIZE, Latest, RestoredEntry, Summarizer, Summary,
 };
-use super::storage::join;
-use super::{OperatorSubtaskState, SnapshotKind, SnapshotLocation, SubtaskState, TaskRestore};
-use crate::network::partitioner::KeyHash;
+use super::topology::{TaskKey, VertexTopology};
+use super::{OperatorSubtaskState, SubtaskState, TaskRestore};
+use crate::common::keys::KeyHash;
+use crate::state::storage::join;
+use crate::state::{SnapshotKind, SnapshotLocation};
 
 /// Flink's message when consecutive failures exceed `tolerable_failures`.
 pub const TOLERABLE_EXCEEDED: &str = "Exceeded checkpoint tolerable failure threshold.";
@@ -40,21 +42,6 @@ pub const ABORTED_SHUTDOWN: &str = "CheckpointCoordinator shutdown.";
 pub const SUBSUMED: &str = "Checkpoint has been subsumed.";
 /// The error of a savepoint request without a directory.
 pub const NO_SAVEPOINT_DIR: &str = "No savepoint directory configured: pass a target directory or set execution.checkpointing.savepoint-dir";
-
-/// One parallel subtask of one vertex: the unit that acknowledges checkpoints.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct TaskKey {
-    /// The vertex's index in the topology.
-    pub vertex: u32,
-    /// The subtask's index, `0..parallelism`.
-    pub subtask: u32,
-}
-
-impl fmt::Display for TaskKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "v{}/{}", self.vertex, self.subtask)
-    }
-}
 
 /// What the coordinator needs to know of a task's execution state.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,20 +118,6 @@ impl Default for CheckpointSettings {
     fn default() -> Self {
         (&crate::config::Config::default().checkpointing).into()
     }
-}
-
-/// One vertex of the job as the coordinator sees it; its index in the topology is the
-/// `vertex` of its [`TaskKey`]s.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VertexTopology {
-    /// Its parallelism.
-    pub parallelism: u32,
-    /// Its max parallelism (number of key groups).
-    pub max_parallelism: u32,
-    /// Indices of its upstream vertices.
-    pub inputs: Vec<usize>,
-    /// Operator ids of its chain, head first.
-    pub operators: Vec<u32>,
 }
 
 /// What the JobMaster must do for the coordinator.

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::*;
 use crate::checkpoint::io as file_work;
 use crate::checkpoint::metadata::{load_metadata, validate};
-use crate::checkpoint::{KeyedStateHandle, LocalFileStorage, StateFile, StateStorage};
+use crate::state::{KeyedStateHandle, LocalFileStorage, StateFile, StateStorage};
 
 /// Local storage whose `_metadata` writes can be made to fail.
 #[derive(Default)]

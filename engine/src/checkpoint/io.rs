@@ -8,7 +8,8 @@ use super::coordinator::{RestoreCandidate, RestoreVerdicts};
 use super::metadata::{
     CheckpointMetadata, RestoreError, load_metadata, metadata_location, validate,
 };
-use super::storage::{StateStorage, join};
+use crate::state::StateStorage;
+use crate::state::storage::join;
 
 /// Writes a checkpoint's `_metadata` (atomically: readers see all of it or nothing).
 pub fn write_metadata(storage: &dyn StateStorage, path: &str, bytes: &[u8]) -> Result<(), String> {

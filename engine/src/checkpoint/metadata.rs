@@ -10,9 +10,10 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
-use super::storage::{StateStorage, join};
-use super::{KeyedStateHandle, OperatorSubtaskState};
-use crate::network::partitioner::KeyHash;
+use super::OperatorSubtaskState;
+use crate::common::keys::KeyHash;
+use crate::state::KeyedStateHandle;
+use crate::state::storage::{StateStorage, join};
 
 /// The name of the metadata file inside a checkpoint or savepoint directory.
 pub const METADATA_FILE: &str = "_metadata";
@@ -310,7 +311,7 @@ pub fn validate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::{LocalFileStorage, StateFile};
+    use crate::state::{LocalFileStorage, StateFile};
 
     fn base() -> (tempfile::TempDir, String) {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 
-use super::client::RestClient;
+use crate::common::ids::JobId;
 use crate::config::Config;
 use crate::embedded::EmbeddedCluster;
-use crate::ids::JobId;
+use crate::rest::client::RestClient;
 use crate::security::ClusterSecret;
 use crate::taskmanager::service::TaskManager;
 
@@ -79,7 +79,7 @@ pub enum Command {
     Examples,
     /// Starts a sluice session cluster on YARN (the JobManager as ApplicationMaster,
     /// TaskManager containers on demand), or attaches to, lists or kills sessions.
-    YarnSession(crate::yarn::session::SessionArgs),
+    YarnSession(super::yarn::SessionArgs),
     /// The JobManager as YARN ApplicationMaster (started by a NodeManager, not by hand).
     #[command(hide = true)]
     YarnAppmaster,
@@ -164,7 +164,7 @@ fn init_logging(default: &str) {
 
 /// Runs the command line; the binary's `main` calls this.
 pub fn main() -> std::process::ExitCode {
-    let cli = Cli::parse_from(crate::yarn::session::flink_style_args(std::env::args_os()));
+    let cli = Cli::parse_from(super::yarn::flink_style_args(std::env::args_os()));
     let server = matches!(
         cli.command,
         Command::Jobmanager | Command::Taskmanager { .. } | Command::YarnAppmaster
@@ -239,7 +239,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             let code = crate::yarn::am::run(config, dir.as_deref()).await?;
             Ok(std::process::ExitCode::from(code))
         }
-        Command::YarnSession(args) => crate::yarn::session::main(config, args).await,
+        Command::YarnSession(args) => super::yarn::session(config, args).await,
         Command::CheckCounting { records, keys, dir } => {
             let report = crate::examples::check_counting_dir(records, keys, &dir)
                 .with_context(|| format!("cannot read the output directory {}", dir.display()))?;
@@ -265,8 +265,8 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             let client = RestClient::new(&target_address(&config, &target).await?)?;
             let jobs = client.jobs_overview().await?;
             let offset =
-                super::client::local_utc_offset_seconds(crate::jobmanager::service::now_ms());
-            print!("{}", super::client::format_list(&jobs, all, offset));
+                crate::timezone::local_utc_offset_seconds(crate::jobmanager::service::now_ms());
+            print!("{}", super::list::format_list(&jobs, all, offset));
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::Cancel { target, job_id } => {
@@ -353,7 +353,7 @@ async fn rest_address(config: &Config, target: &Target) -> Result<String> {
 /// [`rest_address`], with `-m yarn-session` resolved through the YARN properties file.
 async fn target_address(config: &Config, target: &Target) -> Result<String> {
     if target.jobmanager.as_deref() == Some("yarn-session") {
-        return Ok(crate::yarn::session::find_session(config)
+        return Ok(crate::yarn::client::find_session(config)
             .await?
             .rest_address);
     }
@@ -396,7 +396,7 @@ async fn run(
             overrides: job_config,
             savepoint: args.from_savepoint,
         };
-        return crate::yarn::session::run_application(config, job, args.detached).await;
+        return super::yarn::run_application(config, job, args.detached).await;
     }
     let local = match args.deployment.as_deref() {
         Some("local") => true,
@@ -428,7 +428,7 @@ async fn run(
         let address = cluster.rest_address();
         (Some(cluster), address)
     } else if args.deployment.as_deref() == Some("yarn-session") {
-        let session = crate::yarn::session::find_session(&config).await?;
+        let session = crate::yarn::client::find_session(&config).await?;
         (None, session.rest_address)
     } else {
         (None, target_address(&config, &args.target).await?)

@@ -1,2 +1,4 @@
-pub mod client;
 pub mod commands;
+pub mod list;
+mod signals;
+pub mod yarn;

@@ -1,126 +1,14 @@
-//! From the dataflow a job program builds (the stream graph: one node per operator) to the job
-//! graph (one vertex per chain of operators that run in one thread), as Flink does it.
+//! From the dataflow a job program builds (the stream graph: one node per operator, recorded by
+//! the api in `crate::api::stream_graph`) to the job graph (one vertex per chain of operators
+//! that run in one thread), as Flink does it.
 //!
-//! The stream graph holds the operators' typed factories behind type-erased closures; the job
-//! graph is plain data that travels to the REST API and, as a fingerprint, to the TaskManagers,
-//! which rebuild the same stream graph from the same program and arguments.
-
-use std::any::Any;
-use std::fmt;
+//! The job graph is plain data that travels to the REST API and, as a fingerprint, to the
+//! TaskManagers, which rebuild the same stream graph from the same program and arguments.
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::{RuntimeContext, TaskError};
-use crate::network::writer::RecordWriterHandle;
-
-/// A type-erased box holding a `BoxOutput<T>` for the record type at that point of the graph.
-pub(crate) type AnyBox = Box<dyn Any>;
-
-/// Builds an operator instance: takes the downstream `BoxOutput<Out>`, returns the operator as a
-/// `BoxOutput<In>`.
-pub(crate) type OperatorFactory = Box<dyn Fn(&RuntimeContext, AnyBox) -> Result<AnyBox, TaskError>>;
-/// Builds a source instance around its downstream `BoxOutput<Out>`.
-pub(crate) type SourceFactory =
-    Box<dyn Fn(&RuntimeContext, AnyBox) -> Result<Box<dyn SourceTask>, TaskError>>;
-/// Combines the `BoxOutput<Out>`s of a node's consumers into one (copying records if several).
-pub(crate) type FanoutFactory = Box<dyn Fn(Vec<AnyBox>) -> AnyBox>;
-/// Wraps a node's `BoxOutput<In>` so it can be fed with network buffers.
-pub(crate) type DecoderFactory = Box<dyn Fn(AnyBox) -> Box<dyn InputProcessor>>;
-/// Builds the typed network output of an edge, as a `BoxOutput<T>`.
-pub(crate) type WriterFactory = Box<dyn Fn(&RuntimeContext, RecordWriterHandle) -> AnyBox>;
-
-/// A running source: emits until its input ends, then finishes its outputs.
-pub(crate) trait SourceTask {
-    fn run(&mut self, hooks: &mut dyn crate::api::SourceHooks) -> Result<(), TaskError>;
-}
-
-/// Feeds records from received network buffers into the head operator of a chain.
-pub(crate) trait InputProcessor {
-    /// Decodes every record of a buffer and pushes it through the chain.
-    fn process(&mut self, buffer: &[u8]) -> Result<u64, TaskError>;
-    /// All inputs ended.
-    fn finish(&mut self) -> Result<(), TaskError>;
-    /// A checkpoint barrier was aligned: snapshot the chain and pass the barrier downstream.
-    fn snapshot(&mut self, snap: &mut crate::api::SnapshotContext<'_>) -> Result<(), TaskError>;
-    /// A checkpoint completed.
-    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError>;
-}
-
-/// How records of an edge are distributed over the consumer's parallel subtasks.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ShipStrategy {
-    /// Subtask `i` sends to subtask `i` (equal parallelism; such edges chain).
-    Forward,
-    /// Round-robin over all consumers.
-    Rebalance,
-    /// By key: the key's key group decides the consumer.
-    Hash,
-    /// Every record to every consumer.
-    Broadcast,
-}
-
-impl ShipStrategy {
-    /// Whether every producer talks to every consumer.
-    pub fn is_all_to_all(self) -> bool {
-        self != ShipStrategy::Forward
-    }
-}
-
-impl fmt::Display for ShipStrategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ShipStrategy::Forward => "FORWARD",
-            ShipStrategy::Rebalance => "REBALANCE",
-            ShipStrategy::Hash => "HASH",
-            ShipStrategy::Broadcast => "BROADCAST",
-        })
-    }
-}
-
-pub(crate) enum NodeKind {
-    Source(SourceFactory),
-    Operator(OperatorFactory),
-}
-
-/// One operator of the stream graph.
-pub(crate) struct StreamNode {
-    pub(crate) name: String,
-    pub(crate) parallelism: Option<u32>,
-    pub(crate) kind: NodeKind,
-    pub(crate) fanout: FanoutFactory,
-    pub(crate) decoder: Option<DecoderFactory>,
-    pub(crate) inputs: Vec<usize>,
-    pub(crate) outputs: Vec<usize>,
-    /// Reads its input in place from network buffers, so it always heads a chain.
-    pub(crate) in_place: bool,
-}
-
-/// A connection between two operators.
-pub(crate) struct StreamEdge {
-    pub(crate) source: usize,
-    pub(crate) target: usize,
-    /// `None`: forward if the parallelisms match, else rebalance (Flink's default).
-    pub(crate) strategy: Option<ShipStrategy>,
-    pub(crate) writer: WriterFactory,
-}
-
-/// What a job program built.
-#[derive(Default)]
-pub(crate) struct StreamGraph {
-    pub(crate) nodes: Vec<StreamNode>,
-    pub(crate) edges: Vec<StreamEdge>,
-    pub(crate) parallelism: Option<u32>,
-    pub(crate) max_parallelism: Option<u32>,
-    pub(crate) batch: bool,
-}
-
-/// Flink's default number of key groups for an operator of the given parallelism: 1.5 × the
-/// parallelism rounded up to a power of two, at least 128 and at most 32768.
-pub fn default_max_parallelism(parallelism: u32) -> u32 {
-    let p = parallelism as u64;
-    (p + p / 2).next_power_of_two().clamp(128, 32768) as u32
-}
+use crate::api::stream_graph::{NodeKind, ShipStrategy, StreamEdge, StreamGraph};
+use crate::common::keys::default_max_parallelism;
 
 /// Why a stream graph cannot become a job graph.
 #[derive(Debug, thiserror::Error)]
@@ -211,7 +99,7 @@ impl JobGraph {
         let text = serde_json::to_string(self).unwrap_or_default();
         format!(
             "{:016x}",
-            crate::network::partitioner::stable_hash_bytes(text.as_bytes())
+            crate::common::keys::stable_hash_bytes(text.as_bytes())
         )
     }
 
@@ -331,9 +219,8 @@ impl StreamGraph {
                 .collect::<Vec<_>>()
                 .join(" -> ");
             let seed = format!("{name}/{index}/{}", v.name);
-            let hi = crate::network::partitioner::stable_hash_bytes(seed.as_bytes());
-            let lo =
-                crate::network::partitioner::stable_hash_bytes(format!("{seed}/lo").as_bytes());
+            let hi = crate::common::keys::stable_hash_bytes(seed.as_bytes());
+            let lo = crate::common::keys::stable_hash_bytes(format!("{seed}/lo").as_bytes());
             v.id = format!("{hi:016x}{lo:016x}");
         }
         Ok(JobGraph {
@@ -342,5 +229,123 @@ impl StreamGraph {
             edges,
             batch: self.batch,
         })
+    }
+}
+
+/// Why a program's job graph could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// No known program has that name.
+    #[error("unknown job '{0}'")]
+    UnknownProgram(String),
+    /// The program refused its arguments.
+    #[error("invalid arguments for {program}: {message}")]
+    BadArguments {
+        /// The program.
+        program: String,
+        /// What it said.
+        message: String,
+    },
+    /// The dataflow cannot run.
+    #[error("invalid job graph: {0}")]
+    BadGraph(#[from] GraphError),
+}
+
+/// Builds the job graph of `program` at `parallelism` by running the program's code (user
+/// code: the JobManager runs this off its lock and async runtime).
+pub fn build_job_graph(
+    programs: &crate::api::ProgramRegistry,
+    program: &crate::rpc::messages::ProgramSpec,
+    parallelism: u32,
+) -> Result<JobGraph, BuildError> {
+    let code = programs
+        .find(&program.name)
+        .ok_or_else(|| BuildError::UnknownProgram(program.name.clone()))?;
+    let env = crate::api::StreamExecutionEnvironment::new();
+    let name = code
+        .build(&env, &program.args)
+        .map_err(|message| BuildError::BadArguments {
+            program: program.name.clone(),
+            message,
+        })?;
+    Ok(env.into_graph().job_graph(&name, parallelism)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use crate::api::stream_graph::NodeKind;
+    use crate::api::{RuntimeContext, SinkFunction, StreamExecutionEnvironment, TaskError};
+    use crate::record;
+
+    struct Collect(Arc<Mutex<Vec<(u64, String)>>>);
+
+    impl SinkFunction<(u64, String)> for Collect {
+        fn invoke(&mut self, record: (u64, String)) -> Result<(), TaskError> {
+            self.0.lock().unwrap().push(record);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn in_place_filter_reads_archived_records_and_heads_its_own_chain() {
+        let env = StreamExecutionEnvironment::new();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let sink_store = got.clone();
+        env.from_collection(vec![(0u64, String::new())])
+            .filter_in_place(|r: &<(u64, String) as rkyv::Archive>::Archived| {
+                r.0.to_native() % 3 == 0 && !r.1.is_empty()
+            })
+            .add_sink("Collect", move |_| Ok(Collect(sink_store.clone())));
+        let graph = env.into_graph();
+        let job = graph.job_graph("t", 1).unwrap();
+        // The in-place filter does not chain behind the source even with equal parallelism.
+        assert_eq!(job.vertices.len(), 2);
+        let vertex = &job.vertices[1];
+        assert_eq!(
+            vertex.nodes.len(),
+            2,
+            "the sink chains behind the in-place filter"
+        );
+        let ctx = RuntimeContext::standalone(0, 1);
+        let (filter, sink) = (vertex.nodes[0], vertex.nodes[1]);
+        let NodeKind::Operator(make_sink) = &graph.nodes[sink].kind else {
+            panic!()
+        };
+        let sink_op = make_sink(&ctx, (graph.nodes[sink].fanout)(vec![])).unwrap();
+        let NodeKind::Operator(make_filter) = &graph.nodes[filter].kind else {
+            panic!()
+        };
+        let filter_op = make_filter(&ctx, (graph.nodes[filter].fanout)(vec![sink_op])).unwrap();
+        let mut input = (graph.nodes[filter].decoder.as_ref().unwrap())(filter_op);
+        let mut buffer = rkyv::util::AlignedVec::new();
+        let records: Vec<(u64, String)> = (0..10)
+            .map(|i| {
+                (
+                    i,
+                    if i == 6 {
+                        String::new()
+                    } else {
+                        format!("r{i}")
+                    },
+                )
+            })
+            .collect();
+        for r in &records {
+            record::append(&mut buffer, r).unwrap();
+        }
+        assert_eq!(input.process(&buffer).unwrap(), 10);
+        input.finish().unwrap();
+        assert_eq!(
+            *got.lock().unwrap(),
+            vec![(0, "r0".into()), (3, "r3".into()), (9, "r9".into())]
+        );
+        // Garbage is rejected by validation, not read.
+        let mut garbage = rkyv::util::AlignedVec::<16>::new();
+        garbage.extend_from_slice(&[
+            8, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+        ]);
+        assert!(input.process(&garbage).is_err());
     }
 }

@@ -13,14 +13,13 @@ use std::collections::BTreeMap;
 use super::jobmaster::{Action, JobMaster, StorageWork};
 use super::resourcemanager::{ResourceManager, TaskManagerInfo};
 use super::restart::RestartPolicy;
-use crate::api::{ProgramRegistry, StreamExecutionEnvironment};
 use crate::checkpoint::io::RetainedEntries;
 use crate::checkpoint::{
     CheckpointCoordinator, CheckpointMetadata, CheckpointSettings, RestoreVerdicts, SubtaskState,
 };
+use crate::common::ids::{ExecutionId, JobId, ResourceId};
 use crate::config::{CheckpointingMode, Config};
-use crate::graph::JobGraph;
-use crate::ids::{ExecutionId, JobId, ResourceId};
+use crate::graph::{BuildError, JobGraph};
 use crate::rpc::messages::{ExecutionState, JmToTm, ProgramSpec, TaskMetrics, TaskStateConfig};
 
 /// Limits the Dispatcher enforces, from the configuration.
@@ -72,7 +71,7 @@ impl JobSettings {
                 checkpointing: c.interval.is_some(),
                 exactly_once: c.mode == CheckpointingMode::ExactlyOnce,
                 restore: None,
-                key_hash: crate::network::partitioner::KeyHash::CURRENT,
+                key_hash: crate::common::keys::KeyHash::CURRENT,
             },
             restore_from: None,
             recover: None,
@@ -112,26 +111,16 @@ pub enum SubmitError {
     BadRestore(String),
 }
 
-/// Builds the job graph of `program` at `parallelism` by running the program's code (user
-/// code: the caller runs this off the JobManager's lock and async runtime).
-pub fn build_job_graph(
-    programs: &ProgramRegistry,
-    program: &ProgramSpec,
-    parallelism: u32,
-) -> Result<JobGraph, SubmitError> {
-    let code = programs
-        .find(&program.name)
-        .ok_or_else(|| SubmitError::UnknownProgram(program.name.clone()))?;
-    let env = StreamExecutionEnvironment::new();
-    let name = code
-        .build(&env, &program.args)
-        .map_err(|message| SubmitError::BadArguments {
-            program: program.name.clone(),
-            message,
-        })?;
-    env.into_graph()
-        .job_graph(&name, parallelism)
-        .map_err(|e| SubmitError::BadGraph(e.to_string()))
+impl From<BuildError> for SubmitError {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::UnknownProgram(name) => SubmitError::UnknownProgram(name),
+            BuildError::BadArguments { program, message } => {
+                SubmitError::BadArguments { program, message }
+            }
+            BuildError::BadGraph(e) => SubmitError::BadGraph(e.to_string()),
+        }
+    }
 }
 
 /// Why a cancellation was refused.
@@ -619,7 +608,11 @@ mod tests {
         parallelism: u32,
         now: u64,
     ) -> Result<Outbox, SubmitError> {
-        let graph = build_job_graph(&crate::examples::bundled(), &program, parallelism.max(1))?;
+        let graph = crate::graph::build_job_graph(
+            &crate::examples::bundled(),
+            &program,
+            parallelism.max(1),
+        )?;
         d.submit(id, program, graph, parallelism, job(), now)
     }
 

@@ -9,18 +9,19 @@ use serde::Serialize;
 
 use super::resourcemanager::SlotRef;
 use super::restart::{RestartPolicy, RestartTracker};
+use crate::api::ShipStrategy;
 use crate::checkpoint::io::RetainedEntries;
 use crate::checkpoint::{
     CheckpointAction, CheckpointCoordinator, CheckpointMetadata, RestoreCandidate, RestoreError,
-    RestoreVerdicts, SnapshotLocation, SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal,
-    VertexTopology,
+    RestoreVerdicts, SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal, VertexTopology,
 };
-use crate::graph::{JobGraph, ShipStrategy};
-use crate::ids::{ExecutionId, JobId, PartitionId, ResourceId};
+use crate::common::ids::{ExecutionId, JobId, PartitionId, ResourceId};
+use crate::graph::JobGraph;
 use crate::rpc::messages::{
     ChannelDeployment, ExecutionState, OutputDeployment, PartitionLocation, ProgramSpec,
     TaskDeployment, TaskMetrics, TaskStateConfig,
 };
+use crate::state::SnapshotLocation;
 
 /// Flink's job states.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -1231,7 +1232,7 @@ impl JobMaster {
 mod tests {
     use super::*;
     use crate::examples;
-    use crate::jobmanager::dispatcher::build_job_graph;
+    use crate::graph::build_job_graph;
 
     fn job(parallelism: u32) -> JobMaster {
         let program = ProgramSpec {

@@ -6,48 +6,15 @@
 //! delays recording a job's end, never heartbeats, RPC answers, REST answers or the deadlines of
 //! the cores.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::{info, warn};
 
+use super::ha_state::HaRuntime;
 use super::service::JobManagerShared;
+use crate::common::ids::JobId;
 use crate::ha::JobRecord;
-use crate::ids::JobId;
-
-/// A JobManager's part in ZooKeeper HA.
-pub struct HaRuntime {
-    /// The ZooKeeper services.
-    pub(super) services: zk_ha::ZooKeeperHaServices,
-    /// The current term's fence while this JobManager leads.
-    fence: Mutex<Option<zk_ha::LeaderFence>>,
-    /// The leader's REST address as last published (for a standby's redirects).
-    leader_rest: Mutex<Option<String>>,
-    /// Jobs whose end is recorded in the job result store.
-    recorded: Mutex<HashSet<JobId>>,
-}
-
-impl HaRuntime {
-    /// HA state around `services`, not leading yet.
-    pub(super) fn new(services: zk_ha::ZooKeeperHaServices) -> Self {
-        HaRuntime {
-            services,
-            fence: Mutex::new(None),
-            leader_rest: Mutex::new(None),
-            recorded: Mutex::new(HashSet::new()),
-        }
-    }
-
-    fn fence(&self) -> Option<zk_ha::LeaderFence> {
-        self.fence.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// The ZooKeeper services.
-    pub fn services(&self) -> &zk_ha::ZooKeeperHaServices {
-        &self.services
-    }
-}
 
 impl JobManagerShared {
     /// Whether this JobManager may act: always without HA, only while it leads with HA.

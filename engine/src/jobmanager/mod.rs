@@ -6,6 +6,7 @@
 
 pub mod dispatcher;
 pub mod endpoint;
+pub mod ha_state;
 pub mod jobmaster;
 pub mod leadership;
 pub mod process;

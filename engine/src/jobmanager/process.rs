@@ -10,13 +10,14 @@ use tokio::net::TcpListener;
 use tracing::{info, warn};
 
 use super::endpoint::accept_loop;
-use super::leadership::{HaRuntime, leadership, recorder, watch_leader};
+use super::ha_state::HaRuntime;
+use super::leadership::{leadership, recorder, watch_leader};
 use super::service::{JobManagerShared, driver};
 use crate::api::ProgramRegistry;
-use crate::checkpoint::{LocalFileStorage, StateStorage};
 use crate::config::Config;
 use crate::rpc::transport::{self, RpcError};
 use crate::security::ClusterSecret;
+use crate::state::{LocalFileStorage, StateStorage};
 
 /// A running JobManager.
 pub struct JobManager {

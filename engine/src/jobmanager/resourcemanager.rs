@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
-use crate::ids::{JobId, ResourceId};
+use crate::common::ids::{JobId, ResourceId};
 use crate::rpc::messages::Hardware;
 
 /// A slot handed to a job.

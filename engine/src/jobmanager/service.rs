@@ -21,16 +21,16 @@ use tracing::{info, warn};
 
 use super::dispatcher::{
     CancelError, Dispatcher, DispatcherSettings, JobSettings, Outbox, SavepointError, SubmitError,
-    build_job_graph,
 };
+use super::ha_state::HaRuntime;
 use super::jobmaster::StorageWork;
-use super::leadership::HaRuntime;
 use crate::api::ProgramRegistry;
-use crate::checkpoint::{StateStorage, io, job_root};
+use crate::checkpoint::{io, job_root};
+use crate::common::ids::{JobId, ResourceId};
 use crate::config::Config;
 use crate::ha::JobRecord;
-use crate::ids::{JobId, ResourceId};
 use crate::rpc::messages::{JmToTm, ProgramSpec};
+use crate::state::StateStorage;
 
 /// Milliseconds since the Unix epoch: the time the cores are fed.
 pub fn now_ms() -> u64 {
@@ -279,18 +279,19 @@ impl JobManagerShared {
             return Err(SubmitError::BadParallelism);
         }
         let (programs, spec) = (self.programs.clone(), program.clone());
-        let graph =
-            tokio::task::spawn_blocking(move || build_job_graph(&programs, &spec, parallelism))
-                .await
-                .unwrap_or_else(|panic| {
-                    Err(SubmitError::BadArguments {
-                        program: program.name.clone(),
-                        message: format!(
-                            "the program panicked while building its dataflow: {}",
-                            panic_text(panic)
-                        ),
-                    })
-                })?;
+        let graph = tokio::task::spawn_blocking(move || {
+            crate::graph::build_job_graph(&programs, &spec, parallelism).map_err(SubmitError::from)
+        })
+        .await
+        .unwrap_or_else(|panic| {
+            Err(SubmitError::BadArguments {
+                program: program.name.clone(),
+                message: format!(
+                    "the program panicked while building its dataflow: {}",
+                    panic_text(panic)
+                ),
+            })
+        })?;
         if let Some(path) = savepoint {
             let storage = self.storage.clone();
             job.restore_from = Some(

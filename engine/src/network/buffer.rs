@@ -23,7 +23,7 @@ pub(crate) struct CheckpointBarrier {
     /// When the JobMaster triggered it (ms since the epoch).
     pub(crate) timestamp: u64,
     /// Where the snapshot's files go, with the checkpoint id and kind.
-    pub(crate) location: crate::checkpoint::SnapshotLocation,
+    pub(crate) location: crate::state::SnapshotLocation,
 }
 
 impl CheckpointBarrier {

@@ -241,9 +241,9 @@ mod tests {
     fn barrier(id: u64) -> Arc<CheckpointBarrier> {
         Arc::new(CheckpointBarrier {
             timestamp: 0,
-            location: crate::checkpoint::SnapshotLocation {
+            location: crate::state::SnapshotLocation {
                 checkpoint_id: id,
-                kind: crate::checkpoint::SnapshotKind::Checkpoint,
+                kind: crate::state::SnapshotKind::Checkpoint,
                 dir: format!("/c/chk-{id}"),
                 shared_dir: None,
             },

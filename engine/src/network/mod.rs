@@ -6,10 +6,9 @@
 
 pub(crate) mod budget;
 pub(crate) mod buffer;
+pub mod channel;
 pub(crate) mod gate;
 pub(crate) mod partitioner;
 pub(crate) mod registry;
 pub mod transport;
 pub(crate) mod writer;
-
-pub use partitioner::{key_group, operator_index_for_key_group, stable_hash};

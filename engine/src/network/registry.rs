@@ -5,7 +5,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::buffer::NetBuffer;
-use crate::ids::{JobId, PartitionId};
+use crate::common::ids::{JobId, PartitionId};
 
 /// Subpartition queues by partition; a consumer takes its queue's receiving end once.
 #[derive(Default)]
@@ -74,7 +74,7 @@ impl PartitionRegistry {
     }
 
     /// Forgets one producer's partitions.
-    pub(crate) fn release_producer(&self, producer: crate::ids::ExecutionId) {
+    pub(crate) fn release_producer(&self, producer: crate::common::ids::ExecutionId) {
         let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|id, _| id.producer != producer);
     }

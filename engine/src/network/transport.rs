@@ -30,12 +30,11 @@ use tokio::sync::Mutex as AsyncMutex;
 use tracing::{debug, warn};
 
 use super::buffer::{Buffer, BufferPool, CheckpointBarrier, CreditGuard, Credits, NetBuffer};
+use super::channel::{ChannelDeployment, RemoteChannels};
 use super::registry::PartitionRegistry;
-use crate::api::TaskError;
-use crate::ids::PartitionId;
-use crate::rpc::messages::ChannelDeployment;
+use crate::common::error::TaskError;
+use crate::common::ids::PartitionId;
 use crate::security::{self, ClusterSecret};
-use crate::taskmanager::task::RemoteChannels;
 use crate::threads::SchedulingPolicy;
 
 /// ALPN protocol id of the data plane: version 2 frames records in runs (`crate::record`), so a

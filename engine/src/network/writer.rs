@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use rkyv::util::AlignedVec;
 
 use super::buffer::{Buffer, BufferPool, IoCounters, NetBuffer};
-use super::partitioner::{ChannelSelector, KeyGroups, KeyHash, operator_index_for_key_group};
-use crate::api::{Output, RuntimeContext, TaskError};
+use super::partitioner::ChannelSelector;
+use crate::common::error::TaskError;
+use crate::common::keys::{KeyGroups, KeyHash, operator_index_for_key_group};
 use crate::record::{self, Data};
 
 /// The untyped part of a network output: buffers and the queues of the subpartitions.
@@ -218,7 +219,8 @@ impl RecordWriter {
     }
 }
 
-/// The typed end of a chain that writes into a result partition.
+/// The typed end of a chain that writes into a result partition (the api makes it an operator
+/// output).
 pub(crate) struct NetworkOutput<T> {
     writer: RecordWriterHandle,
     selector: ChannelSelector<T>,
@@ -232,23 +234,24 @@ impl<T: Data> NetworkOutput<T> {
     pub(crate) fn new(
         writer: RecordWriterHandle,
         selector: ChannelSelector<T>,
-        ctx: &RuntimeContext,
+        subtask_index: usize,
+        key_hash: KeyHash,
     ) -> Self {
         let channels = writer.borrow().channels().max(1);
         // Start round-robin at our own index so that parallel producers do not all hit channel 0.
-        let next_channel = ctx.subtask_index() as usize % channels;
+        let next_channel = subtask_index % channels;
         NetworkOutput {
             writer,
             selector,
-            key_hash: ctx.state.key_hash,
+            key_hash,
             next_channel,
             scratch: AlignedVec::new(),
         }
     }
-}
 
-impl<T: Data> Output<T> for NetworkOutput<T> {
-    fn push(&mut self, record: T) -> Result<(), TaskError> {
+    /// Writes one record to the channel (or channels) its selector picks.
+    #[inline]
+    pub(crate) fn push(&mut self, record: T) -> Result<(), TaskError> {
         let mut w = self.writer.borrow_mut();
         w.unpublished_records += 1;
         let channels = w.channels();
@@ -279,23 +282,24 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
         }
     }
 
-    fn finish(&mut self) -> Result<(), TaskError> {
+    /// Ships what is left and ends every subpartition.
+    pub(crate) fn finish(&mut self) -> Result<(), TaskError> {
         self.writer.borrow_mut().finish()
     }
 
-    fn snapshot(&mut self, snap: &mut crate::api::SnapshotContext<'_>) -> Result<(), TaskError> {
-        self.writer.borrow_mut().broadcast_barrier(snap.barrier())
-    }
-
-    fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
-        Ok(())
+    /// Ships what is buffered, then the barrier, on every subpartition.
+    pub(crate) fn broadcast_barrier(
+        &mut self,
+        barrier: &Arc<super::buffer::CheckpointBarrier>,
+    ) -> Result<(), TaskError> {
+        self.writer.borrow_mut().broadcast_barrier(barrier)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::network::partitioner::key_group;
+    use crate::common::keys::key_group;
     use crate::record::Frames;
 
     fn writer(channels: usize) -> (RecordWriterHandle, Vec<flume::Receiver<NetBuffer>>) {
@@ -330,7 +334,7 @@ mod tests {
 
     fn run(selector: ChannelSelector<u64>, channels: usize, records: u64) -> Vec<Vec<u64>> {
         let (handle, rxs) = writer(channels);
-        let mut out = NetworkOutput::new(handle, selector, &RuntimeContext::standalone(0, 1));
+        let mut out = NetworkOutput::new(handle, selector, 0, KeyHash::CURRENT);
         for r in 0..records {
             out.push(r).unwrap();
         }

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::ids::JobId;
+use crate::common::ids::JobId;
 
 /// A REST error: a status and the messages of Flink's `errors` array.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 //! Dispatcher's lock only while rendering (never across an await). `docs/rest.md` lists the
 //! calls.
 
+pub mod client;
 mod error;
 mod ui;
 mod views;
@@ -197,7 +198,7 @@ struct StopRequest {
 
 fn savepoint_answer(
     shared: &Shared,
-    id: crate::ids::JobId,
+    id: crate::common::ids::JobId,
     target: Option<String>,
     stop: bool,
 ) -> Result<Response, ApiError> {
@@ -240,7 +241,7 @@ async fn savepoint_status(
     State(shared): State<Shared>,
     ApiPath((job, trigger)): ApiPath<(String, String)>,
 ) -> ApiResult {
-    let id: crate::ids::JobId = job.parse().map_err(|reason| {
+    let id: crate::common::ids::JobId = job.parse().map_err(|reason| {
         ApiError::bad_request(format!(
             "Bad request: invalid path parameter jobid: {reason}"
         ))

@@ -6,10 +6,10 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::cli::client::{ClientError, RestClient};
+use crate::common::ids::JobId;
 use crate::config::Config;
-use crate::ids::JobId;
 use crate::jobmanager::JobManager;
+use crate::rest::client::{ClientError, RestClient};
 use crate::security::ClusterSecret;
 
 struct Cluster {
@@ -668,7 +668,7 @@ mod views_of_a_running_cluster {
     //! The renderings with a TaskManager and running tasks, driven through the pure cores.
 
     use super::has_fields;
-    use crate::ids::{ExecutionId, JobId};
+    use crate::common::ids::{ExecutionId, JobId};
     use crate::jobmanager::dispatcher::{Dispatcher, DispatcherSettings};
     use crate::jobmanager::resourcemanager::TaskManagerInfo;
     use crate::rest::views;
@@ -706,12 +706,8 @@ mod views_of_a_running_cluster {
             name: "stream-sum".into(),
             args: vec![],
         };
-        let graph = crate::jobmanager::dispatcher::build_job_graph(
-            &crate::examples::bundled(),
-            &program,
-            2,
-        )
-        .unwrap();
+        let graph =
+            crate::graph::build_job_graph(&crate::examples::bundled(), &program, 2).unwrap();
         let _ = d
             .submit(
                 job,

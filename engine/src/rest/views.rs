@@ -59,7 +59,7 @@ pub fn dashboard_config(now: u64) -> Value {
     json!({
         "refresh-interval": 2000,
         "timezone-name": timezone_name(),
-        "timezone-offset": crate::cli::client::local_utc_offset_seconds(now) * 1000,
+        "timezone-offset": crate::timezone::local_utc_offset_seconds(now) * 1000,
         "flink-version": version(),
         "flink-revision": COMMIT,
         "features": {

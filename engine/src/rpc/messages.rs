@@ -1,12 +1,14 @@
 //! The control-plane messages between TaskManagers and the JobManager. Records never travel
 //! here: only registration, heartbeats, deployment, cancellation and state reports.
 
-use std::net::SocketAddr;
-
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{SnapshotLocation, SubtaskState, TaskRestore};
-use crate::ids::{ExecutionId, JobId, PartitionId, ResourceId};
+use crate::checkpoint::{SubtaskState, TaskRestore};
+use crate::common::ids::{ExecutionId, JobId, ResourceId};
+use crate::state::SnapshotLocation;
+
+/// A deployment names its input channels in the data plane's terms.
+pub use crate::network::channel::{ChannelDeployment, PartitionLocation};
 
 /// Bumped whenever a message changes incompatibly; checked when a TaskManager registers.
 pub const PROTOCOL_VERSION: u32 = 2;
@@ -86,26 +88,6 @@ pub struct ProgramSpec {
     pub args: Vec<String>,
 }
 
-/// Where a producer's partition can be fetched.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionLocation {
-    /// The producer's TaskManager.
-    pub resource_id: ResourceId,
-    /// Its data-plane (QUIC) address.
-    pub data_address: SocketAddr,
-}
-
-/// One channel of an input gate: a producer's subpartition.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChannelDeployment {
-    /// The producer's partition.
-    pub partition: PartitionId,
-    /// Which subpartition of it this consumer reads.
-    pub subpartition: u32,
-    /// Where the producer runs.
-    pub location: PartitionLocation,
-}
-
 /// Everything a TaskManager needs to run one subtask.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TaskDeployment {
@@ -144,7 +126,7 @@ pub struct TaskStateConfig {
     pub restore: Option<TaskRestore>,
     /// How the job hashes keys into key groups: the function its restored state was written
     /// with, else the current one.
-    pub key_hash: crate::network::partitioner::KeyHash,
+    pub key_hash: crate::common::keys::KeyHash,
 }
 
 /// A result partition the subtask produces.

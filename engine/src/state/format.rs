@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use crate::network::partitioner::stable_hash_bytes;
+use crate::common::keys::stable_hash_bytes;
 
 use super::{KeyGroupRange, RawEntry, StateError, StorageKind};
 

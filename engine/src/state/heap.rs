@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
-use crate::checkpoint::storage::{self, StateStorage};
-use crate::checkpoint::{KeyedStateHandle, SnapshotLocation, StateFile};
-
 use super::format;
-use super::{BackendKind, BytesVisitor, KeyGroupRange, RawEntry, StateError, StateId, StorageKind};
+use super::storage::{self, StateStorage};
+use super::{
+    BackendKind, BytesVisitor, KeyGroupRange, KeyedStateHandle, RawEntry, SnapshotLocation,
+    StateError, StateFile, StateId, StorageKind,
+};
 
 /// A fast hasher for the per-record path (SipHash costs more than the rest of a lookup).
 /// Multiply-rotate over 8-byte words, then a mix so that hashbrown's low bucket bits and high
@@ -29,7 +30,7 @@ impl FastHasher {
 impl Hasher for FastHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        crate::network::partitioner::for_each_word(bytes, |word| self.add(word));
+        crate::common::keys::for_each_word(bytes, |word| self.add(word));
     }
 
     #[inline]

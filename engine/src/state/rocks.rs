@@ -17,14 +17,12 @@ use rocksdb::{
     BlockBasedOptions, DB, DBCompressionType, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 
-use crate::checkpoint::storage::{self, StateStorage};
-use crate::checkpoint::{KeyedStateHandle, SnapshotLocation, StateFile};
-
 use super::memory::{RocksMemory, ValueCacheLease};
+use super::storage::{self, StateStorage};
 use super::write_buffer::WriteBuffer;
 use super::{
-    BackendKind, BackendSettings, BytesVisitor, KeyGroupRange, RawEntry, StateError, StateId,
-    StorageKind,
+    BackendKind, BackendSettings, BytesVisitor, KeyGroupRange, KeyedStateHandle, RawEntry,
+    SnapshotLocation, StateError, StateFile, StateId, StorageKind,
 };
 
 /// Writes `[kg][name][kind][key]` into `buf`.

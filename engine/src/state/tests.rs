@@ -3,8 +3,9 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::memory::MemorySplit;
+use super::store::decode;
 use super::*;
-use crate::checkpoint::{LocalFileStorage, SnapshotKind, StateFile};
+use crate::common::keys::{KeyHash, key_group, operator_index_for_key_group};
 
 const MAX_P: u32 = 128;
 const BOTH: [BackendKind; 2] = [BackendKind::HashMap, BackendKind::RocksDb];

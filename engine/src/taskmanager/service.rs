@@ -11,8 +11,8 @@ use tracing::{error, info, warn};
 
 use super::task::{self, TaskHandle, TaskServices};
 use crate::api::TaskControl;
+use crate::common::ids::ExecutionId;
 use crate::config::Config;
-use crate::ids::ExecutionId;
 use crate::network::registry::PartitionRegistry;
 use crate::network::transport::{DataPlane, DataPlaneSettings, TransportError};
 use crate::rpc::messages::{
@@ -148,7 +148,7 @@ impl TaskManager {
             ),
             partition_wait: settings.partition_wait,
             local_state_dir: config.state.local_dir(&resource_id),
-            storage: Arc::new(crate::checkpoint::LocalFileStorage),
+            storage: Arc::new(crate::state::LocalFileStorage),
             rocks_memory: rocks_memory.clone(),
             programs,
         });

@@ -15,31 +15,22 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
+use crate::api::stream_graph::InputProcessor;
+use crate::api::stream_graph::{AnyBox, NodeKind, StreamGraph};
 use crate::api::{
     RuntimeContext, SnapshotContext, SourceHooks, StateInit, StreamExecutionEnvironment,
     TaskControl, TaskError,
 };
-use crate::checkpoint::{StateStorage, SubtaskState};
-use crate::graph::InputProcessor;
-use crate::graph::{AnyBox, NodeKind, StreamGraph};
-use crate::ids::{ExecutionId, PartitionId};
+use crate::checkpoint::SubtaskState;
+use crate::common::ids::{ExecutionId, PartitionId};
 use crate::network::buffer::CheckpointBarrier;
-use crate::network::buffer::{IoCounters, NetBuffer};
+use crate::network::buffer::IoCounters;
+use crate::network::channel::RemoteChannels;
 use crate::network::gate::{GateEvent, InputGate};
 use crate::network::registry::PartitionRegistry;
 use crate::network::writer::{RecordWriter, RecordWriterHandle};
 use crate::rpc::messages::{ExecutionState, TaskDeployment, TaskMetrics, TmToJm};
-
-/// Fetches a subpartition from another TaskManager (the QUIC client).
-pub(crate) trait RemoteChannels: Send + Sync {
-    /// Starts reading `channel` and returns the queue its buffers arrive in.
-    fn open(
-        &self,
-        channel: &crate::rpc::messages::ChannelDeployment,
-        capacity: usize,
-        cancelled: Arc<AtomicBool>,
-    ) -> Result<flume::Receiver<NetBuffer>, TaskError>;
-}
+use crate::state::StateStorage;
 
 /// How long a task whose channel broke waits for a cancellation before it reports the failure.
 const SECONDARY_FAILURE_GRACE: Duration = Duration::from_millis(500);

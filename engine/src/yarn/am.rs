@@ -11,14 +11,15 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 use yarn_am::{
     AmCommand, AmRmClient, ApplicationId, Container, ContainerEnv, Credentials, FinalStatus,
-    LaunchContext, LocalResource, NmClient, Resource,
+    LaunchContext, NmClient,
 };
 
+use super::cluster::{scheduler_address, shipped_resources, taskmanager_capability};
 use super::pool::{Command, SlotView, TASKMANAGER_PRIORITY, TaskManagerPool};
-use super::{ApplicationJob, JOB_ENV, SCHEDULER_ENV, SHIP_DIR_ENV, SHIPPED_FILES, YarnError};
+use super::{ApplicationJob, JOB_ENV, SCHEDULER_ENV, SHIP_DIR_ENV, YarnError};
+use crate::common::ids::JobId;
 use crate::config::Config;
 use crate::ha::JobRecord;
-use crate::ids::JobId;
 use crate::jobmanager::jobmaster::JobStatus;
 use crate::jobmanager::service::{JobManagerShared, now_ms};
 use crate::rpc::messages::ProgramSpec;
@@ -34,20 +35,6 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 /// Consecutive failed heartbeats after which the AM gives up (YARN's liveness monitor would
 /// expire it anyway).
 const MAX_HEARTBEAT_FAILURES: u32 = 20;
-
-/// Memory sizes in YARN's unit (MiB), rounded up so the process always fits its container.
-pub fn container_mb(bytes: u64) -> i64 {
-    bytes.div_ceil(1024 * 1024) as i64
-}
-
-/// The capability of one TaskManager container from `taskmanager.memory.process.size` and
-/// `yarn.containers.vcores`.
-pub fn taskmanager_capability(config: &Config) -> Resource {
-    Resource::new(
-        container_mb(config.network.process_size),
-        config.yarn.vcores as i32,
-    )
-}
 
 /// The container's view of what the ResourceManager (sluice's) holds.
 fn slot_view(shared: &JobManagerShared) -> SlotView {
@@ -112,23 +99,6 @@ pub fn default_ha_cluster_id(config: &mut Config, application: &str) -> Result<(
         config.set("high-availability.cluster-id", application)?;
     }
     Ok(())
-}
-
-/// The files every container gets, from the directory the client shipped them from.
-pub fn shipped_resources(dir: &Path) -> Result<BTreeMap<String, LocalResource>, YarnError> {
-    SHIPPED_FILES
-        .iter()
-        .map(|name| {
-            let path = dir.join(name);
-            LocalResource::local_file(&path)
-                .map(|r| (name.to_string(), r))
-                .map_err(|cause| YarnError::Io {
-                    what: "cannot ship",
-                    path: path.display().to_string(),
-                    cause,
-                })
-        })
-        .collect()
 }
 
 /// What the AM registered with, to register again when YARN asks for a resync.
@@ -289,7 +259,7 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
         .clone();
     let scheduler = match std::env::var(SCHEDULER_ENV) {
         Ok(s) if !s.is_empty() => s,
-        _ => super::session::scheduler_address(&config)?,
+        _ => scheduler_address(&config)?,
     };
     let host = env.nm_host.clone();
     // Ports are whatever is free on the node: several sessions may share it. Everything binds
@@ -599,19 +569,9 @@ async fn start_taskmanager(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use yarn_am::Resource;
 
-    #[test]
-    fn container_sizes_round_up_to_whole_mebibytes() {
-        assert_eq!(container_mb(256 * 1024 * 1024), 256);
-        assert_eq!(container_mb(256 * 1024 * 1024 + 1), 257);
-        let mut config = Config::default();
-        config
-            .set("taskmanager.memory.process.size", "300mb")
-            .unwrap();
-        config.set("yarn.containers.vcores", "2").unwrap();
-        assert_eq!(taskmanager_capability(&config), Resource::new(300, 2));
-    }
+    use super::*;
 
     #[test]
     fn with_zookeeper_ha_the_application_id_is_the_default_cluster_id() {

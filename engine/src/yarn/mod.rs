@@ -5,15 +5,23 @@
 //!   or stop, what a completed container means) as a pure core with unit tests;
 //! - [`am`]: the ApplicationMaster process (`sluice yarn-appmaster`, started by a NodeManager):
 //!   a normal JobManager plus the thin loop that carries out the pool's commands over Hadoop RPC;
-//! - [`session`]: submission over YARN's REST API, waiting for the cluster, the properties file
-//!   later commands find the session with, and killing.
+//! - [`client`]: submission over YARN's REST API, waiting for the cluster, attaching, listing
+//!   and killing;
+//! - [`properties`]: the file later commands find a detached session with;
+//! - [`cluster`]: what the AM and the client both derive from the configuration (addresses,
+//!   container sizes, shipped files).
 //!
-//! The YARN protocols themselves live in the `yarn-am` crate.
+//! The command-line verbs (`yarn-session`, `run -t yarn-application`) are in `crate::cli::yarn`;
+//! the YARN protocols themselves live in the `yarn-am` crate.
+
+use std::time::Duration;
 
 pub mod am;
+pub mod client;
+pub mod cluster;
 pub mod error;
 pub mod pool;
-pub mod session;
+pub mod properties;
 
 pub use error::YarnError;
 
@@ -30,6 +38,17 @@ pub const SHIPPED_FILES: [&str; 3] = ["sluice", "config.yaml", ".cluster-secret"
 /// the AM runs: [`ApplicationJob`] as hex-encoded JSON, since the NodeManager's launch script
 /// does not preserve quotes in environment values.
 pub const JOB_ENV: &str = "SLUICE_YARN_JOB";
+
+/// A running session: its YARN application and its JobManager's REST address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// The YARN application id.
+    pub application_id: String,
+    /// `host:port` of the JobManager's REST API and web UI.
+    pub rest_address: String,
+    /// Seconds from submission to the JobManager answering.
+    pub startup: Duration,
+}
 
 /// The job of a one-job application (`run -t yarn-application`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

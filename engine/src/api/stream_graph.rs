@@ -1,0 +1,115 @@
+//! The stream graph a job program records on its environment: one node per operator, holding
+//! the operators' typed factories behind type-erased closures, and the edges between them with
+//! how records are distributed. `crate::graph` derives the job graph from it; a TaskManager
+//! instantiates the operators of its subtasks from it.
+
+use std::any::Any;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::{RuntimeContext, SnapshotContext, SourceHooks};
+use crate::common::error::TaskError;
+use crate::network::writer::RecordWriterHandle;
+
+/// A type-erased box holding a `BoxOutput<T>` for the record type at that point of the graph.
+pub(crate) type AnyBox = Box<dyn Any>;
+
+/// Builds an operator instance: takes the downstream `BoxOutput<Out>`, returns the operator as a
+/// `BoxOutput<In>`.
+pub(crate) type OperatorFactory = Box<dyn Fn(&RuntimeContext, AnyBox) -> Result<AnyBox, TaskError>>;
+/// Builds a source instance around its downstream `BoxOutput<Out>`.
+pub(crate) type SourceFactory =
+    Box<dyn Fn(&RuntimeContext, AnyBox) -> Result<Box<dyn SourceTask>, TaskError>>;
+/// Combines the `BoxOutput<Out>`s of a node's consumers into one (copying records if several).
+pub(crate) type FanoutFactory = Box<dyn Fn(Vec<AnyBox>) -> AnyBox>;
+/// Wraps a node's `BoxOutput<In>` so it can be fed with network buffers.
+pub(crate) type DecoderFactory = Box<dyn Fn(AnyBox) -> Box<dyn InputProcessor>>;
+/// Builds the typed network output of an edge, as a `BoxOutput<T>`.
+pub(crate) type WriterFactory = Box<dyn Fn(&RuntimeContext, RecordWriterHandle) -> AnyBox>;
+
+/// A running source: emits until its input ends, then finishes its outputs.
+pub(crate) trait SourceTask {
+    fn run(&mut self, hooks: &mut dyn SourceHooks) -> Result<(), TaskError>;
+}
+
+/// Feeds records from received network buffers into the head operator of a chain.
+pub(crate) trait InputProcessor {
+    /// Decodes every record of a buffer and pushes it through the chain.
+    fn process(&mut self, buffer: &[u8]) -> Result<u64, TaskError>;
+    /// All inputs ended.
+    fn finish(&mut self) -> Result<(), TaskError>;
+    /// A checkpoint barrier was aligned: snapshot the chain and pass the barrier downstream.
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError>;
+    /// A checkpoint completed.
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError>;
+}
+
+/// How records of an edge are distributed over the consumer's parallel subtasks.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ShipStrategy {
+    /// Subtask `i` sends to subtask `i` (equal parallelism; such edges chain).
+    Forward,
+    /// Round-robin over all consumers.
+    Rebalance,
+    /// By key: the key's key group decides the consumer.
+    Hash,
+    /// Every record to every consumer.
+    Broadcast,
+}
+
+impl ShipStrategy {
+    /// Whether every producer talks to every consumer.
+    pub fn is_all_to_all(self) -> bool {
+        self != ShipStrategy::Forward
+    }
+}
+
+impl fmt::Display for ShipStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ShipStrategy::Forward => "FORWARD",
+            ShipStrategy::Rebalance => "REBALANCE",
+            ShipStrategy::Hash => "HASH",
+            ShipStrategy::Broadcast => "BROADCAST",
+        })
+    }
+}
+
+pub(crate) enum NodeKind {
+    Source(SourceFactory),
+    Operator(OperatorFactory),
+}
+
+/// One operator of the stream graph.
+pub(crate) struct StreamNode {
+    pub(crate) name: String,
+    pub(crate) parallelism: Option<u32>,
+    pub(crate) kind: NodeKind,
+    pub(crate) fanout: FanoutFactory,
+    pub(crate) decoder: Option<DecoderFactory>,
+    pub(crate) inputs: Vec<usize>,
+    pub(crate) outputs: Vec<usize>,
+    /// Reads its input in place from network buffers, so it always heads a chain.
+    pub(crate) in_place: bool,
+}
+
+/// A connection between two operators.
+pub(crate) struct StreamEdge {
+    pub(crate) source: usize,
+    pub(crate) target: usize,
+    /// `None`: forward if the parallelisms match, else rebalance (Flink's default).
+    pub(crate) strategy: Option<ShipStrategy>,
+    pub(crate) writer: WriterFactory,
+}
+
+/// What a job program built.
+#[derive(Default)]
+pub(crate) struct StreamGraph {
+    pub(crate) nodes: Vec<StreamNode>,
+    pub(crate) edges: Vec<StreamEdge>,
+    pub(crate) parallelism: Option<u32>,
+    pub(crate) max_parallelism: Option<u32>,
+    pub(crate) batch: bool,
+}

@@ -1,0 +1,66 @@
+//! What a snapshot's files are and where they go: the handles state backends describe their
+//! files in, and the location a checkpoint barrier announces.
+
+use serde::{Deserialize, Serialize};
+
+/// One file of a snapshot.
+///
+/// `path` is relative to the directory holding the checkpoint's `_metadata` file; files shared
+/// between incremental checkpoints live in the job's `shared/` directory and are referenced as
+/// `../shared/<name>`. A savepoint never references `..`: it is self-contained.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateFile {
+    /// Path relative to the metadata's directory.
+    pub path: String,
+    /// Its size in bytes, checked before a restore uses it.
+    pub size: u64,
+    /// Whether later checkpoints may reference it too (incremental RocksDB SST files).
+    pub shared: bool,
+}
+
+/// The keyed state of one operator in one subtask: which key groups, which backend, which files.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyedStateHandle {
+    /// `hashmap` or `rocksdb`: the backend whose format the files are in.
+    pub backend: String,
+    /// The key groups covered, `[first, last]` inclusive.
+    pub key_groups: (u32, u32),
+    /// The files, all of which must exist for a restore.
+    pub files: Vec<StateFile>,
+    /// Bytes written for this checkpoint (for an incremental checkpoint, only the new files).
+    pub checkpointed_size: u64,
+    /// Bytes of all files the handle references.
+    pub full_size: u64,
+}
+
+/// A checkpoint or a savepoint, as the barrier announces it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SnapshotKind {
+    /// A periodic checkpoint: may share files with other checkpoints.
+    Checkpoint,
+    /// A savepoint: self-contained in its own directory.
+    Savepoint,
+}
+
+/// Where a subtask writes its snapshot files for one checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotLocation {
+    /// The checkpoint's id.
+    pub checkpoint_id: u64,
+    /// Checkpoint or savepoint.
+    pub kind: SnapshotKind,
+    /// Storage path of the directory that will hold `_metadata` (`<dir>/<job>/chk-<id>` or the
+    /// savepoint directory). Private files go here.
+    pub dir: String,
+    /// Storage path of the job's `shared/` directory for incremental files; `None` for a
+    /// savepoint, whose files all go to `dir`.
+    pub shared_dir: Option<String>,
+}
+
+impl SnapshotLocation {
+    /// The path, relative to `dir`, under which a file stored in the shared directory is
+    /// referenced from the metadata.
+    pub fn shared_reference(name: &str) -> String {
+        format!("../shared/{name}")
+    }
+}
