@@ -694,4 +694,107 @@ mod tests {
         );
         assert_eq!(d.resources().total_slots(), 0);
     }
+
+    /// Drives a checkpointed job with simulated time: whenever `now` is before the deadline
+    /// `poll_timeout` names, a tick changes nothing; at the deadlines, periodic checkpoints
+    /// complete and a silent TaskManager is declared lost exactly when its heartbeat timeout
+    /// ends. So the JobManager may sleep until the deadline instead of ticking.
+    #[test]
+    fn ticks_before_the_deadline_do_nothing_and_deadlines_drive_checkpoints_and_timeouts() {
+        let mut d = Dispatcher::new(settings());
+        let _ = d.register_taskmanager(tm("a", 2, 0), 0);
+        let mut config = Config::default();
+        config
+            .set("execution.checkpointing.interval", "100 ms")
+            .unwrap();
+        config
+            .set("execution.checkpointing.dir", "/nowhere")
+            .unwrap();
+        config.set("restart-strategy.type", "none").unwrap();
+        let program = spec("stream-sum", &[]);
+        let graph =
+            crate::graph::build_job_graph(&crate::examples::bundled(), &program, 2).unwrap();
+        let job_settings = JobSettings::from_config(&config).unwrap();
+        let out = d
+            .submit(JobId(1), program, graph, 2, job_settings, 0)
+            .unwrap();
+        let executions: Vec<ExecutionId> = out
+            .messages
+            .iter()
+            .filter_map(|(_, m)| match m {
+                JmToTm::Deploy(dep) => Some(dep.execution),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(executions.len(), 4, "two vertices of two subtasks");
+        for &e in &executions {
+            let _ = d.task_state(e, ExecutionState::Running, None, TaskMetrics::default(), 1);
+        }
+        let mut last_heartbeat = 1;
+        let mut now = 1;
+        while now < 3_000 {
+            now += 7;
+            if now < 2_000 && now - last_heartbeat >= 50 {
+                d.heartbeat("a", Vec::new(), now);
+                last_heartbeat = now;
+            }
+            let deadline = d.poll_timeout();
+            if deadline.is_none_or(|at| now < at) {
+                assert!(
+                    d.tick(now).is_empty(),
+                    "a tick at {now} before {deadline:?} acted"
+                );
+                assert_eq!(
+                    d.poll_timeout(),
+                    deadline,
+                    "a tick at {now} moved the deadline"
+                );
+                continue;
+            }
+            let mut work = d.tick(now);
+            // Carry the work out at once, as the service does: acknowledge triggered
+            // checkpoints for every subtask, write their metadata.
+            while !work.is_empty() {
+                let mut next = Outbox::default();
+                for (_, message) in std::mem::take(&mut work.messages) {
+                    if let JmToTm::TriggerCheckpoint { location, .. } = message {
+                        for &e in &executions {
+                            next.extend(d.acknowledge_checkpoint(
+                                e,
+                                location.checkpoint_id,
+                                SubtaskState::default(),
+                                now,
+                            ));
+                        }
+                    }
+                }
+                for (job, w) in std::mem::take(&mut work.storage) {
+                    if let StorageWork::WriteMetadata { checkpoint_id, .. } = w {
+                        next.extend(d.metadata_written(job, checkpoint_id, Ok(()), now));
+                    }
+                }
+                work = next;
+            }
+            if d.resources().taskmanager("a").is_none() {
+                // Silent since `last_heartbeat`: lost on the first tick past the timeout.
+                assert_eq!(deadline, Some(last_heartbeat + 500 + 1));
+                break;
+            }
+        }
+        assert!(
+            d.resources().taskmanager("a").is_none(),
+            "the silent TaskManager was lost"
+        );
+        let jm = d.job(JobId(1)).unwrap();
+        let completed = jm.checkpoints().stats().counts.completed;
+        assert!(
+            (20..=25).contains(&completed),
+            "about one checkpoint per 100 ms until the loss at 2.5 s, got {completed}"
+        );
+        assert_eq!(
+            jm.status(),
+            JobStatus::Failed,
+            "no restart strategy: the loss fails it"
+        );
+    }
 }
