@@ -256,6 +256,76 @@ mod tests {
         assert_eq!(wait_terminal(&cluster, steady).await, JobStatus::Canceled);
     }
 
+    /// `file://` URIs (the form Flink's configurations use) name the same directories as plain
+    /// paths, for checkpoints and savepoints alike; nothing lands in a `file:` directory under
+    /// the working directory.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn file_uris_name_checkpoint_and_savepoint_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let checkpoints = dir.path().join("chk");
+        let savepoints = dir.path().join("sp");
+        let mut config = Config::default();
+        config
+            .set("execution.checkpointing.interval", "100 ms")
+            .unwrap();
+        config
+            .set(
+                "execution.checkpointing.dir",
+                &format!("file://{}", checkpoints.display()),
+            )
+            .unwrap();
+        let cluster = EmbeddedCluster::start(config, 2).await.unwrap();
+        let shared = &cluster.jobmanager.shared;
+        let job = shared
+            .submit(
+                ProgramSpec {
+                    name: "stream-sum".into(),
+                    args: vec!["--rate".into(), "1000".into()],
+                },
+                Some(2),
+                &[],
+                None,
+            )
+            .await
+            .unwrap();
+        let root = checkpoints.join(job.to_string());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_dir(&root)
+            .is_ok_and(|mut e| e.any(|e| e.is_ok_and(|e| e.path().join("_metadata").exists())))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no checkpoint in {}",
+                root.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let target = format!("file:{}", savepoints.display());
+        let request = shared.trigger_savepoint(job, Some(target), true).unwrap();
+        let path = loop {
+            let result = shared
+                .view()
+                .job(job)
+                .and_then(|jm| jm.savepoint(&request).and_then(|r| r.result.clone()));
+            if let Some(result) = result {
+                break result.expect("the savepoint completes");
+            }
+            assert!(Instant::now() < deadline, "the savepoint did not complete");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(
+            path.starts_with(&savepoints.display().to_string()),
+            "{path}"
+        );
+        assert!(std::path::Path::new(&path).join("_metadata").exists());
+        assert!(!std::path::Path::new("file:").exists());
+        let refused = shared.trigger_savepoint(job, Some("hdfs://nn:8020/sp".into()), false);
+        assert!(
+            matches!(&refused, Err(crate::jobmanager::dispatcher::SavepointError::Refused(e)) if e.contains("scheme 'hdfs'")),
+            "{refused:?}"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn cancel_stops_an_unbounded_job_and_frees_slots() {
         let cluster = EmbeddedCluster::start(Config::default(), 2).await.unwrap();

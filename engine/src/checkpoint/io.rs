@@ -81,12 +81,15 @@ pub fn load_restore(
     storage: &dyn StateStorage,
     path: &str,
 ) -> Result<(String, CheckpointMetadata), RestoreError> {
-    let path = path
-        .strip_prefix("file://")
-        .or_else(|| path.strip_prefix("file:"))
-        .unwrap_or(path);
-    let (metadata_dir, _) = metadata_location(path);
-    let metadata = load_metadata(storage, path)?;
+    let path = crate::config::local_path(path)
+        .map_err(|reason| RestoreError::BadPath {
+            path: path.to_string(),
+            reason,
+        })?
+        .display()
+        .to_string();
+    let (metadata_dir, _) = metadata_location(&path);
+    let metadata = load_metadata(storage, &path)?;
     validate(storage, &metadata_dir, &metadata)?;
     Ok((metadata_dir, metadata))
 }

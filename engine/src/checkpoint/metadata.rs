@@ -153,6 +153,14 @@ pub enum RestoreError {
         /// The version found.
         version: u64,
     },
+    /// The path given is not one this version can read (another scheme, another host).
+    #[error("cannot restore from {path}: {reason}")]
+    BadPath {
+        /// The path as given.
+        path: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// A checkpoint was not checked for its files before a restore (a caller's mistake; the
     /// restore refuses it rather than trusting it).
     #[error("checkpoint {checkpoint_id} at {path} was not checked before the restore")]

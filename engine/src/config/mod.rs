@@ -14,6 +14,7 @@
 
 mod error;
 mod options;
+mod paths;
 mod units;
 mod yaml;
 
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 pub use error::ConfigError;
 pub use options::{MAX_TASK_SLOTS, OptionDef, known_options};
+pub use paths::local_path;
 pub use units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
 
 /// The file name looked up in the conf dir.

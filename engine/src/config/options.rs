@@ -265,15 +265,19 @@ impl Codec for OptionalText {
     }
 }
 
-/// A file path that may be unset; empty (or YAML null) means unset.
+/// A file path that may be unset; empty (or YAML null) means unset. A plain path or a `file:`
+/// URI, parsed by [`super::local_path`] as every path is.
 struct OptionalPath;
 
 impl Codec for OptionalPath {
     type Value = Option<PathBuf>;
-    const TYPE_NAME: &'static str = "path (optional)";
+    const TYPE_NAME: &'static str = "path or file:// URI (optional)";
     fn parse(&self, raw: &str) -> Result<Option<PathBuf>, Rejection> {
         let raw = raw.trim();
-        Ok((!raw.is_empty()).then(|| PathBuf::from(raw)))
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        super::local_path(raw).map(Some).map_err(Rejection::Invalid)
     }
     fn render(&self, value: &Option<PathBuf>) -> String {
         value
@@ -678,7 +682,7 @@ options! {
         doc "How long an output buffer may wait to fill before it is flushed (0 flushes every record).";
     "execution.checkpointing.dir" => checkpointing.dir: OptionalPath,
         default "",
-        doc "Directory (shared by all processes) where checkpoints are written; required with an interval.";
+        doc "Directory (shared by all processes) where checkpoints are written; required with an interval. A plain path or a file:// URI, as every path key.";
     "execution.checkpointing.externalized-checkpoint-retention" => checkpointing.retention: Choice::<CheckpointRetention>(PhantomData),
         default "NO_EXTERNALIZED_CHECKPOINTS",
         doc "NO_EXTERNALIZED_CHECKPOINTS / DELETE_ON_CANCELLATION delete checkpoints when a job finishes or is cancelled; RETAIN_ON_CANCELLATION keeps them on cancel.";

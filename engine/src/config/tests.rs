@@ -616,3 +616,33 @@ fn task_slots_have_an_upper_bound() {
         "{err}"
     );
 }
+
+#[test]
+fn path_keys_take_file_uris_and_refuse_other_schemes_naming_the_key() {
+    let mut config = Config::default();
+    config
+        .set("execution.checkpointing.dir", "file:///tmp/sluice-chk")
+        .unwrap();
+    config
+        .set(
+            "execution.checkpointing.savepoint-dir",
+            "file:/tmp/sluice-sp",
+        )
+        .unwrap();
+    assert_eq!(
+        config.checkpointing.dir.as_deref(),
+        Some(std::path::Path::new("/tmp/sluice-chk"))
+    );
+    assert_eq!(
+        config.checkpointing.savepoint_dir.as_deref(),
+        Some(std::path::Path::new("/tmp/sluice-sp"))
+    );
+    let e = config
+        .set("high-availability.storageDir", "hdfs://nn:8020/ha")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("high-availability.storageDir") && e.contains("scheme 'hdfs'"),
+        "{e}"
+    );
+}

@@ -36,9 +36,9 @@ impl JobProgram for Counting {
         if keys == 0 {
             return Err("--keys K (at least 1) is required".into());
         }
-        let output = match params.get("output") {
-            Some(dir) if !dir.is_empty() => dir.to_string(),
-            _ => return Err("--output DIR is required".into()),
+        let output = match params.path("output")? {
+            Some(dir) => dir.display().to_string(),
+            None => return Err("--output DIR is required".into()),
         };
         let rate = params.number("rate", 0)?;
         env.generate_bounded(records, rate, move |seq| (seq, seq % keys))

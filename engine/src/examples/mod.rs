@@ -81,6 +81,18 @@ impl Params {
         self.values.get(key).map(String::as_str)
     }
 
+    /// A path argument (a plain path or a `file:` URI), or `None` when absent; an empty one is
+    /// refused.
+    pub(crate) fn path(&self, key: &str) -> Result<Option<std::path::PathBuf>, String> {
+        match self.get(key) {
+            None => Ok(None),
+            Some("") => Err(format!("--{key} needs a path")),
+            Some(raw) => crate::config::local_path(raw)
+                .map(Some)
+                .map_err(|e| format!("--{key}: {e}")),
+        }
+    }
+
     /// A numeric argument, or `default` when absent.
     pub(crate) fn number(&self, key: &str, default: u64) -> Result<u64, String> {
         match self.get(key) {

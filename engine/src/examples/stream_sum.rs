@@ -46,8 +46,7 @@ impl JobProgram for StreamSum {
                 (k, total)
             })
             .name("Keyed Sum");
-        match params.get("output") {
-            Some("") => return Err("--output needs a path".into()),
+        match params.path("output")? {
             Some(path) => sums
                 .map(|(k, s): (u64, u64)| format!("{k} {s}"))
                 .write_as_text(path),

@@ -29,8 +29,7 @@ impl JobProgram for WordCount {
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
         let params = Params::parse(args, &["input", "output"])?;
         env.set_runtime_mode(RuntimeMode::Batch);
-        let lines = match params.get("input") {
-            Some("") => return Err("--input needs a path".into()),
+        let lines = match params.path("input")? {
             Some(path) => env.read_text_file(path),
             None => env
                 .from_collection(BUNDLED_TEXT.lines().map(String::from).collect())
@@ -43,8 +42,7 @@ impl JobProgram for WordCount {
             .sum()
             .map(|(word, count): (String, u64)| format!("{word} {count}"))
             .name("Format");
-        match params.get("output") {
-            Some("") => return Err("--output needs a path".into()),
+        match params.path("output")? {
             Some(path) => counts.write_as_text(path),
             None => counts.print(),
         };

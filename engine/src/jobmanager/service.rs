@@ -327,6 +327,14 @@ impl JobManagerShared {
         target: Option<String>,
         stop: bool,
     ) -> Result<String, SavepointError> {
+        // A target is a path or a file: URI, parsed as every configured path is.
+        let target = target
+            .map(|t| {
+                crate::config::local_path(&t)
+                    .map(|p| p.display().to_string())
+                    .map_err(|e| SavepointError::Refused(format!("invalid target directory: {e}")))
+            })
+            .transpose()?;
         let request_id = format!("{:032x}", rand::random::<u128>());
         let outbox =
             self.dispatcher()

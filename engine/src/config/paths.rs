@@ -1,0 +1,110 @@
+//! Paths as Flink configurations and commands give them: a plain path, or a `file:` URI
+//! (`file:///tmp/x`, `file:/tmp/x`, `file://localhost/tmp/x`). Every configuration key, REST
+//! field and job argument that names a file or directory goes through [`local_path`], so
+//! `execution.checkpointing.dir: file:///tmp/x` means `/tmp/x` wherever it is used.
+
+use std::path::PathBuf;
+
+/// The local path `raw` names. Plain paths are taken as they are (relative ones stay relative);
+/// `file:` URIs must name an absolute path on this host (an empty authority or `localhost`),
+/// with `%XX` escapes decoded. Any other scheme (`hdfs://`, `s3://`, ...) is refused with its
+/// name: no file system for it is built in.
+pub fn local_path(raw: &str) -> Result<PathBuf, String> {
+    let raw = raw.trim();
+    let Some((scheme, rest)) = split_scheme(raw) else {
+        return Ok(PathBuf::from(raw));
+    };
+    if !scheme.eq_ignore_ascii_case("file") {
+        return Err(format!(
+            "'{raw}' uses the scheme '{scheme}', which this version cannot read or write: use a plain path or a file:// URI"
+        ));
+    }
+    let path = match rest.strip_prefix("//") {
+        Some(after) => {
+            let (authority, path) = after.split_at(after.find('/').unwrap_or(after.len()));
+            if !(authority.is_empty() || authority.eq_ignore_ascii_case("localhost")) {
+                return Err(format!(
+                    "'{raw}' names the host '{authority}': a file:// URI names a path on this host (file:///path)"
+                ));
+            }
+            path
+        }
+        None => rest,
+    };
+    if !path.starts_with('/') {
+        return Err(format!(
+            "'{raw}' is not an absolute path: a file: URI is file:///absolute/path"
+        ));
+    }
+    decode(path)
+        .map(PathBuf::from)
+        .map_err(|e| format!("'{raw}': {e}"))
+}
+
+/// `scheme:rest` when `raw` starts with a URI scheme (a letter, then letters, digits, `+`, `-`
+/// or `.`, then `:`), as in RFC 3986.
+fn split_scheme(raw: &str) -> Option<(&str, &str)> {
+    let colon = raw.find(':')?;
+    let scheme = &raw[..colon];
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then(|| (scheme, &raw[colon + 1..]))
+}
+
+/// Decodes `%XX` escapes (the result must be UTF-8).
+fn decode(path: &str) -> Result<String, String> {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = path
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| {
+                    format!("bad escape at byte {i}: '%' must be followed by two hex digits")
+                })?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "the decoded path is not UTF-8".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_uris_and_plain_paths_name_the_same_local_path() {
+        for (raw, path) in [
+            ("file:///tmp/x", "/tmp/x"),
+            ("file:/tmp/x", "/tmp/x"),
+            ("FILE:///tmp/x/", "/tmp/x/"),
+            ("file://localhost/tmp/x", "/tmp/x"),
+            ("file:///tmp/a%20b", "/tmp/a b"),
+            ("/tmp/x", "/tmp/x"),
+            (" /tmp/x ", "/tmp/x"),
+            ("relative/dir", "relative/dir"),
+        ] {
+            assert_eq!(local_path(raw).unwrap(), PathBuf::from(path), "{raw}");
+        }
+    }
+
+    #[test]
+    fn other_schemes_hosts_and_relative_uris_are_refused_with_the_reason() {
+        let e = local_path("hdfs://namenode:8020/flink/checkpoints").unwrap_err();
+        assert!(e.contains("scheme 'hdfs'"), "{e}");
+        let e = local_path("file://otherhost/tmp").unwrap_err();
+        assert!(e.contains("host 'otherhost'"), "{e}");
+        let e = local_path("file:relative").unwrap_err();
+        assert!(e.contains("not an absolute path"), "{e}");
+        let e = local_path("file:///tmp/%zz").unwrap_err();
+        assert!(e.contains("bad escape"), "{e}");
+    }
+}
