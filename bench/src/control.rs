@@ -71,17 +71,15 @@ fn mib(bytes: u64) -> f64 {
 
 async fn start_jobmanager(config_lines: &[(&str, &str)], secret: &str) -> Result<JobManager> {
     let mut config = Config::default();
-    for (k, v) in [
-        ("rest.port", "0"),
-        ("rest.bind-address", "127.0.0.1"),
-        ("jobmanager.rpc.port", "0"),
-        ("jobmanager.bind-host", "127.0.0.1"),
+    let heartbeats = [
         ("heartbeat.interval", "1 s"),
         ("heartbeat.timeout", "60 s"),
         ("heartbeat.rpc-failure-threshold", "-1"),
-    ]
-    .iter()
-    .chain(config_lines)
+    ];
+    for (k, v) in sluice::embedded::EmbeddedCluster::LOOPBACK
+        .iter()
+        .chain(&heartbeats)
+        .chain(config_lines)
     {
         config.set(k, v)?;
     }

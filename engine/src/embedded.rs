@@ -22,6 +22,18 @@ pub struct EmbeddedCluster {
 }
 
 impl EmbeddedCluster {
+    /// The settings that put every endpoint of a cluster in this process on loopback, on free
+    /// ports.
+    pub const LOOPBACK: [(&'static str, &'static str); 7] = [
+        ("rest.port", "0"),
+        ("rest.bind-address", "127.0.0.1"),
+        ("jobmanager.rpc.port", "0"),
+        ("jobmanager.bind-host", "127.0.0.1"),
+        ("taskmanager.bind-host", "127.0.0.1"),
+        ("taskmanager.host", "127.0.0.1"),
+        ("taskmanager.data.port", "0"),
+    ];
+
     /// Starts a cluster with one TaskManager of `slots` slots on ephemeral loopback ports.
     pub async fn start(config: Config, slots: u32) -> Result<EmbeddedCluster> {
         Self::start_with(config, 1, slots).await
@@ -33,15 +45,7 @@ impl EmbeddedCluster {
         taskmanagers: u32,
         slots: u32,
     ) -> Result<EmbeddedCluster> {
-        for (key, value) in [
-            ("rest.port", "0"),
-            ("rest.bind-address", "127.0.0.1"),
-            ("jobmanager.rpc.port", "0"),
-            ("jobmanager.bind-host", "127.0.0.1"),
-            ("taskmanager.bind-host", "127.0.0.1"),
-            ("taskmanager.host", "127.0.0.1"),
-            ("taskmanager.data.port", "0"),
-        ] {
+        for (key, value) in Self::LOOPBACK {
             config.set(key, value)?;
         }
         config.set("taskmanager.numberOfTaskSlots", &slots.max(1).to_string())?;

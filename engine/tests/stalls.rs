@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use sluice::common::ids::JobId;
 use sluice::config::Config;
+use sluice::embedded::EmbeddedCluster;
 use sluice::jobmanager::JobManager;
 use sluice::rpc::messages::{JmToTm, PROTOCOL_VERSION, ProgramSpec, TmToJm};
 use sluice::rpc::transport;
@@ -25,19 +26,14 @@ type Stream = transport::Stream<tokio::net::TcpStream>;
 
 fn config(extra: &[(&str, &str)]) -> Config {
     let mut config = Config::default();
-    for (key, value) in [
-        ("rest.port", "0"),
-        ("rest.bind-address", "127.0.0.1"),
-        ("jobmanager.rpc.port", "0"),
-        ("jobmanager.bind-host", "127.0.0.1"),
-        ("taskmanager.bind-host", "127.0.0.1"),
-        ("taskmanager.host", "127.0.0.1"),
-        ("taskmanager.data.port", "0"),
+    let heartbeats = [
         ("heartbeat.interval", "200 ms"),
         ("heartbeat.timeout", "2 s"),
-    ]
-    .iter()
-    .chain(extra)
+    ];
+    for (key, value) in EmbeddedCluster::LOOPBACK
+        .iter()
+        .chain(&heartbeats)
+        .chain(extra)
     {
         if let Err(e) = config.set(key, value) {
             panic!("{key}: {value}: {e}");
