@@ -490,6 +490,9 @@ impl Dispatcher {
                     self.rm.request(job, slots, now);
                     needs_allocation = true;
                 }
+                Action::ShipProducers { resource_id, group } => {
+                    out.send(resource_id, JmToTm::Producers(group))
+                }
                 Action::Deploy {
                     resource_id,
                     deployment,

@@ -3,7 +3,8 @@
 //! job's state machine. A pure core: events and the time (ms since the epoch) go in, actions
 //! come out; the JobManager's I/O shell carries the actions out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -15,11 +16,11 @@ use crate::checkpoint::{
     CheckpointAction, CheckpointCoordinator, CheckpointMetadata, RestoreCandidate, RestoreError,
     RestoreVerdicts, SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal, VertexTopology,
 };
-use crate::common::ids::{ExecutionId, JobId, PartitionId, ResourceId};
+use crate::common::ids::{ExecutionId, JobId, ResourceId};
 use crate::graph::JobGraph;
 use crate::rpc::messages::{
-    ChannelDeployment, ExecutionState, OutputDeployment, PartitionLocation, ProgramSpec,
-    TaskDeployment, TaskMetrics, TaskStateConfig,
+    ExecutionState, InputDeployment, OutputDeployment, PartitionLocation, ProducerGroup,
+    ProgramSpec, TaskDeployment, TaskMetrics, TaskStateConfig,
 };
 use crate::state::SnapshotLocation;
 
@@ -120,6 +121,13 @@ pub enum Action {
         job: JobId,
         /// How many.
         slots: u32,
+    },
+    /// Send a producer group to a TaskManager, before the deployments that read it.
+    ShipProducers {
+        /// Where.
+        resource_id: ResourceId,
+        /// The group (shared by every TaskManager it goes to).
+        group: Arc<ProducerGroup>,
     },
     /// Send a deployment to a TaskManager.
     Deploy {
@@ -237,6 +245,9 @@ pub struct JobMaster {
     end_time: Option<u64>,
     /// Per vertex, per subtask.
     executions: Vec<Vec<Execution>>,
+    /// How many executions are not in a terminal state (kept by `set_execution`, so a
+    /// failover of n subtasks is not n scans of n).
+    unstopped: usize,
     /// Failures, oldest first.
     exceptions: Vec<ExceptionEntry>,
     /// Slots granted to this job (subtask `i` of every vertex shares slot `i`).
@@ -247,6 +258,8 @@ pub struct JobMaster {
     restart_at: Option<u64>,
     /// State of the jitter's random numbers (seeded from the job id, so the core stays pure).
     rng: u64,
+    /// How many producer groups were built (the next group's id).
+    groups_built: u64,
     /// How subtasks keep and checkpoint state (the restore part is per subtask, below).
     state: TaskStateConfig,
     /// What each subtask is restored from at its next deployment, by (vertex, subtask).
@@ -295,7 +308,7 @@ impl JobMaster {
         checkpoints: CheckpointCoordinator,
         now: u64,
     ) -> Self {
-        let executions = graph
+        let executions: Vec<Vec<Execution>> = graph
             .vertices
             .iter()
             .map(|v| {
@@ -323,12 +336,14 @@ impl JobMaster {
             timestamps: BTreeMap::from([(JobStatus::Initializing, now), (JobStatus::Created, now)]),
             start_time: now,
             end_time: None,
+            unstopped: executions.iter().map(Vec::len).sum(),
             executions,
             exceptions: Vec::new(),
             slots: Vec::new(),
             restart: RestartTracker::new(restart),
             restart_at: None,
             rng: (job_id.0 as u64) | 1,
+            groups_built: 0,
             state: TaskStateConfig {
                 backend: "hashmap".into(),
                 exactly_once: true,
@@ -705,6 +720,11 @@ impl JobMaster {
 
     fn set_execution(&mut self, v: usize, s: usize, state: ExecutionState, now: u64) {
         let e = &mut self.executions[v][s];
+        match (e.state.is_terminal(), state.is_terminal()) {
+            (false, true) => self.unstopped -= 1,
+            (true, false) => self.unstopped += 1,
+            _ => {}
+        }
         e.state = state;
         e.timestamps.insert(state, now);
     }
@@ -757,8 +777,10 @@ impl JobMaster {
                 concurrent: Vec::new(),
             });
             self.set_status(JobStatus::Failing, now);
-            for e in self.executions.iter_mut().flatten() {
-                e.state = ExecutionState::Canceled;
+            for v in 0..self.executions.len() {
+                for s in 0..self.executions[v].len() {
+                    self.set_execution(v, s, ExecutionState::Canceled, now);
+                }
             }
             return self.terminate_if_done(now);
         }
@@ -782,15 +804,33 @@ impl JobMaster {
             return self.terminate_if_done(now);
         }
         self.slots = slots;
+        for v in 0..self.graph.vertices.len() {
+            for s in 0..self.graph.vertices[v].parallelism as usize {
+                self.executions[v][s].slot = Some(self.slots[s % self.slots.len()].clone());
+                self.set_execution(v, s, ExecutionState::Deploying, now);
+            }
+        }
+        // Every result's producers once, shared by its consumers' deployments and sent once to
+        // each TaskManager that runs a consumer.
+        let groups: HashMap<usize, Arc<ProducerGroup>> = (0..self.graph.edges.len())
+            .map(|e| (e, Arc::new(self.producer_group(e))))
+            .collect();
+        let mut shipped = HashSet::new();
         let mut actions = Vec::new();
         for v in 0..self.graph.vertices.len() {
             for s in 0..self.graph.vertices[v].parallelism as usize {
-                let slot = self.slots[s % self.slots.len()].clone();
-                self.executions[v][s].slot = Some(slot.clone());
-                self.set_execution(v, s, ExecutionState::Deploying, now);
-                let deployment = self.deployment(v, s);
+                let resource_id = self.location(v, s).resource_id;
+                for &e in &self.graph.vertices[v].inputs {
+                    if shipped.insert((resource_id.clone(), e)) {
+                        actions.push(Action::ShipProducers {
+                            resource_id: resource_id.clone(),
+                            group: groups[&e].clone(),
+                        });
+                    }
+                }
+                let deployment = self.deployment(v, s, &groups);
                 actions.push(Action::Deploy {
-                    resource_id: slot.resource_id,
+                    resource_id,
                     deployment: Box::new(deployment),
                 });
             }
@@ -818,36 +858,63 @@ impl JobMaster {
         }
     }
 
-    /// The deployment descriptor of subtask `s` of vertex `v`.
-    fn deployment(&self, v: usize, s: usize) -> TaskDeployment {
+    /// The producers of job edge `e`'s result, as they are deployed now, under a new id.
+    fn producer_group(&mut self, e: usize) -> ProducerGroup {
+        let edge = &self.graph.edges[e];
+        let source = edge.source;
+        let output = self.graph.vertices[source]
+            .outputs
+            .iter()
+            .position(|&o| o == e)
+            .unwrap_or(0) as u32;
+        let mut locations = Vec::new();
+        let mut index: HashMap<ResourceId, u32> = HashMap::new();
+        let producers = (0..self.executions[source].len())
+            .map(|p| {
+                let location = self.location(source, p);
+                let at = *index
+                    .entry(location.resource_id.clone())
+                    .or_insert_with(|| {
+                        locations.push(location);
+                        locations.len() as u32 - 1
+                    });
+                (self.executions[source][p].attempt, at)
+            })
+            .collect();
+        self.groups_built += 1;
+        ProducerGroup {
+            id: self.groups_built,
+            job: self.job_id,
+            vertex: source as u32,
+            output,
+            locations,
+            producers,
+        }
+    }
+
+    /// The deployment descriptor of subtask `s` of vertex `v`, whose inputs read `groups` (by
+    /// job edge).
+    fn deployment(
+        &self,
+        v: usize,
+        s: usize,
+        groups: &HashMap<usize, Arc<ProducerGroup>>,
+    ) -> TaskDeployment {
         let vertex = &self.graph.vertices[v];
         let inputs = vertex
             .inputs
             .iter()
-            .map(|&e| {
-                let edge = &self.graph.edges[e];
-                let output = self.graph.vertices[edge.source]
-                    .outputs
-                    .iter()
-                    .position(|&o| o == e)
-                    .unwrap_or(0) as u32;
-                let producers: Vec<(usize, u32)> = match edge.strategy {
-                    ShipStrategy::Forward => vec![(s, 0)],
-                    _ => (0..self.graph.vertices[edge.source].parallelism as usize)
-                        .map(|p| (p, s as u32))
-                        .collect(),
-                };
-                producers
-                    .into_iter()
-                    .map(|(p, subpartition)| ChannelDeployment {
-                        partition: PartitionId {
-                            producer: self.execution_id(edge.source, p),
-                            output,
-                        },
-                        subpartition,
-                        location: self.location(edge.source, p),
-                    })
-                    .collect()
+            .map(|&e| match self.graph.edges[e].strategy {
+                ShipStrategy::Forward => InputDeployment {
+                    group: groups[&e].id,
+                    producer: Some(s as u32),
+                    subpartition: 0,
+                },
+                _ => InputDeployment {
+                    group: groups[&e].id,
+                    producer: None,
+                    subpartition: s as u32,
+                },
             })
             .collect();
         let outputs = vertex
@@ -1061,14 +1128,7 @@ impl JobMaster {
     pub fn poll_timeout(&self) -> Option<u64> {
         match self.status {
             JobStatus::Running => self.checkpoints.0.poll_timeout(),
-            JobStatus::Restarting => {
-                let stopped = self
-                    .executions
-                    .iter()
-                    .flatten()
-                    .all(|e| e.state.is_terminal());
-                self.restart_at.filter(|_| stopped)
-            }
+            JobStatus::Restarting => self.restart_at.filter(|_| self.unstopped == 0),
             _ => None,
         }
     }
@@ -1081,12 +1141,7 @@ impl JobMaster {
             return self.checkpoint_actions(decisions, now);
         }
         let due = self.restart_at.is_some_and(|at| now >= at);
-        let stopped = self
-            .executions
-            .iter()
-            .flatten()
-            .all(|e| e.state.is_terminal());
-        if self.status != JobStatus::Restarting || !due || !stopped {
+        if self.status != JobStatus::Restarting || !due || self.unstopped > 0 {
             return Vec::new();
         }
         self.restart_at = None;
@@ -1149,7 +1204,7 @@ impl JobMaster {
 
     fn terminate_if_done(&mut self, now: u64) -> Vec<Action> {
         let all = || self.executions.iter().flatten();
-        if !all().all(|e| e.state.is_terminal())
+        if self.unstopped > 0
             || self.status.is_globally_terminal()
             || self.status == JobStatus::Restarting
         {
@@ -1233,6 +1288,8 @@ mod tests {
     use super::*;
     use crate::examples;
     use crate::graph::build_job_graph;
+    use crate::network::channel::ProducerGroups;
+    use crate::rpc::messages::ChannelDeployment;
 
     fn job(parallelism: u32) -> JobMaster {
         let program = ProgramSpec {
@@ -1279,6 +1336,34 @@ mod tests {
             .collect()
     }
 
+    /// The deployments among `actions` with their inputs expanded as each TaskManager would,
+    /// from the groups sent to it before.
+    fn expanded(actions: &[Action]) -> Vec<(TaskDeployment, Vec<Vec<ChannelDeployment>>)> {
+        let mut groups: HashMap<ResourceId, ProducerGroups> = HashMap::new();
+        let mut out = Vec::new();
+        for a in actions {
+            match a {
+                Action::ShipProducers { resource_id, group } => groups
+                    .entry(resource_id.clone())
+                    .or_default()
+                    .insert(group.clone()),
+                Action::Deploy {
+                    resource_id,
+                    deployment,
+                } => {
+                    let inputs = groups
+                        .get(resource_id)
+                        .unwrap_or(&ProducerGroups::default())
+                        .expand(deployment.execution.job, &deployment.inputs)
+                        .unwrap();
+                    out.push(((**deployment).clone(), inputs));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     fn report_all(
         jm: &mut JobMaster,
         deployed: &[TaskDeployment],
@@ -1309,12 +1394,18 @@ mod tests {
             .iter()
             .position(|v| v.name.starts_with("Keyed"))
             .unwrap();
-        let d = deployed
-            .iter()
-            .find(|d| d.execution.vertex as usize == keyed && d.execution.subtask == 2)
+        let (_, inputs) = expanded(&actions)
+            .into_iter()
+            .find(|(d, _)| d.execution.vertex as usize == keyed && d.execution.subtask == 2)
             .unwrap();
-        assert_eq!(d.inputs[0].len(), 4);
-        assert!(d.inputs[0].iter().all(|c| c.subpartition == 2));
+        assert_eq!(inputs[0].len(), 4);
+        assert!(inputs[0].iter().all(|c| c.subpartition == 2));
+        let producers: Vec<u32> = inputs[0]
+            .iter()
+            .map(|c| c.partition.producer.subtask)
+            .collect();
+        assert_eq!(producers, [0, 1, 2, 3]);
+        assert_eq!(inputs[0][1].location.resource_id, "tm1");
         assert_eq!(jm.status, JobStatus::Running);
         report_all(&mut jm, &deployed, ExecutionState::Running);
         let actions = report_all(&mut jm, &deployed, ExecutionState::Finished);
@@ -1373,6 +1464,41 @@ mod tests {
     }
 
     #[test]
+    fn deployments_name_producer_groups_sent_once_per_taskmanager_so_their_size_is_flat() {
+        let round = |parallelism: u32| {
+            let mut jm = job(parallelism);
+            jm.start(0);
+            let actions = jm.slots_allocated(slots(parallelism), 1);
+            let shipped = actions
+                .iter()
+                .filter(|a| matches!(a, Action::ShipProducers { .. }))
+                .count();
+            let largest = deploys(&actions)
+                .iter()
+                .map(|d| serde_json::to_vec(d).unwrap().len())
+                .max()
+                .unwrap();
+            let channels: usize = expanded(&actions)
+                .iter()
+                .flat_map(|(_, inputs)| inputs.iter().map(Vec::len))
+                .sum();
+            (shipped, largest, channels, jm.graph.edges.len())
+        };
+        let (shipped4, largest4, channels4, edges) = round(4);
+        let (shipped64, largest64, channels64, _) = round(64);
+        // Two TaskManagers: each result's group goes once to each of them.
+        assert_eq!(shipped4, 2 * edges);
+        assert_eq!(shipped64, 2 * edges);
+        // A deployment does not grow with the producers' parallelism (only the digits of its
+        // indexes do) while the channels it stands for grow with its square.
+        assert!(largest64 <= largest4 + 16, "{largest4} -> {largest64}");
+        assert!(
+            channels64 > 200 * channels4 / 2,
+            "{channels4} -> {channels64}"
+        );
+    }
+
+    #[test]
     fn fixed_delay_restarts_with_new_attempts_then_gives_up() {
         let mut jm = job(2);
         jm.restart = RestartTracker::new(RestartPolicy::FixedDelay {
@@ -1407,16 +1533,17 @@ mod tests {
         assert!(matches!(actions[0], Action::Reset { .. }));
         assert!(matches!(actions[1], Action::RequestSlots { slots: 2, .. }));
         assert_eq!(jm.status, JobStatus::Running);
-        let second: Vec<TaskDeployment> = deploys(&jm.slots_allocated(slots(2), 151))
-            .into_iter()
-            .cloned()
-            .collect();
+        let (second, inputs): (Vec<TaskDeployment>, Vec<_>) =
+            expanded(&jm.slots_allocated(slots(2), 151))
+                .into_iter()
+                .unzip();
         assert!(second.iter().all(|d| d.execution.attempt == 1));
         assert!(
-            second
+            inputs
                 .iter()
-                .flat_map(|d| d.inputs.iter().flatten())
-                .all(|c| c.partition.producer.attempt == 1)
+                .flatten()
+                .flatten()
+                .all(|c: &ChannelDeployment| c.partition.producer.attempt == 1)
         );
         // A late report of the first attempt changes nothing.
         assert!(

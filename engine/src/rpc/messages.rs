@@ -1,6 +1,8 @@
 //! The control-plane messages between TaskManagers and the JobManager. Records never travel
 //! here: only registration, heartbeats, deployment, cancellation and state reports.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{SubtaskState, TaskRestore};
@@ -8,10 +10,12 @@ use crate::common::ids::{ExecutionId, JobId, ResourceId};
 use crate::state::SnapshotLocation;
 
 /// A deployment names its input channels in the data plane's terms.
-pub use crate::network::channel::{ChannelDeployment, PartitionLocation};
+pub use crate::network::channel::{
+    ChannelDeployment, InputDeployment, PartitionLocation, ProducerGroup,
+};
 
 /// Bumped whenever a message changes incompatibly; checked when a TaskManager registers.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Flink's execution states.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -103,8 +107,9 @@ pub struct TaskDeployment {
     pub default_parallelism: u32,
     /// The job graph's fingerprint; the TaskManager refuses the task if its rebuild differs.
     pub fingerprint: String,
-    /// Per vertex input (in the vertex's input order), its channels.
-    pub inputs: Vec<Vec<ChannelDeployment>>,
+    /// Per vertex input (in the vertex's input order), the producers it reads: a group the
+    /// JobManager sent before ([`JmToTm::Producers`]).
+    pub inputs: Vec<InputDeployment>,
     /// Per vertex output (in the vertex's output order), the consumer parallelism and key groups.
     pub outputs: Vec<OutputDeployment>,
     /// How the subtask keeps, checkpoints and restores state.
@@ -258,6 +263,9 @@ pub enum JmToTm {
         /// Why, for the TaskManager's log.
         reason: String,
     },
+    /// The producers that deployments after this one read from; replaces an older group of the
+    /// same result.
+    Producers(Arc<ProducerGroup>),
     /// Run a subtask.
     Deploy(Box<TaskDeployment>),
     /// Cancel a subtask.

@@ -13,6 +13,7 @@ use super::task::{self, TaskHandle, TaskServices};
 use crate::api::TaskControl;
 use crate::common::ids::ExecutionId;
 use crate::config::Config;
+use crate::network::channel::ProducerGroups;
 use crate::network::registry::PartitionRegistry;
 use crate::network::transport::{DataPlane, DataPlaneSettings, TransportError};
 use crate::rpc::messages::{
@@ -340,6 +341,8 @@ impl TaskManager {
             }
         };
         let read_loop = async {
+            // Producer groups are per connection: a new JobManager sends its own.
+            let mut groups = ProducerGroups::default();
             loop {
                 let msg: JmToTm =
                     match tokio::time::timeout(timeout, transport::recv(&mut reader)).await {
@@ -350,7 +353,7 @@ impl TaskManager {
                             ))));
                         }
                     };
-                self.handle(msg, &tx);
+                self.handle(msg, &mut groups, &tx);
             }
         };
         tokio::select! {
@@ -367,10 +370,23 @@ impl TaskManager {
             .collect()
     }
 
-    fn handle(&self, msg: JmToTm, tx: &mpsc::UnboundedSender<TmToJm>) {
+    fn handle(&self, msg: JmToTm, groups: &mut ProducerGroups, tx: &mpsc::UnboundedSender<TmToJm>) {
         match msg {
+            JmToTm::Producers(group) => groups.insert(group),
             JmToTm::Deploy(deployment) => {
                 let execution = deployment.execution;
+                let inputs = match groups.expand(execution.job, &deployment.inputs) {
+                    Ok(inputs) => inputs,
+                    Err(e) => {
+                        let _ = tx.send(TmToJm::TaskState {
+                            execution,
+                            state: ExecutionState::Failed,
+                            error: Some(e),
+                            metrics: TaskMetrics::default(),
+                        });
+                        return;
+                    }
+                };
                 let slots = self.config.taskmanager.number_of_task_slots;
                 if deployment.slot >= slots {
                     let _ = tx.send(TmToJm::TaskState {
@@ -404,7 +420,15 @@ impl TaskManager {
                 let acknowledge = Box::new(move |msg: TmToJm| {
                     let _ = ack_tx.send(msg);
                 });
-                match task::spawn(*deployment, self.services.clone(), report, acknowledge) {
+                match task::spawn(
+                    task::Assignment {
+                        deployment: *deployment,
+                        inputs,
+                    },
+                    self.services.clone(),
+                    report,
+                    acknowledge,
+                ) {
                     Ok(handle) => {
                         self.tasks
                             .lock()
@@ -455,7 +479,10 @@ impl TaskManager {
                 execution,
                 checkpoint_id,
             } => self.control(execution, TaskControl::Aborted(checkpoint_id), tx),
-            JmToTm::ReleaseJob { job } => self.services.registry.release_job(job),
+            JmToTm::ReleaseJob { job } => {
+                groups.release_job(job);
+                self.services.registry.release_job(job);
+            }
             JmToTm::HeartbeatAck | JmToTm::Registered { .. } | JmToTm::Refused { .. } => {}
         }
     }

@@ -29,7 +29,9 @@ use crate::network::channel::RemoteChannels;
 use crate::network::gate::{GateEvent, InputGate};
 use crate::network::registry::PartitionRegistry;
 use crate::network::writer::{RecordWriter, RecordWriterHandle};
-use crate::rpc::messages::{ExecutionState, TaskDeployment, TaskMetrics, TmToJm};
+use crate::rpc::messages::{
+    ChannelDeployment, ExecutionState, TaskDeployment, TaskMetrics, TmToJm,
+};
 use crate::state::StateStorage;
 
 /// How long a task whose channel broke waits for a cancellation before it reports the failure.
@@ -95,9 +97,18 @@ fn busy_nanos(c: &IoCounters) -> u64 {
         .saturating_sub(c.back_pressured_nanos.load(Ordering::Relaxed))
 }
 
+/// A deployment with its input gates expanded into channels (from the producer groups the
+/// JobManager sent).
+pub(crate) struct Assignment {
+    /// What to run.
+    pub deployment: TaskDeployment,
+    /// Per input gate, its channels.
+    pub inputs: Vec<Vec<ChannelDeployment>>,
+}
+
 /// Starts a task's thread. `report` is called once with RUNNING and once with the final state.
 pub(crate) fn spawn(
-    deployment: TaskDeployment,
+    assignment: Assignment,
     services: Arc<TaskServices>,
     report: Reporter,
     acknowledge: Acknowledger,
@@ -110,12 +121,14 @@ pub(crate) fn spawn(
         counters: counters.clone(),
         control: control_tx,
     };
+    let deployment = &assignment.deployment;
     let execution = deployment.execution;
     let name = format!(
         "task v{} {}/{}",
         execution.vertex, execution.subtask, execution.attempt
     );
     std::thread::Builder::new().name(name).spawn(move || {
+        let deployment = &assignment.deployment;
         services.scheduling_policy.apply_to_current_thread();
         info!(%execution, slot = deployment.slot, "task started");
         let local_dir = services.local_state_dir.join(format!(
@@ -138,7 +151,7 @@ pub(crate) fn spawn(
         };
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             run(
-                &deployment,
+                &assignment,
                 &services,
                 &cancelled,
                 &counters,
@@ -310,7 +323,7 @@ impl Hooks {
 }
 
 fn run(
-    d: &TaskDeployment,
+    assignment: &Assignment,
     services: &TaskServices,
     cancelled: &Arc<AtomicBool>,
     counters: &Arc<IoCounters>,
@@ -318,6 +331,7 @@ fn run(
     checkpoints: Checkpoints,
     local_dir: &std::path::Path,
 ) -> Result<(), TaskError> {
+    let (d, inputs) = (&assignment.deployment, &assignment.inputs);
     let program = services.programs.find(&d.program.name).ok_or_else(|| {
         TaskError::Setup(format!(
             "this TaskManager does not know the program '{}'",
@@ -341,7 +355,7 @@ fn run(
         .vertices
         .get(d.execution.vertex as usize)
         .ok_or_else(|| TaskError::Setup(format!("the job has no vertex {}", d.execution.vertex)))?;
-    if d.outputs.len() != vertex.outputs.len() || d.inputs.len() != vertex.inputs.len() {
+    if d.outputs.len() != vertex.outputs.len() || inputs.len() != vertex.inputs.len() {
         return Err(TaskError::Setup(
             "the deployment's inputs or outputs do not match the job graph".into(),
         ));
@@ -383,12 +397,9 @@ fn run(
         .iter()
         .map(|o| shares.partition_pool(o.subpartitions as usize))
         .sum();
-    let is_remote = |c: &crate::rpc::messages::ChannelDeployment| {
-        c.location.resource_id != services.resource_id
-    };
+    let is_remote = |c: &ChannelDeployment| c.location.resource_id != services.resource_id;
     // Per input gate, its remote channels and the credit of each.
-    let remote_per_gate: Vec<usize> = d
-        .inputs
+    let remote_per_gate: Vec<usize> = inputs
         .iter()
         .map(|gate| gate.iter().filter(|c| is_remote(c)).count())
         .collect();
@@ -472,7 +483,7 @@ fn run(
             let processor = decoder(op);
             let mut channels = Vec::new();
             let mut names = Vec::new();
-            let gates = d.inputs.iter().zip(&remote_credits);
+            let gates = inputs.iter().zip(&remote_credits);
             for (channel, &credit) in gates.flat_map(|(gate, c)| gate.iter().map(move |ch| (ch, c)))
             {
                 names.push(format!(
