@@ -5,8 +5,8 @@
 //!
 //! A pure core: events and `now` (ms since the epoch) go in, [`CheckpointAction`]s come out.
 //! It touches no file itself. Writing `_metadata`, deleting discarded checkpoints and checking a
-//! checkpoint's files before a restore are actions ([`CheckpointAction::WriteMetadata`],
-//! [`CheckpointAction::Discard`]) or inputs ([`CheckpointCoordinator::restore_plan`] takes the
+//! checkpoint's files before a restore are actions ([`StorageWork::WriteMetadata`],
+//! [`StorageWork::Discard`]) or inputs ([`CheckpointCoordinator::restore_plan`] takes the
 //! verdicts of [`super::io::check_candidates`]); the JobManager carries them out off its lock,
 //! in order per job, and feeds the results back ([`CheckpointCoordinator::metadata_written`]).
 //! Tests drive it with simulated time and run its I/O with [`super::io`].
@@ -161,8 +161,17 @@ pub enum CheckpointAction {
         /// The failure's text.
         reason: String,
     },
-    /// Write a completed checkpoint's `_metadata`, then report the result with
-    /// [`CheckpointCoordinator::metadata_written`]; the checkpoint completes only then.
+    /// File work: the completion of a checkpoint waits for its `_metadata` write
+    /// ([`CheckpointCoordinator::metadata_written`]).
+    Storage(StorageWork),
+}
+
+/// File work for a job's checkpoints, which the cores ask for and the JobManager carries out in
+/// the order it was asked for, off its lock, reporting results back as events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StorageWork {
+    /// Write a completed checkpoint's `_metadata`; the checkpoint completes only when the
+    /// result is reported ([`CheckpointCoordinator::metadata_written`]).
     WriteMetadata {
         /// The checkpoint's id.
         checkpoint_id: u64,
@@ -173,12 +182,20 @@ pub enum CheckpointAction {
     },
     /// Delete files nothing needs any more (a discarded or failed checkpoint, or the job's
     /// whole checkpoint directory). Issued after every write of the same files, so carried out
-    /// in order it never races them.
+    /// in order it never races them; nothing to report.
     Discard {
         /// Directories to delete with everything in them.
         dirs: Vec<String>,
         /// Single files to delete (shared files no retained checkpoint references).
         files: Vec<String>,
+    },
+    /// Check which checkpoints a (re)start can restore (with [`super::io::check_candidates`]);
+    /// the JobMaster is told the verdicts.
+    CheckRestore {
+        /// Names this check among the job's (only the latest one's answer counts).
+        ticket: u64,
+        /// The candidates, most preferred first.
+        candidates: Vec<RestoreCandidate>,
     },
 }
 
@@ -223,7 +240,7 @@ impl CompletedCheckpoint {
 }
 
 /// A checkpoint a restore may use, to be checked for its files (by [`super::io::check_candidates`]).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RestoreCandidate {
     /// The checkpoint's id.
     pub checkpoint_id: u64,
@@ -793,10 +810,10 @@ impl CheckpointCoordinator {
         if delete {
             if let Some(root) = &self.root {
                 tracing::info!(job_id = %self.job_id, ?status, root = %root, "deleting the job's checkpoints");
-                actions.push(CheckpointAction::Discard {
+                actions.push(CheckpointAction::Storage(StorageWork::Discard {
                     dirs: vec![root.clone()],
                     files: Vec::new(),
-                });
+                }));
             }
             self.retained.clear();
         } else if let Some(latest) = self.retained.back() {
@@ -846,10 +863,10 @@ impl CheckpointCoordinator {
     ) -> CheckpointAction {
         let refs = self.referenced_shared_files();
         let files: BTreeSet<String> = shared.filter(|f| !refs.contains(f)).collect();
-        CheckpointAction::Discard {
+        CheckpointAction::Storage(StorageWork::Discard {
             dirs: vec![dir.to_string()],
             files: files.into_iter().collect(),
-        }
+        })
     }
 
     fn unfinished(&self, tasks: &BTreeSet<TaskKey>) -> Vec<TaskKey> {
@@ -974,11 +991,11 @@ impl CheckpointCoordinator {
         match metadata.to_bytes() {
             Ok(bytes) => {
                 self.finalizing.insert(id, (p, metadata));
-                vec![CheckpointAction::WriteMetadata {
+                vec![CheckpointAction::Storage(StorageWork::WriteMetadata {
                     checkpoint_id: id,
                     path,
                     bytes,
-                }]
+                })]
             }
             Err(e) => {
                 let reason = format!("Failed to write checkpoint metadata {path}: {e}");

@@ -192,16 +192,16 @@ impl Coord {
         let mut out = Vec::new();
         for action in actions {
             match action {
-                CheckpointAction::WriteMetadata {
+                CheckpointAction::Storage(StorageWork::WriteMetadata {
                     checkpoint_id,
                     path,
                     bytes,
-                } => {
+                }) => {
                     let result = file_work::write_metadata(self.storage.as_ref(), &path, &bytes);
                     let next = self.inner.metadata_written(now, checkpoint_id, result);
                     out.extend(self.io(now, next));
                 }
-                CheckpointAction::Discard { dirs, files } => {
+                CheckpointAction::Storage(StorageWork::Discard { dirs, files }) => {
                     file_work::discard(self.storage.as_ref(), &dirs, &files)
                 }
                 other => out.push(other),

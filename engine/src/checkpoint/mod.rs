@@ -23,7 +23,8 @@ pub mod topology;
 pub use assign::{assign, key_group_range};
 pub use coordinator::{
     CheckpointAction, CheckpointCoordinator, CheckpointSettings, CompletedCheckpoint,
-    RestoreCandidate, RestorePlan, RestoreVerdicts, Retention, TaskPhase, Terminal, job_root,
+    RestoreCandidate, RestorePlan, RestoreVerdicts, Retention, StorageWork, TaskPhase, Terminal,
+    job_root,
 };
 pub use metadata::{
     CheckpointMetadata, OperatorMetadata, RestoreError, load_metadata, metadata_location, validate,

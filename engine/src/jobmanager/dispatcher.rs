@@ -10,9 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use super::jobmaster::{Action, JobMaster, StorageWork};
+use super::jobmaster::{Action, JobMaster};
 use super::resourcemanager::{ResourceManager, TaskManagerInfo};
 use super::restart::RestartPolicy;
+use crate::checkpoint::StorageWork;
 use crate::checkpoint::io::RetainedEntries;
 use crate::checkpoint::{
     CheckpointCoordinator, CheckpointMetadata, CheckpointSettings, RestoreVerdicts, SubtaskState,

@@ -13,8 +13,8 @@ use super::restart::{RestartPolicy, RestartTracker};
 use crate::api::ShipStrategy;
 use crate::checkpoint::io::RetainedEntries;
 use crate::checkpoint::{
-    CheckpointAction, CheckpointCoordinator, CheckpointMetadata, RestoreCandidate, RestoreError,
-    RestoreVerdicts, SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal, VertexTopology,
+    CheckpointAction, CheckpointCoordinator, CheckpointMetadata, RestoreError, RestoreVerdicts,
+    StorageWork, SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal, VertexTopology,
 };
 use crate::common::ids::{ExecutionId, JobId, ResourceId};
 use crate::graph::JobGraph;
@@ -186,35 +186,6 @@ pub enum Action {
         job: JobId,
         /// What to do.
         work: StorageWork,
-    },
-}
-
-/// File work a JobMaster asks for.
-#[derive(Clone, Debug)]
-pub enum StorageWork {
-    /// Write a checkpoint's `_metadata`; report with [`JobMaster::metadata_written`].
-    WriteMetadata {
-        /// The checkpoint.
-        checkpoint_id: u64,
-        /// The file's storage path.
-        path: String,
-        /// Its contents.
-        bytes: Vec<u8>,
-    },
-    /// Delete directories and files nothing needs; nothing to report.
-    Discard {
-        /// Directories, with everything in them.
-        dirs: Vec<String>,
-        /// Single files.
-        files: Vec<String>,
-    },
-    /// Check which checkpoints a (re)start can restore; report with
-    /// [`JobMaster::restore_checked`].
-    CheckRestore {
-        /// Names this check among the job's (only the latest one's answer counts).
-        ticket: u64,
-        /// The candidates, most preferred first.
-        candidates: Vec<RestoreCandidate>,
     },
 }
 
@@ -496,21 +467,9 @@ impl JobMaster {
                         }
                     }
                 }
-                CheckpointAction::WriteMetadata {
-                    checkpoint_id,
-                    path,
-                    bytes,
-                } => actions.push(Action::Storage {
+                CheckpointAction::Storage(work) => actions.push(Action::Storage {
                     job: self.job_id,
-                    work: StorageWork::WriteMetadata {
-                        checkpoint_id,
-                        path,
-                        bytes,
-                    },
-                }),
-                CheckpointAction::Discard { dirs, files } => actions.push(Action::Storage {
-                    job: self.job_id,
-                    work: StorageWork::Discard { dirs, files },
+                    work,
                 }),
                 CheckpointAction::FailJob { reason } => {
                     if self.status == JobStatus::Running {

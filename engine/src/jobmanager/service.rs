@@ -23,8 +23,8 @@ use super::dispatcher::{
     CancelError, Dispatcher, DispatcherSettings, JobSettings, Outbox, SavepointError, SubmitError,
 };
 use super::ha_state::HaRuntime;
-use super::jobmaster::StorageWork;
 use crate::api::ProgramRegistry;
+use crate::checkpoint::StorageWork;
 use crate::checkpoint::{io, job_root};
 use crate::common::ids::{JobId, ResourceId};
 use crate::config::Config;
