@@ -1,10 +1,12 @@
 //! Hostile clients: what a stranger on the cluster's network can do to its open ports without
 //! knowing the cluster secret, and what it must not achieve. Slow and idle REST connections are
 //! closed, connections over a port's cap are refused at once, malformed requests get Flink's
-//! JSON error body, a proof larger than a proof is refused from its length, and a silent
-//! handshake times out.
+//! JSON error body, a proof larger than a proof is refused from its length, a silent handshake
+//! times out, and an unauthenticated QUIC peer can make a TaskManager buffer no more than the
+//! room for a proof.
 //!
-//! A real JobManager runs in this process on loopback; the attackers use plain sockets and TLS. Every wait has a deadline and ends
+//! A real JobManager (and, for the data plane, a real TaskManager) runs in this process on
+//! loopback; the attackers use plain sockets, TLS and QUIC. Every wait has a deadline and ends
 //! on a condition (a socket closed, an answer received), never on a sleep.
 
 use std::net::SocketAddr;
@@ -334,4 +336,75 @@ async fn oversized_proofs_are_refused_from_their_length_and_silent_handshakes_ti
     let closed = tokio::time::timeout(DEADLINE, silent.read_to_end(&mut rest)).await;
     assert!(closed.is_ok(), "a silent peer kept its connection");
     register_taskmanager(&jm, &secret).await;
+}
+
+/// A QUIC client as an attacker would make it: the data plane's ALPN, any certificate accepted.
+fn quic_client() -> quinn::Endpoint {
+    let tls = security::client_tls(sluice::network::transport::ALPN).expect("TLS config");
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).expect("QUIC crypto");
+    let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).expect("endpoint");
+    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    endpoint
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unauthenticated_quic_peer_can_make_a_taskmanager_buffer_only_a_proof() {
+    let config = config(&[("security.handshake.timeout", "1 s")]);
+    let cluster = EmbeddedCluster::start(config, 1)
+        .await
+        .expect("the cluster starts");
+    let data = cluster
+        .jobmanager
+        .shared
+        .view()
+        .resources()
+        .taskmanagers()
+        .next()
+        .expect("a TaskManager")
+        .data_address;
+    let endpoint = quic_client();
+
+    // One peer leaves the proof stream empty and opens another stream to push data on.
+    let connection = endpoint
+        .connect(data, "sluice")
+        .expect("connect")
+        .await
+        .expect("QUIC handshake");
+    let (_proof_send, _proof_recv) = connection.open_bi().await.expect("the first stream");
+    let second = tokio::select! {
+        opened = connection.open_bi() => opened.ok(),
+        _ = connection.closed() => None,
+    };
+    assert!(
+        second.is_none(),
+        "an unauthenticated peer opened a second stream"
+    );
+
+    // Another pushes as much as it can on its first stream, without a valid proof.
+    let connection = endpoint
+        .connect(data, "sluice")
+        .expect("connect")
+        .await
+        .expect("QUIC handshake");
+    let (mut send, _recv) = connection.open_bi().await.expect("the first stream");
+    let chunk = vec![7u8; 64 * 1024];
+    let mut accepted = 0usize;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        match tokio::time::timeout_at(deadline, send.write(&chunk)).await {
+            Ok(Ok(n)) => accepted += n,
+            Ok(Err(_)) => break,
+            Err(_) => panic!("the TaskManager kept an unauthenticated connection open"),
+        }
+    }
+    assert!(
+        accepted <= sluice::network::transport::PRE_AUTH_WINDOW as usize,
+        "the TaskManager let an unauthenticated peer send {accepted} bytes"
+    );
+    assert!(
+        tokio::time::timeout(DEADLINE, connection.closed())
+            .await
+            .is_ok(),
+        "the connection was closed"
+    );
 }
