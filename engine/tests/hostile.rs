@@ -1,9 +1,9 @@
 //! Hostile clients: what a stranger on the cluster's network can do to its open ports without
 //! knowing the cluster secret, and what it must not achieve. Slow and idle REST connections are
 //! closed, connections over a port's cap are refused at once, malformed requests get Flink's
-//! JSON error body, a proof larger than a proof is refused from its length, a silent handshake
-//! times out, and an unauthenticated QUIC peer can make a TaskManager buffer no more than the
-//! room for a proof.
+//! JSON error body, a restore path does not tell whether a file exists, a proof larger than a
+//! proof is refused from its length, a silent handshake times out, and an unauthenticated QUIC
+//! peer can make a TaskManager buffer no more than the room for a proof.
 //!
 //! A real JobManager (and, for the data plane, a real TaskManager) runs in this process on
 //! loopback; the attackers use plain sockets, TLS and QUIC. Every wait has a deadline and ends
@@ -237,6 +237,51 @@ async fn malformed_and_oversized_requests_get_json_error_bodies() {
 
     // The server still answers well-formed requests.
     overview_answers(addr).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_path_does_not_reveal_whether_a_file_exists() {
+    let secret = ClusterSecret::random();
+    let jm = jobmanager(&config(&[]), &secret).await;
+    let scratch = tempfile::tempdir().expect("scratch");
+    let not_json = scratch.path().join("notes.txt");
+    std::fs::write(&not_json, "a file that exists").expect("write");
+    let other_json = scratch.path().join("other.json");
+    std::fs::write(&other_json, r#"{"some": "json"}"#).expect("write");
+    let missing = scratch.path().join("no-such-file");
+
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/sluice/jobs", jm.rest_address);
+    let mut messages = Vec::new();
+    for path in [
+        &not_json,
+        &other_json,
+        &missing,
+        &scratch.path().to_path_buf(),
+    ] {
+        let answer = client
+            .post(&url)
+            .json(&serde_json::json!({
+                "job": "wordcount",
+                "args": ["--input", "/dev/null", "--output", "/dev/null"],
+                "savepointPath": path.display().to_string(),
+            }))
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(answer.status(), 400);
+        let body: serde_json::Value = answer.json().await.expect("JSON");
+        let message = body["errors"][0].as_str().expect("a message").to_string();
+        assert!(
+            message.contains("is not a valid savepoint"),
+            "{path:?}: {message}"
+        );
+        messages.push(message.replace(&path.display().to_string(), "<path>"));
+    }
+    assert!(
+        messages.windows(2).all(|w| w[0] == w[1]),
+        "the answers differ by what is at the path: {messages:#?}"
+    );
 }
 
 /// A TLS session to the RPC port, as anyone can open one.
