@@ -176,6 +176,11 @@ impl Cluster {
         self.taskmanagers.iter().map(Child::pid).collect()
     }
 
+    /// The JobManager's REST port.
+    pub fn rest_port(&self) -> u16 {
+        self.rest_port
+    }
+
     /// The JobManager's process id.
     pub fn jobmanager_pid(&self) -> u32 {
         self.jobmanager.pid()

@@ -5,13 +5,16 @@
 //! records, and prints markdown tables with ratios against the baselines of the same run.
 //!
 //! `cargo run -p sluice-bench -- [--quick]`; `cargo run -p sluice-bench -- state [--quick]` measures
-//! the keyed-state backends alone (see `state.rs`). Nothing here asserts on time: it prints numbers.
+//! the keyed-state backends alone (see `state.rs`); `hostile` what strangers on the network cost
+//! a JobManager and a TaskManager (see `hostile.rs`). Nothing here asserts on time: it prints
+//! numbers.
 
 mod ab;
 mod baseline;
 mod checkpoints;
 mod cluster;
 mod control;
+mod hostile;
 mod procs;
 mod state;
 
@@ -114,6 +117,14 @@ enum Sub {
         #[arg(long, default_value_t = 30)]
         seconds: u64,
     },
+    /// What hostile clients cost a JobManager and a TaskManager (processes of `--sluice-bin`):
+    /// slow REST connections, oversized pre-authentication proofs on the RPC port,
+    /// unauthenticated QUIC connections pushing data (see `hostile.rs`).
+    Hostile {
+        /// Slow REST connections to open.
+        #[arg(long, default_value_t = 10_000)]
+        connections: usize,
+    },
     /// The stand-in TaskManagers of `control` (the harness starts them).
     #[command(hide = true)]
     StandIns {
@@ -209,6 +220,9 @@ fn main() -> std::process::ExitCode {
                 Ok(())
             })
         }),
+        Some(Sub::Hostile { connections }) => {
+            sluice_bin(&cli).and_then(|bin| hostile::run(&bin, connections))
+        }
         Some(Sub::StandIns {
             jobmanager,
             count,

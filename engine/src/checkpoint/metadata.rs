@@ -223,6 +223,20 @@ pub enum RestoreError {
 }
 
 impl RestoreError {
+    /// Whether the error tells something about a file that is not a snapshot: that it does not
+    /// exist, cannot be read, or holds something else. A client that may name any path on the
+    /// JobManager's host must not learn which (it would probe the file system); it is told
+    /// only that the path is not a valid savepoint, and the details go to the log.
+    pub fn reveals_foreign_files(&self) -> bool {
+        matches!(
+            self,
+            RestoreError::MetadataMissing { .. }
+                | RestoreError::Read { .. }
+                | RestoreError::NotJson { .. }
+                | RestoreError::WrongFormat { .. }
+        )
+    }
+
     /// Whether trying again may succeed: an I/O error reading storage may be transient (a
     /// remote file system); a missing or wrong file, or a program that does not fit, is not.
     pub fn is_retryable(&self) -> bool {

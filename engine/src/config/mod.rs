@@ -249,6 +249,10 @@ pub struct JobManagerOptions {
     pub rpc_port: u16,
     /// `jobmanager.bind-host` (default `localhost`): local address the RPC endpoint binds to.
     pub bind_host: String,
+    /// `jobmanager.rpc.max-connections` (default 1024): control connections the RPC port holds
+    /// at once; more are closed as soon as they are accepted, so strangers cannot use up the
+    /// process's file descriptors.
+    pub rpc_max_connections: u32,
 }
 
 /// REST API and web UI options.
@@ -260,6 +264,16 @@ pub struct RestOptions {
     pub port: u16,
     /// `rest.bind-address` (default `localhost`): local address the REST server binds to.
     pub bind_address: String,
+    /// `rest.server.header-read-timeout` (default 10 s): how long a client may take to send a
+    /// request's line and headers, counted from the connection's start or the end of its
+    /// previous answer (so it is also how long an idle keep-alive connection stays open).
+    pub header_read_timeout: Duration,
+    /// `rest.server.idle-timeout` (default 1 min): a connection on which no byte moves in either
+    /// direction for this long is closed (a stalled request body, a client that stops reading).
+    pub idle_timeout: Duration,
+    /// `rest.server.max-connections` (default 1024): connections the REST port holds at once;
+    /// more are answered 503 and closed.
+    pub max_connections: u32,
 }
 
 /// TaskManager identity and endpoint options.
@@ -433,6 +447,13 @@ pub struct SecurityOptions {
     pub cluster_secret: Option<String>,
     /// `security.cluster.secret-file` (default unset): a file holding the secret.
     pub cluster_secret_file: Option<PathBuf>,
+    /// `security.handshake.timeout` (default 10 s): how long a peer may take for the TLS
+    /// handshake and the proof of the secret before its connection is closed.
+    pub handshake_timeout: Duration,
+    /// `security.handshake.max-concurrent` (default 64): connections per port (the JobManager's
+    /// RPC port, a TaskManager's data port) that may be in their handshake at once; later ones
+    /// wait their turn.
+    pub handshake_max_concurrent: u32,
 }
 
 impl std::fmt::Debug for SecurityOptions {
@@ -444,6 +465,8 @@ impl std::fmt::Debug for SecurityOptions {
                 &self.cluster_secret.as_ref().map(|_| MASK),
             )
             .field("cluster_secret_file", &self.cluster_secret_file)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("handshake_max_concurrent", &self.handshake_max_concurrent)
             .finish()
     }
 }
@@ -473,11 +496,15 @@ impl Config {
                 rpc_address: String::new(),
                 rpc_port: 0,
                 bind_host: String::new(),
+                rpc_max_connections: 0,
             },
             rest: RestOptions {
                 address: String::new(),
                 port: 0,
                 bind_address: String::new(),
+                header_read_timeout: Duration::ZERO,
+                idle_timeout: Duration::ZERO,
+                max_connections: 0,
             },
             taskmanager: TaskManagerOptions {
                 number_of_task_slots: 0,
@@ -532,6 +559,8 @@ impl Config {
             security: SecurityOptions {
                 cluster_secret: None,
                 cluster_secret_file: None,
+                handshake_timeout: Duration::ZERO,
+                handshake_max_concurrent: 0,
             },
             checkpointing: CheckpointingOptions {
                 interval: None,

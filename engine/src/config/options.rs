@@ -752,6 +752,9 @@ options! {
     "jobmanager.rpc.address" => jobmanager.rpc_address: Text,
         default "localhost",
         doc "Address other processes use to reach the JobManager's RPC endpoint.";
+    "jobmanager.rpc.max-connections" => jobmanager.rpc_max_connections: AT_LEAST_ONE,
+        default "1024",
+        doc "Most control connections the JobManager's RPC port holds at once (TaskManagers, and peers still proving the cluster secret); more are closed as soon as they are accepted.";
     "jobmanager.rpc.port" => jobmanager.rpc_port: PORT,
         default "6123",
         doc "Port of the JobManager's RPC endpoint.";
@@ -782,6 +785,15 @@ options! {
     "rest.port" => rest.port: PORT,
         default "8081",
         doc "Port of the REST API and web UI.";
+    "rest.server.header-read-timeout" => rest.header_read_timeout: POSITIVE_DURATION,
+        default "10 s",
+        doc "How long a REST client may take to send a request line and headers, counted from the connection's start or its previous answer (also how long an idle keep-alive connection stays open).";
+    "rest.server.idle-timeout" => rest.idle_timeout: POSITIVE_DURATION,
+        default "1 min",
+        doc "A REST connection on which no byte moves in either direction for this long is closed (a stalled request body, a client that stopped reading).";
+    "rest.server.max-connections" => rest.max_connections: AT_LEAST_ONE,
+        default "1024",
+        doc "Most connections the REST port holds at once; more are answered 503 and closed.";
     "restart-strategy.exponential-delay.attempts-before-reset-backoff" => restart.exponential_attempts_before_reset: AT_LEAST_ONE,
         default "2147483647",
         doc "Restarts exponential-delay allows before the backoff resets (never, by default).";
@@ -825,6 +837,12 @@ options! {
     "security.cluster.secret-file" => security.cluster_secret_file: OptionalPath,
         default "",
         doc "File holding the cluster secret, used when security.cluster.secret is not set.";
+    "security.handshake.max-concurrent" => security.handshake_max_concurrent: AT_LEAST_ONE,
+        default "64",
+        doc "Connections per port (the JobManager's RPC port, each TaskManager's data port) that may be in their TLS handshake and proof of the cluster secret at once; later ones wait their turn.";
+    "security.handshake.timeout" => security.handshake_timeout: POSITIVE_DURATION,
+        default "10 s",
+        doc "How long a peer may take for the TLS handshake and the proof of the cluster secret before its connection is closed.";
     "slot.request.timeout" => slot_request_timeout: POSITIVE_DURATION,
         default "5 min",
         doc "How long a job waits for a slot before its request fails.";

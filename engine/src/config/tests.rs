@@ -88,6 +88,12 @@ fn defaults_match_the_documented_values() {
     assert_eq!(c.jobstore.expiration_time, Duration::from_secs(3600));
     assert_eq!(c.security.cluster_secret, None);
     assert_eq!(c.security.cluster_secret_file, None);
+    assert_eq!(c.security.handshake_timeout, Duration::from_secs(10));
+    assert_eq!(c.security.handshake_max_concurrent, 64);
+    assert_eq!(c.jobmanager.rpc_max_connections, 1024);
+    assert_eq!(c.rest.header_read_timeout, Duration::from_secs(10));
+    assert_eq!(c.rest.idle_timeout, Duration::from_secs(60));
+    assert_eq!(c.rest.max_connections, 1024);
 }
 
 #[test]

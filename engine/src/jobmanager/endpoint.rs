@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
 use super::resourcemanager::TaskManagerInfo;
 use super::service::{JobManagerShared, now_ms};
+use crate::rpc::listener::{Accepted, LimitedListener};
 use crate::rpc::messages::{JmToTm, PROTOCOL_VERSION, TmToJm};
 use crate::rpc::transport::{self, RpcError};
 use crate::security::ClusterSecret;
@@ -21,27 +22,51 @@ use crate::security::ClusterSecret;
 /// How a JobManager that does not lead the current term refuses a TaskManager (HA).
 pub const NOT_LEADER: &str = "not the leader of the current term";
 
+/// Accepts control connections for good: at most `jobmanager.rpc.max-connections` at once
+/// (more are closed as soon as they are accepted) and at most
+/// `security.handshake.max-concurrent` of them proving the cluster secret at once (the others
+/// wait, holding nothing but their socket), each within `security.handshake.timeout`.
 pub(super) async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     secret: ClusterSecret,
     shared: Arc<JobManagerShared>,
 ) {
+    let config = shared.config();
+    let listener = LimitedListener::new(
+        listener,
+        config.jobmanager.rpc_max_connections,
+        "the RPC port",
+    );
+    let handshakes = Arc::new(Semaphore::new(
+        config.security.handshake_max_concurrent.max(1) as usize,
+    ));
+    let handshake_timeout = config.security.handshake_timeout;
     loop {
-        match listener.accept().await {
-            Ok((tcp, peer)) => {
-                let (acceptor, secret, shared) = (acceptor.clone(), secret.clone(), shared.clone());
-                tokio::spawn(async move {
-                    if let Err(e) = serve_taskmanager(tcp, peer, acceptor, secret, shared).await {
-                        warn!(%peer, error = %e, "control connection closed");
-                    }
-                });
+        let Accepted {
+            stream,
+            peer,
+            place,
+        } = listener.accept(|_| {}).await;
+        let (acceptor, secret, shared) = (acceptor.clone(), secret.clone(), shared.clone());
+        let handshakes = handshakes.clone();
+        tokio::spawn(async move {
+            let authenticated = async {
+                let _turn = handshakes
+                    .acquire()
+                    .await
+                    .map_err(|_| RpcError::Malformed("the JobManager is shutting down".into()))?;
+                transport::accept(stream, &acceptor, &secret, handshake_timeout).await
+            };
+            let result = match authenticated.await {
+                Ok(stream) => serve_taskmanager(stream, peer, shared).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = result {
+                warn!(%peer, error = %e, "control connection closed");
             }
-            Err(e) => {
-                warn!(error = %e, "accepting a control connection failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
+            drop(place);
+        });
     }
 }
 
@@ -64,13 +89,10 @@ async fn refuse<W: tokio::io::AsyncWrite + Unpin>(
 }
 
 async fn serve_taskmanager(
-    tcp: TcpStream,
+    stream: transport::Stream<TcpStream>,
     peer: SocketAddr,
-    acceptor: TlsAcceptor,
-    secret: ClusterSecret,
     shared: Arc<JobManagerShared>,
 ) -> Result<(), RpcError> {
-    let stream = transport::accept(tcp, &acceptor, &secret).await?;
     let (mut reader, mut writer) = tokio::io::split(stream);
     let first: TmToJm = tokio::time::timeout(Duration::from_secs(10), transport::recv(&mut reader))
         .await

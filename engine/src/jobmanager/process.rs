@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::endpoint::accept_loop;
 use super::ha_state::HaRuntime;
@@ -15,6 +15,7 @@ use super::leadership::{leadership, recorder, watch_leader};
 use super::service::{JobManagerShared, driver};
 use crate::api::ProgramRegistry;
 use crate::config::Config;
+use crate::rpc::http::{self, HttpLimits};
 use crate::rpc::transport::{self, RpcError};
 use crate::security::ClusterSecret;
 use crate::state::{LocalFileStorage, StateStorage};
@@ -124,11 +125,13 @@ impl JobManager {
         )));
         tasks.push(tokio::spawn(driver(shared.clone())));
         let router = rest(shared.clone());
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(rest_listener, router).await {
-                warn!(error = %e, "REST server stopped");
-            }
-        }));
+        let rest_options = &shared.config().rest;
+        let limits = HttpLimits {
+            header_read_timeout: rest_options.header_read_timeout,
+            idle_timeout: rest_options.idle_timeout,
+            max_connections: rest_options.max_connections,
+        };
+        tasks.push(tokio::spawn(http::serve(rest_listener, router, limits)));
         if shared.has_ha() {
             let host = |configured: &str, bound: SocketAddr| {
                 let h = if configured.is_empty() || configured == "0.0.0.0" {

@@ -294,12 +294,20 @@ impl JobManagerShared {
         })?;
         if let Some(path) = savepoint {
             let storage = self.storage.clone();
-            job.restore_from = Some(
-                blocking(move || io::load_restore(storage.as_ref(), &path))
-                    .await
-                    .and_then(|r| r.map_err(|e| e.to_string()))
-                    .map_err(SubmitError::BadRestore)?,
-            );
+            let given = path.clone();
+            let loaded = blocking(move || io::load_restore(storage.as_ref(), &path))
+                .await
+                .map_err(SubmitError::BadRestore)?;
+            job.restore_from = Some(loaded.map_err(|e| {
+                if e.reveals_foreign_files() {
+                    warn!(%job_id, path = %given, error = %e, "refused a restore path");
+                    SubmitError::BadRestore(format!(
+                        "{given} is not a valid savepoint or retained checkpoint"
+                    ))
+                } else {
+                    SubmitError::BadRestore(e.to_string())
+                }
+            })?);
         }
         if recover && let Some(dir) = &job.checkpoints.dir {
             let root = job_root(dir, &job_id.to_string());

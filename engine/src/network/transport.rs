@@ -10,6 +10,12 @@
 //! with kind 1 = a buffer of records, 2 = end of partition, 3 = an error message, 4 = a
 //! checkpoint barrier (JSON).
 //!
+//! Until a peer has proved the secret it can make a TaskManager hold almost nothing: the
+//! server's connections start with one stream and a connection window of [`PRE_AUTH_WINDOW`]
+//! bytes (room for the proof), no unidirectional streams and no datagrams; the windows open only
+//! after the proof verified. At most `security.handshake.max-concurrent` connections are in
+//! their handshake at once, each for at most `security.handshake.timeout`.
+//!
 //! Credit-based flow control, as in Flink: the consumer's request carries its initial credit
 //! (the buffers its channel queue holds: exclusive buffers plus a share of the gate's floating
 //! ones); the producer sends a buffer only while it has credit; each received buffer holds one
@@ -50,6 +56,16 @@ const SOCKET_BUFFER: usize = 8 * 1024 * 1024;
 const CREDIT_LINGER: Duration = Duration::from_millis(50);
 /// Largest frame body accepted from a peer.
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
+/// What an accepted connection may make this TaskManager buffer before its peer has proved the
+/// cluster secret: the 32-byte proof and room to spare, nothing more.
+pub const PRE_AUTH_WINDOW: u32 = 1024;
+/// An authenticated connection's receive window (all its streams together).
+const CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
+/// Channels one authenticated connection may have open at once.
+const MAX_CHANNELS_PER_CONNECTION: u32 = 4096;
+/// Connection attempts quinn holds before they are accepted (the ones waiting for a handshake
+/// turn); more are refused. With the first packets they may buffer, at most a few MiB.
+const MAX_INCOMING: usize = 1024;
 
 /// Why the data plane failed.
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +127,11 @@ pub struct DataPlaneSettings {
     pub threads: usize,
     /// How the OS schedules them (`taskmanager.threads.scheduling-policy`).
     pub scheduling_policy: SchedulingPolicy,
+    /// How long an accepted connection may take for its handshake and proof
+    /// (`security.handshake.timeout`).
+    pub handshake_timeout: Duration,
+    /// Accepted connections in their handshake at once (`security.handshake.max-concurrent`).
+    pub max_handshakes: u32,
 }
 
 /// QUIC's default and minimum-safe UDP payload: what every IPv4 path with a 1500-byte MTU carries.
@@ -122,9 +143,13 @@ fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
     // be large enough not to throttle a channel below its credit.
     let stream_window = (settings.segment_size * 64).min(16 * 1024 * 1024) as u32;
     t.stream_receive_window(quinn::VarInt::from_u32(stream_window));
-    t.receive_window(quinn::VarInt::from_u32(64 * 1024 * 1024));
+    t.receive_window(quinn::VarInt::from_u32(CONNECTION_WINDOW));
     t.send_window(64 * 1024 * 1024);
-    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(4096));
+    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(MAX_CHANNELS_PER_CONNECTION));
+    // Channels are bidirectional streams; nothing uses unidirectional streams or datagrams, so
+    // no peer may make us buffer any.
+    t.max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
+    t.datagram_receive_buffer_size(None);
     t.keep_alive_interval(Some(settings.idle_timeout / 4));
     if let Ok(idle) = quinn::IdleTimeout::try_from(settings.idle_timeout) {
         t.max_idle_timeout(Some(idle));
@@ -228,7 +253,17 @@ impl DataPlane {
         let server_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(server_tls)
             .map_err(|e| bind_err(e.to_string()))?;
         let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(server_crypto));
-        server_config.transport_config(transport.clone());
+        // An accepted connection starts closed but for its proof stream; `authenticate` opens
+        // the windows once the proof verified.
+        let mut pre_auth = transport_config(&settings);
+        pre_auth
+            .receive_window(quinn::VarInt::from_u32(PRE_AUTH_WINDOW))
+            .max_concurrent_bidi_streams(quinn::VarInt::from_u32(1));
+        server_config
+            .transport_config(Arc::new(pre_auth))
+            .max_incoming(MAX_INCOMING)
+            .incoming_buffer_size(64 * 1024)
+            .incoming_buffer_size_total(4 * 1024 * 1024);
         let client_tls = security::client_tls(ALPN).map_err(|e| bind_err(e.to_string()))?;
         let client_crypto = quinn::crypto::rustls::QuicClientConfig::try_from(client_tls)
             .map_err(|e| bind_err(e.to_string()))?;
@@ -544,30 +579,55 @@ pub(crate) fn encode_header(len: usize, kind: u8) -> [u8; 5] {
     [l[0], l[1], l[2], l[3], kind]
 }
 
+/// Accepts data connections for good. A connection waits for one of the
+/// `security.handshake.max-concurrent` handshake turns, then has `security.handshake.timeout`
+/// for the QUIC handshake and the proof of the secret; only then is it served.
 async fn accept_loop(plane: Arc<DataPlane>, registry: Arc<PartitionRegistry>) {
+    let turns = Arc::new(tokio::sync::Semaphore::new(
+        plane.settings.max_handshakes.max(1) as usize,
+    ));
     while let Some(incoming) = plane.endpoint.accept().await {
-        let (plane, registry) = (plane.clone(), registry.clone());
+        let (plane, registry, turns) = (plane.clone(), registry.clone(), turns.clone());
         tokio::spawn(async move {
             let remote = incoming.remote_address();
-            match incoming.await {
-                Ok(connection) => {
-                    if let Err(e) = serve_connection(&plane, connection, registry).await {
-                        warn!(%remote, error = %e, "data connection closed");
-                    }
+            let Ok(turn) = turns.acquire_owned().await else {
+                return;
+            };
+            let timeout = plane.settings.handshake_timeout;
+            let connection = match tokio::time::timeout(timeout, incoming).await {
+                Ok(Ok(connection)) => connection,
+                Ok(Err(e)) => {
+                    debug!(%remote, error = %e, "data connection attempt failed");
+                    return;
                 }
-                Err(e) => debug!(%remote, error = %e, "data connection attempt failed"),
+                Err(_) => {
+                    debug!(%remote, "data connection handshake timed out");
+                    return;
+                }
+            };
+            let authenticated = authenticate(&plane, &connection, timeout).await;
+            drop(turn);
+            let result = match authenticated {
+                Ok(()) => serve_connection(&plane, connection, registry).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = result {
+                warn!(%remote, error = %e, "data connection closed");
             }
         });
     }
 }
 
-async fn serve_connection(
+/// Checks the peer's proof of the secret (the first stream, within `timeout`) and sends ours;
+/// then opens the connection's windows, which until now held only room for the proof. A peer
+/// that fails is disconnected.
+async fn authenticate(
     plane: &DataPlane,
-    connection: quinn::Connection,
-    registry: Arc<PartitionRegistry>,
+    connection: &quinn::Connection,
+    timeout: Duration,
 ) -> Result<(), TransportError> {
     let peer = connection.remote_address();
-    let ekm = security::export_quic(&connection).map_err(TransportError::Stream)?;
+    let ekm = security::export_quic(connection).map_err(TransportError::Stream)?;
     let auth = async {
         let (mut send, mut recv) = connection
             .accept_bi()
@@ -580,23 +640,35 @@ async fn serve_connection(
         if !plane.secret.verify(&ekm, b"data-client", &proof) {
             return Err(TransportError::Authentication(peer));
         }
+        connection.set_receive_window(quinn::VarInt::from_u32(CONNECTION_WINDOW));
+        connection
+            .set_max_concurrent_bi_streams(quinn::VarInt::from_u32(MAX_CHANNELS_PER_CONNECTION));
         send.write_all(&plane.secret.proof(&ekm, b"data-server"))
             .await
             .map_err(|e| TransportError::Stream(e.to_string()))?;
         let _ = send.finish();
         Ok(())
     };
-    match tokio::time::timeout(Duration::from_secs(10), auth).await {
-        Ok(Ok(())) => {}
+    match tokio::time::timeout(timeout, auth).await {
+        Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => {
             connection.close(quinn::VarInt::from_u32(1), b"authentication failed");
-            return Err(e);
+            Err(e)
         }
         Err(_) => {
             connection.close(quinn::VarInt::from_u32(1), b"authentication timed out");
-            return Err(TransportError::Authentication(peer));
+            Err(TransportError::Authentication(peer))
         }
     }
+}
+
+/// Serves an authenticated connection's channels until it closes.
+async fn serve_connection(
+    plane: &DataPlane,
+    connection: quinn::Connection,
+    registry: Arc<PartitionRegistry>,
+) -> Result<(), TransportError> {
+    let peer = connection.remote_address();
     loop {
         let (send, recv) = match connection.accept_bi().await {
             Ok(streams) => streams,

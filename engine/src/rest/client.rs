@@ -85,6 +85,10 @@ impl RestClient {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))
+            // The JobManager closes a keep-alive connection that stays idle for
+            // rest.server.header-read-timeout (10 s by default): dropping ours sooner means a
+            // request never goes out on a connection the server is closing.
+            .pool_idle_timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| ClientError::Malformed(format!("cannot build an HTTP client: {e}")))?;
         Ok(RestClient { base, http })

@@ -18,7 +18,8 @@ use crate::security::{self, ClusterSecret};
 pub const ALPN: &[u8] = b"sluice-rpc/1";
 /// The largest control frame accepted.
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
-/// How long the TLS handshake and the secret proofs may take.
+/// How long the TLS handshake and the secret proofs may take when connecting (the accepting side
+/// is given its `security.handshake.timeout`).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a control connection failed.
@@ -161,11 +162,12 @@ pub async fn connect(
         .map_err(|_| RpcError::Timeout)?
 }
 
-/// Accepts a control connection: TLS, then the client's proof, then ours.
+/// Accepts a control connection: TLS, then the client's proof, then ours, all within `timeout`.
 pub async fn accept(
     tcp: TcpStream,
     acceptor: &TlsAcceptor,
     secret: &ClusterSecret,
+    timeout: Duration,
 ) -> Result<Stream<TcpStream>, RpcError> {
     tcp.set_nodelay(true)?;
     let fut = async {
@@ -177,7 +179,7 @@ pub async fn accept(
         prove(&mut tls, secret, ekm, b"server", b"client", false).await?;
         Ok(tokio_rustls::TlsStream::Server(tls))
     };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, fut)
+    tokio::time::timeout(timeout, fut)
         .await
         .map_err(|_| RpcError::Timeout)?
 }
@@ -202,7 +204,8 @@ mod tests {
         let server_secret = ClusterSecret::new(server_secret);
         let server = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
-            let mut s = accept(tcp, &acceptor().unwrap(), &server_secret).await?;
+            let mut s =
+                accept(tcp, &acceptor().unwrap(), &server_secret, HANDSHAKE_TIMEOUT).await?;
             let msg: String = recv(&mut s).await?;
             send(&mut s, &format!("echo {msg}")).await
         });
@@ -257,13 +260,15 @@ mod tests {
             let mut outcomes = Vec::new();
             for _ in 0..2 {
                 let (tcp, _) = listener.accept().await.unwrap();
-                outcomes.push(match accept(tcp, &acceptor, &server_secret).await {
-                    Ok(mut s) => {
-                        let msg: String = recv(&mut s).await.unwrap();
-                        send(&mut s, &format!("echo {msg}")).await.map(|_| ())
-                    }
-                    Err(e) => Err(e),
-                });
+                outcomes.push(
+                    match accept(tcp, &acceptor, &server_secret, HANDSHAKE_TIMEOUT).await {
+                        Ok(mut s) => {
+                            let msg: String = recv(&mut s).await.unwrap();
+                            send(&mut s, &format!("echo {msg}")).await.map(|_| ())
+                        }
+                        Err(e) => Err(e),
+                    },
+                );
             }
             outcomes
         });

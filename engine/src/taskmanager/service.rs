@@ -99,6 +99,8 @@ impl TaskManager {
                 .heartbeat
                 .interval
                 .clamp(Duration::from_secs(2), Duration::from_secs(10)),
+            handshake_timeout: config.security.handshake_timeout,
+            max_handshakes: config.security.handshake_max_concurrent,
         };
         let data = DataPlane::start(
             &config.taskmanager.bind_host,

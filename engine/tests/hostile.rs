@@ -1,0 +1,455 @@
+//! Hostile clients: what a stranger on the cluster's network can do to its open ports without
+//! knowing the cluster secret, and what it must not achieve. Slow and idle REST connections are
+//! closed, connections over a port's cap are refused at once, malformed requests get Flink's
+//! JSON error body, a restore path does not tell whether a file exists, a proof larger than a
+//! proof is refused from its length, a silent handshake times out, and an unauthenticated QUIC
+//! peer can make a TaskManager buffer no more than the room for a proof.
+//!
+//! A real JobManager (and, for the data plane, a real TaskManager) runs in this process on
+//! loopback; the attackers use plain sockets, TLS and QUIC. Every wait has a deadline and ends
+//! on a condition (a socket closed, an answer received), never on a sleep.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice::config::Config;
+use sluice::embedded::EmbeddedCluster;
+use sluice::jobmanager::JobManager;
+use sluice::rpc::messages::{JmToTm, PROTOCOL_VERSION, TmToJm};
+use sluice::rpc::transport;
+use sluice::security::{self, ClusterSecret};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Long enough for anything these tests wait for on a loaded CI machine.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn config(extra: &[(&str, &str)]) -> Config {
+    let mut config = Config::default();
+    for (key, value) in EmbeddedCluster::LOOPBACK.iter().chain(extra) {
+        if let Err(e) = config.set(key, value) {
+            panic!("{key}: {value}: {e}");
+        }
+    }
+    config
+}
+
+async fn jobmanager(config: &Config, secret: &ClusterSecret) -> JobManager {
+    sluice::rest::start_jobmanager(
+        config.clone(),
+        secret.clone(),
+        Arc::new(sluice::examples::bundled()),
+    )
+    .await
+    .expect("the JobManager starts")
+}
+
+/// Everything the peer sends until it closes the connection (or resets it), or `None` if it
+/// is still open at the deadline.
+async fn read_until_closed(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(got),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Whether the peer has neither closed nor sent anything yet (checked without waiting).
+fn still_open(stream: &TcpStream) -> bool {
+    let mut buf = [0u8; 1];
+    matches!(stream.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+/// An HTTP answer's status and its body parsed as JSON.
+fn parse_answer(raw: &[u8]) -> (u16, serde_json::Value) {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("not an HTTP answer: {text:?}"));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    let json = serde_json::from_str(body)
+        .unwrap_or_else(|e| panic!("the body of {head:?} is not JSON ({e}): {body:?}"));
+    (status, json)
+}
+
+/// Sends `request` on a new connection and returns the whole answer (the server closes).
+async fn raw_request(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request).await.expect("send");
+    read_until_closed(&mut stream)
+        .await
+        .expect("the server answers and closes")
+}
+
+/// A slow client: a request line and one header, then silence.
+async fn slow_client(addr: SocketAddr) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(b"GET /overview HTTP/1.1\r\nHost: sluice\r\n")
+        .await
+        .expect("send");
+    stream
+}
+
+/// Polls `GET /overview` until it answers 200 (a freed place may take a moment to be noticed).
+async fn overview_answers(addr: SocketAddr) {
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/overview");
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match client.get(&url).send().await {
+            Ok(r) if r.status() == 200 => return,
+            outcome if Instant::now() > deadline => {
+                panic!("GET /overview never answered 200: {outcome:?}")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_connections_over_the_cap_get_a_503_in_json_and_freed_places_serve_again() {
+    let secret = ClusterSecret::random();
+    let config = config(&[
+        ("rest.server.max-connections", "8"),
+        ("rest.server.header-read-timeout", "5 min"),
+    ]);
+    let jm = jobmanager(&config, &secret).await;
+    let addr = jm.rest_address;
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        held.push(slow_client(addr).await);
+    }
+    // Accepted after the eight in the listen queue's order: no place is left for it.
+    let mut over = TcpStream::connect(addr).await.expect("connect");
+    let answer = read_until_closed(&mut over)
+        .await
+        .expect("the connection over the cap is closed at once");
+    let (status, body) = parse_answer(&answer);
+    assert_eq!(status, 503);
+    assert!(
+        body["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("rest.server.max-connections"),
+        "{body}"
+    );
+    assert!(
+        held.iter().all(still_open),
+        "the held connections stay (their header timeout is minutes away)"
+    );
+    // A client that goes away frees its place.
+    held.pop();
+    overview_answers(addr).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_idle_and_stalled_rest_connections_are_closed_by_the_server() {
+    let secret = ClusterSecret::random();
+    let config = config(&[
+        ("rest.server.header-read-timeout", "1 s"),
+        ("rest.server.idle-timeout", "2 s"),
+    ]);
+    let jm = jobmanager(&config, &secret).await;
+    let addr = jm.rest_address;
+
+    // Slowloris: a request line and a header, then nothing.
+    let mut slow = slow_client(addr).await;
+    // Keep-alive: a complete request, then nothing.
+    let mut idle = TcpStream::connect(addr).await.expect("connect");
+    idle.write_all(b"GET /overview HTTP/1.1\r\nHost: sluice\r\n\r\n")
+        .await
+        .expect("send");
+    // A body announced but never sent.
+    let mut stalled = TcpStream::connect(addr).await.expect("connect");
+    stalled
+        .write_all(
+            b"POST /sluice/jobs HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+        )
+        .await
+        .expect("send");
+
+    assert!(
+        read_until_closed(&mut slow).await.is_some(),
+        "a connection that never finishes its headers is closed"
+    );
+    let answered = read_until_closed(&mut idle)
+        .await
+        .expect("an idle keep-alive connection is closed");
+    assert!(
+        String::from_utf8_lossy(&answered).starts_with("HTTP/1.1 200"),
+        "the complete request was answered before the connection was closed"
+    );
+    assert!(
+        read_until_closed(&mut stalled).await.is_some(),
+        "a connection whose request body stalls is closed"
+    );
+    overview_answers(addr).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_and_oversized_requests_get_json_error_bodies() {
+    let secret = ClusterSecret::random();
+    let jm = jobmanager(&config(&[]), &secret).await;
+    let addr = jm.rest_address;
+
+    let huge_header = format!(
+        "GET /overview HTTP/1.1\r\nHost: sluice\r\nX-Padding: {}\r\n\r\n",
+        "a".repeat(100 * 1024)
+    );
+    let (status, body) = parse_answer(&raw_request(addr, huge_header.as_bytes()).await);
+    assert_eq!(status, 431);
+    assert!(
+        body["errors"][0].as_str().unwrap().contains("KiB"),
+        "{body}"
+    );
+
+    let long_uri = format!(
+        "GET /jobs/{} HTTP/1.1\r\nHost: sluice\r\n\r\n",
+        "x".repeat(70 * 1024)
+    );
+    let (status, body) = parse_answer(&raw_request(addr, long_uri.as_bytes()).await);
+    assert!(matches!(status, 414 | 431), "{status}");
+    assert!(body["errors"].is_array(), "{body}");
+
+    let (status, body) = parse_answer(&raw_request(addr, b"\x01\x02 nonsense\r\n\r\n").await);
+    assert_eq!(status, 400);
+    assert!(
+        body["errors"][0].as_str().unwrap().contains("HTTP"),
+        "{body}"
+    );
+
+    let many_headers: String = (0..200).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let request = format!("GET /overview HTTP/1.1\r\nHost: sluice\r\n{many_headers}\r\n");
+    let (status, body) = parse_answer(&raw_request(addr, request.as_bytes()).await);
+    assert_eq!(status, 431);
+    assert!(body["errors"].is_array(), "{body}");
+
+    // The server still answers well-formed requests.
+    overview_answers(addr).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_path_does_not_reveal_whether_a_file_exists() {
+    let secret = ClusterSecret::random();
+    let jm = jobmanager(&config(&[]), &secret).await;
+    let scratch = tempfile::tempdir().expect("scratch");
+    let not_json = scratch.path().join("notes.txt");
+    std::fs::write(&not_json, "a file that exists").expect("write");
+    let other_json = scratch.path().join("other.json");
+    std::fs::write(&other_json, r#"{"some": "json"}"#).expect("write");
+    let missing = scratch.path().join("no-such-file");
+
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/sluice/jobs", jm.rest_address);
+    let mut messages = Vec::new();
+    for path in [
+        &not_json,
+        &other_json,
+        &missing,
+        &scratch.path().to_path_buf(),
+    ] {
+        let answer = client
+            .post(&url)
+            .json(&serde_json::json!({
+                "job": "wordcount",
+                "args": ["--input", "/dev/null", "--output", "/dev/null"],
+                "savepointPath": path.display().to_string(),
+            }))
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(answer.status(), 400);
+        let body: serde_json::Value = answer.json().await.expect("JSON");
+        let message = body["errors"][0].as_str().expect("a message").to_string();
+        assert!(
+            message.contains("is not a valid savepoint"),
+            "{path:?}: {message}"
+        );
+        messages.push(message.replace(&path.display().to_string(), "<path>"));
+    }
+    assert!(
+        messages.windows(2).all(|w| w[0] == w[1]),
+        "the answers differ by what is at the path: {messages:#?}"
+    );
+}
+
+/// A TLS session to the RPC port, as anyone can open one.
+async fn rpc_tls(addr: SocketAddr) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let config = security::client_tls(transport::ALPN).expect("TLS config");
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("sluice").expect("name");
+    connector.connect(name, tcp).await.expect("TLS handshake")
+}
+
+/// Registers a TaskManager over the real protocol; retries while the port is still full.
+async fn register_taskmanager(jm: &JobManager, secret: &ClusterSecret) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let attempt = async {
+            let stream = transport::connect(jm.shared.rpc_address(), secret).await?;
+            let (mut reader, mut writer) = tokio::io::split(stream);
+            let register = TmToJm::Register {
+                protocol_version: PROTOCOL_VERSION,
+                resource_id: "a-real-taskmanager".into(),
+                host: "127.0.0.1".into(),
+                data_port: 1,
+                slots: 1,
+                hardware: Default::default(),
+                network_memory: 0,
+                managed_memory: 0,
+                running: vec![],
+                leader_session: jm.shared.leader_session(),
+            };
+            transport::send(&mut writer, &register).await?;
+            transport::recv::<_, JmToTm>(&mut reader).await
+        };
+        match attempt.await {
+            Ok(JmToTm::Registered { .. }) => return,
+            outcome if Instant::now() > deadline => {
+                panic!("a TaskManager could not register: {outcome:?}")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rpc_connections_over_the_cap_are_closed_at_once_and_a_taskmanager_still_registers() {
+    let secret = ClusterSecret::random();
+    let config = config(&[
+        ("jobmanager.rpc.max-connections", "4"),
+        ("security.handshake.timeout", "5 min"),
+    ]);
+    let jm = jobmanager(&config, &secret).await;
+    let addr = jm.shared.rpc_address();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(TcpStream::connect(addr).await.expect("connect"));
+    }
+    let mut over = TcpStream::connect(addr).await.expect("connect");
+    assert!(
+        read_until_closed(&mut over).await.is_some(),
+        "the connection over the cap is closed at once"
+    );
+    assert!(
+        held.iter().all(still_open),
+        "the held connections stay (their handshake timeout is minutes away)"
+    );
+    held.clear();
+    register_taskmanager(&jm, &secret).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_proofs_are_refused_from_their_length_and_silent_handshakes_time_out() {
+    let secret = ClusterSecret::random();
+    let config = config(&[("security.handshake.timeout", "1 s")]);
+    let jm = jobmanager(&config, &secret).await;
+    let addr = jm.shared.rpc_address();
+
+    // Sixteen peers announce 64 MiB "proofs" and send a little of them.
+    let mut liars = Vec::new();
+    for _ in 0..16 {
+        let mut tls = rpc_tls(addr).await;
+        tls.write_u32(64 << 20).await.expect("send");
+        tls.write_all(&[0u8; 4096]).await.expect("send");
+        tls.flush().await.expect("flush");
+        liars.push(tls);
+    }
+    for tls in &mut liars {
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(DEADLINE, tls.read_to_end(&mut rest)).await;
+        assert!(
+            closed.is_ok(),
+            "the JobManager waited for an announced proof"
+        );
+    }
+    // A peer that completes TLS and then says nothing is dropped after the handshake timeout.
+    let mut silent = rpc_tls(addr).await;
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(DEADLINE, silent.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "a silent peer kept its connection");
+    register_taskmanager(&jm, &secret).await;
+}
+
+/// A QUIC client as an attacker would make it: the data plane's ALPN, any certificate accepted.
+fn quic_client() -> quinn::Endpoint {
+    let tls = security::client_tls(sluice::network::transport::ALPN).expect("TLS config");
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).expect("QUIC crypto");
+    let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).expect("endpoint");
+    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    endpoint
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unauthenticated_quic_peer_can_make_a_taskmanager_buffer_only_a_proof() {
+    let config = config(&[("security.handshake.timeout", "1 s")]);
+    let cluster = EmbeddedCluster::start(config, 1)
+        .await
+        .expect("the cluster starts");
+    let data = cluster
+        .jobmanager
+        .shared
+        .view()
+        .resources()
+        .taskmanagers()
+        .next()
+        .expect("a TaskManager")
+        .data_address;
+    let endpoint = quic_client();
+
+    // One peer leaves the proof stream empty and opens another stream to push data on.
+    let connection = endpoint
+        .connect(data, "sluice")
+        .expect("connect")
+        .await
+        .expect("QUIC handshake");
+    let (_proof_send, _proof_recv) = connection.open_bi().await.expect("the first stream");
+    let second = tokio::select! {
+        opened = connection.open_bi() => opened.ok(),
+        _ = connection.closed() => None,
+    };
+    assert!(
+        second.is_none(),
+        "an unauthenticated peer opened a second stream"
+    );
+
+    // Another pushes as much as it can on its first stream, without a valid proof.
+    let connection = endpoint
+        .connect(data, "sluice")
+        .expect("connect")
+        .await
+        .expect("QUIC handshake");
+    let (mut send, _recv) = connection.open_bi().await.expect("the first stream");
+    let chunk = vec![7u8; 64 * 1024];
+    let mut accepted = 0usize;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        match tokio::time::timeout_at(deadline, send.write(&chunk)).await {
+            Ok(Ok(n)) => accepted += n,
+            Ok(Err(_)) => break,
+            Err(_) => panic!("the TaskManager kept an unauthenticated connection open"),
+        }
+    }
+    assert!(
+        accepted <= sluice::network::transport::PRE_AUTH_WINDOW as usize,
+        "the TaskManager let an unauthenticated peer send {accepted} bytes"
+    );
+    assert!(
+        tokio::time::timeout(DEADLINE, connection.closed())
+            .await
+            .is_ok(),
+        "the connection was closed"
+    );
+}
