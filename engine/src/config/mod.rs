@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::ConfigError;
-pub use options::{MAX_TASK_SLOTS, OptionDef, known_options};
+pub use options::{MAX_MEMORY_SIZE, MAX_PARALLELISM, MAX_TASK_SLOTS, OptionDef, known_options};
 pub use paths::local_path;
 pub use units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
 
@@ -249,6 +249,8 @@ pub struct JobManagerOptions {
     pub rpc_port: u16,
     /// `jobmanager.bind-host` (default `localhost`): local address the RPC endpoint binds to.
     pub bind_host: String,
+    /// `jobmanager.max-pending-jobs` (default 100): most jobs waiting for slots at once.
+    pub max_pending_jobs: usize,
 }
 
 /// REST API and web UI options.
@@ -260,6 +262,9 @@ pub struct RestOptions {
     pub port: u16,
     /// `rest.bind-address` (default `localhost`): local address the REST server binds to.
     pub bind_address: String,
+    /// `web.submit.max-args-size` (default 64 KiB): most bytes of one submission's program
+    /// arguments, together.
+    pub max_args_size: u64,
 }
 
 /// TaskManager identity and endpoint options.
@@ -473,11 +478,13 @@ impl Config {
                 rpc_address: String::new(),
                 rpc_port: 0,
                 bind_host: String::new(),
+                max_pending_jobs: 0,
             },
             rest: RestOptions {
                 address: String::new(),
                 port: 0,
                 bind_address: String::new(),
+                max_args_size: 0,
             },
             taskmanager: TaskManagerOptions {
                 number_of_task_slots: 0,

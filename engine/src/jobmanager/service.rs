@@ -21,6 +21,7 @@ use tracing::{info, warn};
 
 use super::dispatcher::{
     CancelError, Dispatcher, DispatcherSettings, JobSettings, Outbox, SavepointError, SubmitError,
+    check_program_args,
 };
 use super::ha_state::HaRuntime;
 use super::jobmaster::StorageWork;
@@ -85,12 +86,7 @@ impl JobManagerShared {
         rpc_address: SocketAddr,
         ha: Option<HaRuntime>,
     ) -> Self {
-        let settings = DispatcherSettings {
-            slot_request_timeout_ms: config.slot_request_timeout.as_millis() as u64,
-            heartbeat_timeout_ms: config.heartbeat.detection_timeout().as_millis() as u64,
-            jobstore_max_capacity: config.jobstore.max_capacity,
-            jobstore_expiration_ms: config.jobstore.expiration_time.as_millis() as u64,
-        };
+        let settings = DispatcherSettings::from_config(&config);
         JobManagerShared {
             config,
             programs,
@@ -261,6 +257,8 @@ impl JobManagerShared {
         savepoint: Option<String>,
         recover: bool,
     ) -> Result<JobId, SubmitError> {
+        // Before anything is built from them; the Dispatcher checks again under its lock.
+        check_program_args(&program, self.config.rest.max_args_size)?;
         let parallelism = parallelism.unwrap_or(self.config.parallelism_default);
         let mut config = self.config.clone();
         for (key, value) in overrides {

@@ -32,9 +32,9 @@ use error::{ApiError, ApiJson, ApiPath, ApiQuery, JobIdParam};
 type Shared = Arc<JobManagerShared>;
 type ApiResult = Result<Json<Value>, ApiError>;
 
-/// The largest parallelism a submission may ask for: Flink's upper bound of key groups. Larger
-/// values could never be scheduled and would only cost memory.
-pub const MAX_PARALLELISM: u32 = 32768;
+// The largest parallelism a submission may ask for (Flink's upper bound of key groups): larger
+// values could never be scheduled and would only cost memory.
+use crate::config::MAX_PARALLELISM;
 
 /// Starts a JobManager serving this REST API.
 pub async fn start_jobmanager(
@@ -407,6 +407,10 @@ async fn submit(
         Err(e @ SubmitError::Duplicate(_)) => {
             Err(ApiError::new(StatusCode::CONFLICT, e.to_string()))
         }
+        Err(e) if e.is_retryable() => Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("Job submission failed: {e}"),
+        )),
         Err(e) => Err(ApiError::bad_request(format!("Job submission failed: {e}"))),
     }
 }

@@ -19,7 +19,15 @@ struct Cluster {
 }
 
 async fn cluster() -> Cluster {
+    cluster_with(&[]).await
+}
+
+/// A cluster whose configuration has `settings` on top of the defaults.
+async fn cluster_with(settings: &[(&str, &str)]) -> Cluster {
     let mut config = Config::default();
+    for (key, value) in settings {
+        config.set(key, value).unwrap();
+    }
     config.set("rest.port", "0").unwrap();
     config.set("jobmanager.rpc.port", "0").unwrap();
     let jm = crate::rest::start_jobmanager(
@@ -81,6 +89,19 @@ impl Cluster {
         let body = serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("{path} answered non-JSON ({e}): {text:?}"));
         (status, body)
+    }
+
+    /// `POST /sluice/jobs` with a JSON body.
+    async fn submit_json(&self, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(format!("{}/sluice/jobs", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap())
     }
 
     fn client(&self) -> RestClient {
@@ -527,6 +548,47 @@ async fn malformed_submissions_are_refused_with_reasons() {
     c.get("/overview").await;
 }
 
+/// 50 submissions with 1.8 MB of arguments each used to stay in the JobManager's memory; now the
+/// arguments are bounded and waiting jobs are capped, each refusal naming its key and limit.
+#[tokio::test]
+async fn oversized_arguments_and_too_many_waiting_jobs_are_refused() {
+    let c = cluster_with(&[("jobmanager.max-pending-jobs", "2")]).await;
+    let huge = "x".repeat(1_800_000);
+    let (status, answer) = c
+        .submit_json(json!({ "job": "stream-sum", "args": ["--rate", huge] }))
+        .await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::BAD_REQUEST,
+        "web.submit.max-args-size allows (65536 bytes)",
+    );
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+
+    // No TaskManager: every accepted job waits for slots.
+    for _ in 0..2 {
+        let (status, answer) = c.submit_json(json!({ "job": "stream-sum" })).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    }
+    let (status, answer) = c.submit_json(json!({ "job": "stream-sum" })).await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::TOO_MANY_REQUESTS,
+        "the limit of jobmanager.max-pending-jobs (2)",
+    );
+    let jobs = c.get("/jobs").await;
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 2, "{jobs}");
+    // Cancelling a waiting job makes room for the next.
+    let first = jobs["jobs"][0]["id"].as_str().unwrap().to_owned();
+    let (status, _) = c
+        .flink(Method::PATCH, &format!("/jobs/{first}?mode=cancel"))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, answer) = c.submit_json(json!({ "job": "stream-sum" })).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+}
+
 #[tokio::test]
 async fn rest_client_drives_the_api() {
     let c = cluster().await;
@@ -681,6 +743,8 @@ mod views_of_a_running_cluster {
             heartbeat_timeout_ms: 10_000,
             jobstore_max_capacity: 10,
             jobstore_expiration_ms: 100_000,
+            max_pending_jobs: 10,
+            max_args_size: 1 << 16,
         });
         let _ = d.register_taskmanager(
             TaskManagerInfo {
