@@ -589,6 +589,53 @@ async fn oversized_arguments_and_too_many_waiting_jobs_are_refused() {
     assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
 }
 
+/// A savepoint whose `_metadata` points a state file outside its directory is refused at
+/// submission, naming the path; nothing is read from outside and no job is created.
+#[tokio::test]
+async fn a_savepoint_pointing_outside_itself_is_refused_naming_the_path() {
+    let c = cluster().await;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, b"abc").unwrap();
+    let savepoint = dir.path().join("savepoints/savepoint-1");
+    std::fs::create_dir_all(&savepoint).unwrap();
+    let mut metadata = crate::checkpoint::CheckpointMetadata::new("ab".repeat(16), 1, 1000, true);
+    metadata.operators.insert(
+        0,
+        crate::checkpoint::OperatorMetadata {
+            parallelism: 1,
+            max_parallelism: 128,
+            subtasks: [(
+                0,
+                crate::checkpoint::OperatorSubtaskState {
+                    operator_state: Vec::new(),
+                    keyed: Some(crate::state::KeyedStateHandle {
+                        backend: "hashmap".into(),
+                        key_groups: (0, 127),
+                        files: vec![crate::state::StateFile {
+                            path: "../../secret".into(),
+                            size: 3,
+                            shared: false,
+                        }],
+                        checkpointed_size: 3,
+                        full_size: 3,
+                    }),
+                },
+            )]
+            .into(),
+        },
+    );
+    std::fs::write(savepoint.join("_metadata"), metadata.to_bytes().unwrap()).unwrap();
+    let (status, answer) = c
+        .submit_json(json!({
+            "job": "stream-sum",
+            "savepointPath": savepoint.display().to_string(),
+        }))
+        .await;
+    is_error(status, &answer, StatusCode::BAD_REQUEST, "\"../../secret\"");
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+}
+
 #[tokio::test]
 async fn rest_client_drives_the_api() {
     let c = cluster().await;
