@@ -285,7 +285,11 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             let client = RestClient::new(&target_address(&config, &target).await?)?;
             println!("Triggering savepoint for job {id}.");
             let request = client
-                .trigger_savepoint(id, target_directory.as_deref(), false)
+                .trigger_savepoint(
+                    id,
+                    target_directory.as_deref().map(absolute_path).as_deref(),
+                    false,
+                )
                 .await?;
             println!("Waiting for response...");
             savepoint_outcome(client.await_savepoint(id, &request).await?)
@@ -299,7 +303,11 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             let client = RestClient::new(&target_address(&config, &target).await?)?;
             println!("Suspending job \"{id}\" with a savepoint.");
             let request = client
-                .trigger_savepoint(id, savepoint_path.as_deref(), true)
+                .trigger_savepoint(
+                    id,
+                    savepoint_path.as_deref().map(absolute_path).as_deref(),
+                    true,
+                )
                 .await?;
             savepoint_outcome(client.await_savepoint(id, &request).await?)
         }
@@ -435,13 +443,15 @@ async fn run(
     };
     let client = RestClient::new(&address)?;
     let started = Instant::now();
+    let job_args = absolute_path_args(&args.args);
+    let savepoint = args.from_savepoint.as_deref().map(absolute_path);
     let job_id = client
         .submit_with(
             &args.job,
-            &args.args,
+            &job_args,
             args.parallelism.or(Some(parallelism)),
             &job_config,
-            args.from_savepoint.as_deref(),
+            savepoint.as_deref(),
         )
         .await?;
     println!("Job has been submitted with JobID {job_id}");
@@ -483,5 +493,51 @@ async fn cluster_answers(address: &str) -> bool {
             .await
             .is_ok_and(|r| r.is_ok()),
         Err(_) => false,
+    }
+}
+
+/// The arguments the bundled programs read as paths: the JobManager refuses relative paths
+/// (they would mean its own working directory), so the CLI resolves them against its own.
+const PATH_ARGUMENTS: [&str; 2] = ["--input", "--output"];
+
+/// `args` with the value of each of [`PATH_ARGUMENTS`] made absolute.
+fn absolute_path_args(args: &[String]) -> Vec<String> {
+    let mut out = args.to_vec();
+    for i in 1..out.len() {
+        if PATH_ARGUMENTS.contains(&out[i - 1].as_str()) && !out[i].starts_with("--") {
+            out[i] = absolute_path(&out[i]);
+        }
+    }
+    out
+}
+
+/// A relative plain path made absolute against the working directory; URIs, absolute and empty
+/// paths are left as they are.
+fn absolute_path(raw: &str) -> String {
+    let path = std::path::Path::new(raw);
+    if raw.is_empty() || path.is_absolute() || raw.contains(':') {
+        return raw.to_string();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd.join(path).display().to_string(),
+        Err(_) => raw.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_input_and_output_paths_become_absolute() {
+        let cwd = std::env::current_dir().unwrap();
+        let args: Vec<String> = ["--input", "README.md", "--output", "/tmp/o", "--rate", "5"]
+            .map(String::from)
+            .to_vec();
+        let out = absolute_path_args(&args);
+        assert_eq!(out[1], cwd.join("README.md").display().to_string());
+        assert_eq!(&out[2..], &args[2..]);
+        assert_eq!(absolute_path("file:///x"), "file:///x");
+        assert_eq!(absolute_path(""), "");
     }
 }

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 pub use error::ConfigError;
 pub use options::{MAX_MEMORY_SIZE, MAX_PARALLELISM, MAX_TASK_SLOTS, OptionDef, known_options};
-pub use paths::local_path;
+pub use paths::{check_client_path, local_path};
 pub use units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
 
 /// The file name looked up in the conf dir.
@@ -438,6 +438,9 @@ pub struct SecurityOptions {
     pub cluster_secret: Option<String>,
     /// `security.cluster.secret-file` (default unset): a file holding the secret.
     pub cluster_secret_file: Option<PathBuf>,
+    /// `security.io.allowed-dirs` (default empty: any absolute path): the directories inside
+    /// which clients may name savepoint targets, restore paths and job inputs and outputs.
+    pub io_allowed_dirs: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for SecurityOptions {
@@ -449,6 +452,7 @@ impl std::fmt::Debug for SecurityOptions {
                 &self.cluster_secret.as_ref().map(|_| MASK),
             )
             .field("cluster_secret_file", &self.cluster_secret_file)
+            .field("io_allowed_dirs", &self.io_allowed_dirs)
             .finish()
     }
 }
@@ -539,6 +543,7 @@ impl Config {
             security: SecurityOptions {
                 cluster_secret: None,
                 cluster_secret_file: None,
+                io_allowed_dirs: Vec::new(),
             },
             checkpointing: CheckpointingOptions {
                 interval: None,

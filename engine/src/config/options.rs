@@ -287,6 +287,31 @@ impl Codec for OptionalPath {
     }
 }
 
+/// A comma-separated list of absolute, normalized directories (plain paths or `file:` URIs);
+/// empty means none.
+struct DirList;
+
+impl Codec for DirList {
+    type Value = Vec<PathBuf>;
+    const TYPE_NAME: &'static str = "list of absolute paths (optional)";
+    fn parse(&self, raw: &str) -> Result<Vec<PathBuf>, Rejection> {
+        raw.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let path = super::local_path(p).map_err(Rejection::Invalid)?;
+                super::check_client_path(&path, "the directory", &[])
+                    .map_err(Rejection::Invalid)?;
+                Ok(path)
+            })
+            .collect()
+    }
+    fn render(&self, value: &Vec<PathBuf>) -> String {
+        let parts: Vec<String> = value.iter().map(|p| p.display().to_string()).collect();
+        parts.join(",")
+    }
+}
+
 /// An integer in `min..=max`, stored as `T`.
 struct Int<T> {
     min: i64,
@@ -842,6 +867,9 @@ options! {
     "security.cluster.secret-file" => security.cluster_secret_file: OptionalPath,
         default "",
         doc "File holding the cluster secret, used when security.cluster.secret is not set.";
+    "security.io.allowed-dirs" => security.io_allowed_dirs: DirList,
+        default "",
+        doc "Comma-separated directories inside which REST clients may name savepoint targets, restore paths and job inputs and outputs; empty: any absolute path (set it on a shared network).";
     "slot.request.timeout" => slot_request_timeout: POSITIVE_DURATION,
         default "5 min",
         doc "How long a job waits for a slot before its request fails.";

@@ -53,6 +53,42 @@ impl DispatcherSettings {
     }
 }
 
+/// Refuses the paths a submission chose that the cluster's own configuration did not: the
+/// files and directories the job's built-in sources and sinks use, the savepoint it starts
+/// from, and checkpoint or savepoint directories it overrides (`job` is the cluster's `cluster`
+/// configuration with the job's overrides). Each must pass [`crate::config::check_client_path`]
+/// against `security.io.allowed-dirs`; the error names the path and who named it.
+pub fn check_job_paths(
+    graph: &JobGraph,
+    savepoint: Option<&str>,
+    job: &Config,
+    cluster: &Config,
+) -> Result<(), SubmitError> {
+    let allowed = &cluster.security.io_allowed_dirs;
+    let check = |path: &std::path::Path, what: &str| {
+        crate::config::check_client_path(path, what, allowed).map_err(SubmitError::BadPath)
+    };
+    for file in &graph.files {
+        check(&file.path, &format!("the path of the {}", file.operator))?;
+    }
+    if let Some(raw) = savepoint {
+        let path = crate::config::local_path(raw).map_err(SubmitError::BadRestore)?;
+        check(&path, "the savepoint path")?;
+    }
+    let (mine, theirs) = (&job.checkpointing, &cluster.checkpointing);
+    if let Some(dir) = &mine.dir
+        && mine.dir != theirs.dir
+    {
+        check(dir, "execution.checkpointing.dir")?;
+    }
+    if let Some(dir) = &mine.savepoint_dir
+        && mine.savepoint_dir != theirs.savepoint_dir
+    {
+        check(dir, "execution.checkpointing.savepoint-dir")?;
+    }
+    Ok(())
+}
+
 /// Refuses program arguments larger than `limit` bytes together. The Dispatcher keeps a job's
 /// arguments for as long as it keeps the job (`jobstore.*`), so they are bounded before the
 /// job's graph is built.
@@ -138,6 +174,9 @@ pub enum SubmitError {
     /// The savepoint or checkpoint to start from cannot be used.
     #[error("cannot restore from the given savepoint: {0}")]
     BadRestore(String),
+    /// A path the submission chose is not one clients may use (see [`check_job_paths`]).
+    #[error("refused path: {0}")]
+    BadPath(String),
     /// The program arguments are larger than `web.submit.max-args-size`.
     #[error(
         "the program arguments take {bytes} bytes, more than web.submit.max-args-size allows ({limit} bytes)"
@@ -199,6 +238,9 @@ pub enum SavepointError {
     /// The job cannot take one now (not running, no directory, ...).
     #[error("{0}")]
     Refused(String),
+    /// The target directory the client chose is not one clients may use.
+    #[error("invalid target directory: {0}")]
+    BadTarget(String),
 }
 
 /// What the Dispatcher asks of its I/O shell after an event.

@@ -21,7 +21,7 @@ use tracing::{info, warn};
 
 use super::dispatcher::{
     CancelError, Dispatcher, DispatcherSettings, JobSettings, Outbox, SavepointError, SubmitError,
-    check_program_args,
+    check_job_paths, check_program_args,
 };
 use super::ha_state::HaRuntime;
 use super::jobmaster::StorageWork;
@@ -290,6 +290,10 @@ impl JobManagerShared {
                 ),
             })
         })?;
+        // Paths a recovered job uses were checked when it was first submitted.
+        if !recover {
+            check_job_paths(&graph, savepoint.as_deref(), &config, &self.config)?;
+        }
         if let Some(path) = savepoint {
             let storage = self.storage.clone();
             job.restore_from = Some(
@@ -325,12 +329,18 @@ impl JobManagerShared {
         target: Option<String>,
         stop: bool,
     ) -> Result<String, SavepointError> {
-        // A target is a path or a file: URI, parsed as every configured path is.
+        // A target is a path or a file: URI, parsed as every configured path is, and one clients
+        // may name (the configured default is the operator's own choice).
         let target = target
             .map(|t| {
-                crate::config::local_path(&t)
-                    .map(|p| p.display().to_string())
-                    .map_err(|e| SavepointError::Refused(format!("invalid target directory: {e}")))
+                let path = crate::config::local_path(&t).map_err(SavepointError::BadTarget)?;
+                crate::config::check_client_path(
+                    &path,
+                    "the target directory",
+                    &self.config.security.io_allowed_dirs,
+                )
+                .map_err(SavepointError::BadTarget)?;
+                Ok(path.display().to_string())
             })
             .transpose()?;
         let request_id = format!("{:032x}", rand::random::<u128>());

@@ -8,6 +8,7 @@
 
 pub mod client;
 mod error;
+mod guard;
 mod ui;
 mod views;
 
@@ -83,6 +84,11 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             standby_guard,
+        ))
+        // Outermost: a forged request is refused before a standby would redirect it.
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            guard::cross_site_guard,
         ))
         .with_state(shared)
 }
@@ -209,6 +215,9 @@ fn savepoint_answer(
         )
             .into_response()),
         Err(SavepointError::NotFound(id)) => Err(ApiError::job_not_found(id)),
+        Err(e @ SavepointError::BadTarget(_)) => Err(ApiError::bad_request(format!(
+            "Savepoint triggering failed: {e}"
+        ))),
         Err(e @ SavepointError::Refused(_)) => Err(ApiError::new(
             StatusCode::CONFLICT,
             format!("Savepoint triggering failed: {e}"),

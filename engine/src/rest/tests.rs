@@ -91,6 +91,19 @@ impl Cluster {
         (status, body)
     }
 
+    /// A POST of a JSON body.
+    async fn post_json(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap())
+    }
+
     /// `POST /sluice/jobs` with a JSON body.
     async fn submit_json(&self, body: Value) -> (StatusCode, Value) {
         let response = self
@@ -634,6 +647,133 @@ async fn a_savepoint_pointing_outside_itself_is_refused_naming_the_path() {
         .await;
     is_error(status, &answer, StatusCode::BAD_REQUEST, "\"../../secret\"");
     assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+}
+
+/// An unauthenticated client used to read and write any file the daemon could (`--input
+/// /path/.cluster-secret`, `--output` anywhere) and to write savepoints to `""` (the file-system
+/// root) or `/etc`. Now client paths must be absolute, normalized and, with
+/// `security.io.allowed-dirs`, inside the allowed directories.
+#[tokio::test]
+async fn client_chosen_paths_outside_the_allowed_dirs_are_refused() {
+    let allowed = tempfile::tempdir().unwrap();
+    let root = allowed.path().display().to_string();
+    let c = cluster_with(&[("security.io.allowed-dirs", root.as_str())]).await;
+    let inside = format!("{root}/counts");
+    for (args, needle) in [
+        (
+            vec!["--input", "/etc/hostname", "--output", inside.as_str()],
+            "the path of the Text File Source \"/etc/hostname\" is outside",
+        ),
+        (
+            vec!["--output", "/tmp/sluice-elsewhere"],
+            "security.io.allowed-dirs",
+        ),
+        (vec!["--output", "relative/out"], "not an absolute path"),
+        (
+            vec!["--output", &format!("{root}/../escape")],
+            "'.' or '..' parts",
+        ),
+    ] {
+        let (status, answer) = c
+            .submit_json(json!({ "job": "wordcount", "args": args }))
+            .await;
+        is_error(status, &answer, StatusCode::BAD_REQUEST, needle);
+    }
+    // A job-scoped checkpoint directory is a client's path too.
+    let (status, answer) = c
+        .submit_json(json!({
+            "job": "stream-sum",
+            "config": { "execution.checkpointing.dir": "/etc/sluice-chk" },
+        }))
+        .await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::BAD_REQUEST,
+        "execution.checkpointing.dir \"/etc/sluice-chk\"",
+    );
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+
+    // Inside the allowed directory the job is accepted, and savepoint targets are checked.
+    let (status, answer) = c
+        .submit_json(json!({ "job": "wordcount", "args": ["--output", inside] }))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    let job = answer["jobid"].as_str().unwrap().to_owned();
+    for (target, needle) in [
+        ("", "empty"),
+        ("/", "file-system root"),
+        ("/etc", "security.io.allowed-dirs"),
+        ("savepoints", "not an absolute path"),
+    ] {
+        let (status, answer) = c
+            .post_json(
+                &format!("/jobs/{job}/savepoints"),
+                json!({ "target-directory": target }),
+            )
+            .await;
+        is_error(status, &answer, StatusCode::BAD_REQUEST, needle);
+    }
+    let (status, answer) = c
+        .post_json(
+            &format!("/jobs/{job}/stop"),
+            json!({ "targetDirectory": "/etc" }),
+        )
+        .await;
+    is_error(status, &answer, StatusCode::BAD_REQUEST, "/etc");
+}
+
+/// A web page in an operator's browser must not drive a loopback JobManager: cross-site
+/// requests (a foreign Origin) and DNS rebinding (a foreign Host) are refused with 403 before
+/// any handler runs, while reads and the JobManager's own page keep working.
+#[tokio::test]
+async fn cross_site_and_rebound_requests_cannot_change_state() {
+    let c = cluster().await;
+    let port = c.base.rsplit(':').next().unwrap().to_owned();
+    let submit = |host: String, origin: Option<String>| {
+        let mut request = c
+            .http
+            .post(format!("{}/sluice/jobs", c.base))
+            .header("Host", host)
+            .json(&json!({ "job": "stream-sum" }));
+        if let Some(origin) = origin {
+            request = request.header("Origin", origin);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let own = format!("localhost:{port}");
+    let (status, answer) = submit(own.clone(), Some("http://evil.test".into())).await;
+    is_error(status, &answer, StatusCode::FORBIDDEN, "http://evil.test");
+    let (status, answer) = submit(format!("rebind.evil.test:{port}"), None).await;
+    is_error(status, &answer, StatusCode::FORBIDDEN, "rebind.evil.test");
+    // A cancellation is refused the same way.
+    let cancel = c
+        .http
+        .patch(format!(
+            "{}/jobs/00000000000000000000000000000001?mode=cancel",
+            c.base
+        ))
+        .header("Origin", "http://evil.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancel.status(), StatusCode::FORBIDDEN);
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+    // Reads from anywhere, and writes from the JobManager's own origin, still work.
+    let overview = c
+        .http
+        .get(format!("{}/overview", c.base))
+        .header("Origin", "http://evil.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(overview.status(), StatusCode::OK);
+    let (status, answer) = submit(own.clone(), Some(format!("http://{own}"))).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
 }
 
 #[tokio::test]
