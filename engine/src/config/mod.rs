@@ -207,9 +207,23 @@ pub struct StateOptions {
     pub rocksdb_write_buffer_ratio: f64,
 }
 
+/// The name prefix of TaskManagers' local state directories, followed by `<pid>-<resource id>`.
+pub const LOCAL_STATE_PREFIX: &str = "sluice-state-";
+
 impl StateOptions {
-    /// A TaskManager's directory for local state (RocksDB instances of its subtasks).
-    pub fn local_dir(&self, resource_id: &str) -> PathBuf {
+    /// Where TaskManagers put their local state directories: `state.backend.rocksdb.localdir`,
+    /// else the system's temporary directory.
+    pub fn local_base(&self) -> PathBuf {
+        self.rocksdb_localdir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir)
+    }
+
+    /// The local state directory (RocksDB instances of its subtasks) of the TaskManager
+    /// `resource_id` running as process `pid`: `sluice-state-<pid>-<id>` in
+    /// [`local_base`](Self::local_base). The pid in the name lets a later TaskManager tell a
+    /// directory whose owner died from one in use.
+    pub fn local_dir(&self, resource_id: &str, pid: u32) -> PathBuf {
         let safe: String = resource_id
             .chars()
             .map(|c| {
@@ -220,10 +234,8 @@ impl StateOptions {
                 }
             })
             .collect();
-        self.rocksdb_localdir
-            .clone()
-            .unwrap_or_else(std::env::temp_dir)
-            .join(format!("sluice-state-{safe}"))
+        self.local_base()
+            .join(format!("{LOCAL_STATE_PREFIX}{pid}-{safe}"))
     }
 
     /// Bytes the RocksDB instances of one slot share, as Flink sizes them: `fixed-per-slot` if
