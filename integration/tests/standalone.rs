@@ -503,3 +503,47 @@ fn taskmanagers_leave_no_local_state_and_the_scripts_signal_only_sluice() {
     let _ = bystander.kill();
     let _ = bystander.wait();
 }
+
+/// Logs were never rotated: a daemon's log grew for as long as it ran. With a small
+/// `log.file.max-size` the JobManager's log rolls over and keeps `log.file.max-count` old files.
+#[test]
+fn daemon_logs_roll_over_by_size_and_count() {
+    let cluster = StandaloneCluster::start(1, 1, "log.file.max-size: 1kb\nlog.file.max-count: 2");
+    let jm_logs = || -> Vec<(String, u64)> {
+        let mut files: Vec<(String, u64)> = std::fs::read_dir(cluster.log_dir())
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        let len = e.metadata().ok()?.len();
+                        name.contains("-jobmanager-").then_some((name, len))
+                    })
+                    .filter(|(name, _)| name.contains(".log"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        files
+    };
+    // Every submission and cancellation logs a few lines at the JobManager.
+    let mut round = 0;
+    wait_for(Duration::from_secs(60), "two rolled-over logs", || {
+        round += 1;
+        let job = cluster.submit_detached(&["stream-sum", "--rate", "10"]);
+        let (status, body) = cluster.request("PATCH", &format!("/jobs/{job}?mode=cancel"), "");
+        assert_eq!(status, 202, "round {round}: {body}");
+        jm_logs()
+            .iter()
+            .any(|(name, _)| name.ends_with(".log.2"))
+            .then_some(())
+    });
+    let files = jm_logs();
+    assert!(
+        files.iter().all(|(name, _)| !name.ends_with(".log.3")),
+        "{files:?}"
+    );
+    for (name, len) in &files {
+        assert!(*len <= 1024, "{name} has {len} bytes: {files:?}");
+    }
+}

@@ -11,6 +11,7 @@
 //! in order per job, and feeds the results back ([`CheckpointCoordinator::metadata_written`]).
 //! Tests drive it with simulated time and run its I/O with [`super::io`].
 
+use crate::common::log_text::clip;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
@@ -792,7 +793,7 @@ impl CheckpointCoordinator {
         };
         if delete {
             if let Some(root) = &self.root {
-                tracing::info!(job_id = %self.job_id, ?status, root = %root, "deleting the job's checkpoints");
+                tracing::info!(job_id = %self.job_id, ?status, root = %clip(root), "deleting the job's checkpoints");
                 actions.push(CheckpointAction::Discard {
                     dirs: vec![root.clone()],
                     files: Vec::new(),
@@ -800,7 +801,7 @@ impl CheckpointCoordinator {
             }
             self.retained.clear();
         } else if let Some(latest) = self.retained.back() {
-            tracing::info!(job_id = %self.job_id, ?status, checkpoint = %latest.metadata_dir, "keeping the job's checkpoints");
+            tracing::info!(job_id = %self.job_id, ?status, checkpoint = %clip(&latest.metadata_dir), "keeping the job's checkpoints");
         }
         actions
     }
@@ -887,7 +888,7 @@ impl CheckpointCoordinator {
         reason: String,
         counts: bool,
     ) -> Vec<CheckpointAction> {
-        tracing::warn!(job_id = %self.job_id, checkpoint_id = p.id, savepoint = p.is_savepoint(), "checkpoint failed: {reason}");
+        tracing::warn!(job_id = %self.job_id, checkpoint_id = p.id, savepoint = p.is_savepoint(), "checkpoint failed: {}", clip(&reason));
         let discard = self.delete_unreferenced(&p.location.dir, p.shared_files());
         let mut entry = p.entry(CheckpointStatus::Failed);
         entry.failure_timestamp = Some(now);
@@ -1010,7 +1011,7 @@ impl CheckpointCoordinator {
         }
         let id = checkpoint_id;
         let completed = CompletedCheckpoint::from_metadata(p.location.dir.clone(), metadata);
-        tracing::info!(job_id = %self.job_id, checkpoint_id = id, dir = %completed.metadata_dir, state_size = completed.state_size, duration_ms = now.saturating_sub(p.timestamp), "checkpoint completed");
+        tracing::info!(job_id = %self.job_id, checkpoint_id = id, dir = %clip(&completed.metadata_dir), state_size = completed.state_size, duration_ms = now.saturating_sub(p.timestamp), "checkpoint completed");
 
         let mut entry = p.entry(CheckpointStatus::Completed);
         // As in Flink, a checkpoint's duration ends with its last acknowledgement.
@@ -1108,10 +1109,10 @@ impl CheckpointCoordinator {
                         .push_back(CompletedCheckpoint::from_metadata(dir, metadata));
                 }
                 Ok(metadata) => {
-                    tracing::warn!(job_id = %self.job_id, dir = %dir, "ignoring {dir}: its metadata names checkpoint {}", metadata.checkpoint_id);
+                    tracing::warn!(job_id = %self.job_id, dir = %clip(&dir), "ignoring the directory: its metadata names checkpoint {}", metadata.checkpoint_id);
                 }
                 Err(e) => {
-                    tracing::warn!(job_id = %self.job_id, dir = %dir, "ignoring an incomplete checkpoint: {e}");
+                    tracing::warn!(job_id = %self.job_id, dir = %clip(&dir), "ignoring an incomplete checkpoint: {}", clip(&e.to_string()));
                 }
             }
         }
@@ -1214,7 +1215,7 @@ impl CheckpointCoordinator {
             is_savepoint: c.is_savepoint,
             tasks,
         };
-        tracing::info!(job_id = %self.job_id, checkpoint_id = plan.checkpoint_id, dir = %plan.metadata_dir, "restoring from checkpoint");
+        tracing::info!(job_id = %self.job_id, checkpoint_id = plan.checkpoint_id, dir = %clip(&plan.metadata_dir), "restoring from checkpoint");
         self.counts.restored += 1;
         self.latest.restored = Some(RestoredEntry {
             id: plan.checkpoint_id,

@@ -8,6 +8,7 @@ use super::coordinator::{RestoreCandidate, RestoreVerdicts};
 use super::metadata::{
     CheckpointMetadata, RestoreError, load_metadata, metadata_location, validate,
 };
+use crate::common::log_text::clip;
 use crate::state::StateStorage;
 use crate::state::storage::join;
 
@@ -21,12 +22,12 @@ pub fn write_metadata(storage: &dyn StateStorage, path: &str, bytes: &[u8]) -> R
 pub fn discard(storage: &dyn StateStorage, dirs: &[String], files: &[String]) {
     for dir in dirs {
         if let Err(e) = storage.delete_dir(dir) {
-            tracing::warn!(dir = %dir, "cannot delete checkpoint directory: {e}");
+            tracing::warn!(dir = %clip(dir), "cannot delete checkpoint directory: {e}");
         }
     }
     for file in files {
         if let Err(e) = storage.delete_file(file) {
-            tracing::warn!(file = %file, "cannot delete shared checkpoint file: {e}");
+            tracing::warn!(file = %clip(file), "cannot delete shared checkpoint file: {e}");
         }
     }
 }

@@ -151,15 +151,27 @@ fn conf_dir(flag: &Option<PathBuf>) -> Option<PathBuf> {
         .then_some(local)
 }
 
-fn init_logging(default: &str) {
+/// Logs to stderr; a daemon whose stderr is a file (`scripts/daemon.sh` redirects it) writes
+/// that file itself, rolled over by `log.file.max-size` and `log.file.max-count`.
+fn init_logging(default: &str, rotate: Option<&crate::config::LogOptions>) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     use std::io::IsTerminal;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+    let rotating = rotate.and_then(|log| {
+        let path = crate::logfile::stderr_file()?;
+        crate::logfile::RotatingFile::open(&path, log.file_max_size, log.file_max_count, true).ok()
+    });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match rotating {
+        Some(file) => builder
+            .with_writer(std::sync::Mutex::new(file))
+            .with_ansi(false)
+            .try_init(),
+        None => builder
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+    };
 }
 
 /// Runs the command line; the binary's `main` calls this.
@@ -169,7 +181,16 @@ pub fn main() -> std::process::ExitCode {
         cli.command,
         Command::Jobmanager | Command::Taskmanager { .. } | Command::YarnAppmaster
     );
-    init_logging(if server { "info" } else { "warn" });
+    // The configuration first: the daemons' log rotation is configured there. An unreadable
+    // one is reported as `execute` reports it.
+    let dir = conf_dir(&cli.config_dir);
+    let log = Config::load(dir.as_deref(), &cli.dynamic)
+        .ok()
+        .map(|c| c.log);
+    init_logging(
+        if server { "info" } else { "warn" },
+        log.as_ref().filter(|_| server),
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -63,6 +63,8 @@ pub struct Config {
     pub restart: RestartOptions,
     /// Finished-job store options (`jobstore.*`).
     pub jobstore: JobStoreOptions,
+    /// The daemons' log file (`log.file.*`).
+    pub log: LogOptions,
     /// Security options (`security.*`).
     pub security: SecurityOptions,
     /// Checkpointing options (`execution.checkpointing.*`).
@@ -438,6 +440,15 @@ pub struct JobStoreOptions {
     pub expiration_time: Duration,
 }
 
+/// The daemons' log file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogOptions {
+    /// `log.file.max-size` (default 100 MiB): size at which the log file is rolled over.
+    pub file_max_size: u64,
+    /// `log.file.max-count` (default 10): rolled-over log files kept.
+    pub file_max_count: u32,
+}
+
 /// Cluster authentication options.
 ///
 /// The secret is looked up in order: `security.cluster.secret`, the file named by
@@ -551,6 +562,10 @@ impl Config {
             jobstore: JobStoreOptions {
                 max_capacity: 0,
                 expiration_time: Duration::ZERO,
+            },
+            log: LogOptions {
+                file_max_size: 0,
+                file_max_count: 0,
             },
             security: SecurityOptions {
                 cluster_secret: None,

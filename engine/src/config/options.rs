@@ -806,6 +806,12 @@ options! {
     "jobstore.max-capacity" => jobstore.max_capacity: Int::<usize>::range(0, i64::MAX),
         default "1000",
         doc "How many finished jobs the JobManager keeps for the REST API.";
+    "log.file.max-count" => log.file_max_count: Int::<u32>::range(1, 1000),
+        default "10",
+        doc "Rolled-over log files a daemon keeps (sluice.log.1 is the newest); older ones are deleted.";
+    "log.file.max-size" => log.file_max_size: Mem { min: 1024, power_of_two: false },
+        default "100mb",
+        doc "Size at which a daemon's log file (the file its output was redirected to) is rolled over.";
     "parallelism.default" => parallelism_default: Int::<u32>::range(1, MAX_PARALLELISM as i64),
         default "1",
         doc "Parallelism of operators and jobs that do not set one.";

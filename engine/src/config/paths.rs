@@ -59,6 +59,10 @@ pub fn check_client_path(
     if !path.is_absolute() {
         return Err(format!("{what} {shown:?} is not an absolute path"));
     }
+    // A newline or NUL in a directory name would reach logs and listings as forged lines.
+    if path.to_string_lossy().chars().any(char::is_control) {
+        return Err(format!("{what} {shown:?} contains control characters"));
+    }
     // Split by hand: `components()` silently drops inner `.` parts.
     if path
         .to_string_lossy()
@@ -149,6 +153,8 @@ mod tests {
             ("/data/./x", "'..'"),
             ("/", "root"),
             ("//", "root"),
+            ("/tmp/sp\n2026-12-01 INFO forged", "control characters"),
+            ("/tmp/sp\0", "control characters"),
         ] {
             let e = check_client_path(bad.as_ref(), "the target directory", none).unwrap_err();
             assert!(

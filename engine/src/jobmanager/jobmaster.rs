@@ -676,7 +676,7 @@ impl JobMaster {
                 tracing::info!(
                     checkpoint = plan.checkpoint_id,
                     job_id = %self.job_id,
-                    dir = %plan.metadata_dir,
+                    dir = %crate::common::log_text::clip(&plan.metadata_dir),
                     "restoring from a checkpoint"
                 );
                 self.restores = plan

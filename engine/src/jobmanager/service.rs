@@ -28,6 +28,7 @@ use super::jobmaster::StorageWork;
 use crate::api::ProgramRegistry;
 use crate::checkpoint::{io, job_root};
 use crate::common::ids::{JobId, ResourceId};
+use crate::common::log_text::clip;
 use crate::config::Config;
 use crate::ha::JobRecord;
 use crate::rpc::messages::{JmToTm, ProgramSpec};
@@ -437,7 +438,7 @@ async fn lane(
         match blocking(move || perform(storage.as_ref(), work)).await {
             Ok(Some(done)) => shared.file_work_done(term, job, done),
             Ok(None) => {}
-            Err(e) => warn!(job_id = %job, "checkpoint file work failed: {e}"),
+            Err(e) => warn!(job_id = %job, "checkpoint file work failed: {}", clip(&e)),
         }
     }
 }
