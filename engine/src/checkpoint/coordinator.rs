@@ -701,7 +701,7 @@ impl CheckpointCoordinator {
             job_id = %self.job_id,
             checkpoint_id = id,
             savepoint = savepoint_request.is_some(),
-            dir = %location.dir,
+            dir = %clip(&location.dir),
             "triggering checkpoint"
         );
         self.counts.total += 1;

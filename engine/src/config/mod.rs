@@ -276,6 +276,11 @@ pub struct RestOptions {
     pub port: u16,
     /// `rest.bind-address` (default `localhost`): local address the REST server binds to.
     pub bind_address: String,
+    /// `web.submit.enable` (default true): whether REST clients may submit jobs.
+    pub submit_enabled: bool,
+    /// `web.cancel.enable` (default true): whether REST clients may cancel and stop jobs and
+    /// take savepoints.
+    pub cancel_enabled: bool,
     /// `web.submit.max-args-size` (default 64 KiB): most bytes of one submission's program
     /// arguments, together.
     pub max_args_size: u64,
@@ -512,6 +517,8 @@ impl Config {
                 port: 0,
                 bind_address: String::new(),
                 max_args_size: 0,
+                submit_enabled: false,
+                cancel_enabled: false,
             },
             taskmanager: TaskManagerOptions {
                 number_of_task_slots: 0,

@@ -948,6 +948,12 @@ options! {
     "taskmanager.threads.scheduling-policy" => taskmanager.scheduling_policy: Choice::<SchedulingPolicy>(PhantomData),
         default "batch",
         doc "How Linux schedules task and data-plane threads: batch (SCHED_BATCH: a woken thread does not preempt a running one; fewer context switches when threads outnumber cores) or normal.";
+    "web.cancel.enable" => rest.cancel_enabled: Bool,
+        default "true",
+        doc "Whether REST clients may cancel jobs and stop them or take savepoints (false: the JobManager only reports).";
+    "web.submit.enable" => rest.submit_enabled: Bool,
+        default "true",
+        doc "Whether REST clients may submit jobs (false: jobs come only from the operator, e.g. a YARN application).";
     "web.submit.max-args-size" => rest.max_args_size: Mem { min: 0, power_of_two: false },
         default "64kb",
         doc "Most bytes a submitted job's program arguments may take together; the JobManager keeps them for as long as it keeps the job.";
@@ -1031,7 +1037,7 @@ mod tests {
             Some("taskmanager.numberOfTaskSlots")
         );
         assert_eq!(suggest("rest.prot"), Some("rest.port"));
-        assert_eq!(suggest("web.submit.enable"), None);
+        assert_eq!(suggest("metrics.reporters"), None);
         assert_eq!(suggest("foo"), None);
     }
 

@@ -202,10 +202,10 @@ fn unknown_keys_are_rejected_with_a_suggestion() {
 
 #[test]
 fn unrelated_unknown_keys_get_no_suggestion() {
-    let err = yaml("web.submit.enable: true\n").unwrap_err();
+    let err = yaml("metrics.reporters: prom\n").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "conf/config.yaml: unknown configuration key \"web.submit.enable\""
+        "conf/config.yaml: unknown configuration key \"metrics.reporters\""
     );
     let err = Config::load(None, &overrides(&["rest.prot=1"])).unwrap_err();
     assert_eq!(

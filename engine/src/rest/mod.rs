@@ -129,8 +129,25 @@ async fn standby_guard(
     }
 }
 
-async fn config() -> Json<Value> {
-    Json(views::dashboard_config(now_ms()))
+async fn config(State(shared): State<Shared>) -> Json<Value> {
+    let rest = &shared.config().rest;
+    Json(views::dashboard_config(
+        now_ms(),
+        rest.submit_enabled,
+        rest.cancel_enabled,
+    ))
+}
+
+/// 403 unless `enabled`: the operator switched the call off with `key: false`.
+fn switched_on(enabled: bool, key: &str) -> Result<(), ApiError> {
+    if enabled {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("Forbidden: this JobManager is configured with {key}: false"),
+        ))
+    }
 }
 
 async fn overview(State(shared): State<Shared>) -> Json<Value> {
@@ -208,6 +225,7 @@ fn savepoint_answer(
     target: Option<String>,
     stop: bool,
 ) -> Result<Response, ApiError> {
+    switched_on(shared.config().rest.cancel_enabled, "web.cancel.enable")?;
     match shared.trigger_savepoint(id, target, stop) {
         Ok(request_id) => Ok((
             StatusCode::ACCEPTED,
@@ -336,6 +354,7 @@ async fn terminate_job(
             ));
         }
     }
+    switched_on(shared.config().rest.cancel_enabled, "web.cancel.enable")?;
     match shared.cancel(id) {
         Ok(()) => Ok((StatusCode::ACCEPTED, Json(json!({}))).into_response()),
         Err(CancelError::NotFound(id)) => Err(ApiError::job_not_found(id)),
@@ -370,6 +389,7 @@ async fn submit(
     State(shared): State<Shared>,
     ApiJson(request): ApiJson<SubmitRequest>,
 ) -> Result<Response, ApiError> {
+    switched_on(shared.config().rest.submit_enabled, "web.submit.enable")?;
     if request.parallelism.is_some_and(|p| p > MAX_PARALLELISM) {
         return Err(ApiError::bad_request(format!(
             "Bad request: parallelism must be at most {MAX_PARALLELISM}"

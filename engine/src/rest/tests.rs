@@ -723,6 +723,50 @@ async fn client_chosen_paths_outside_the_allowed_dirs_are_refused() {
     is_error(status, &answer, StatusCode::BAD_REQUEST, "/etc");
 }
 
+/// An operator can switch submission and cancellation off (Flink's `web.submit.enable`,
+/// `web.cancel.enable`); the dashboard's features say so and the calls answer 403.
+#[tokio::test]
+async fn submission_and_cancellation_can_be_switched_off() {
+    let open = cluster().await;
+    let (status, answer) = open.submit_json(json!({ "job": "stream-sum" })).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    let c = cluster_with(&[
+        ("web.submit.enable", "false"),
+        ("web.cancel.enable", "false"),
+    ])
+    .await;
+    let features = &c.get("/config").await["features"];
+    assert_eq!(features["web-submit"], json!(false));
+    assert_eq!(features["web-cancel"], json!(false));
+    let (status, answer) = c.submit_json(json!({ "job": "stream-sum" })).await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::FORBIDDEN,
+        "web.submit.enable: false",
+    );
+    let job = "00000000000000000000000000000001";
+    let (status, answer) = c
+        .flink(Method::PATCH, &format!("/jobs/{job}?mode=cancel"))
+        .await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::FORBIDDEN,
+        "web.cancel.enable: false",
+    );
+    for path in ["savepoints", "stop"] {
+        let (status, answer) = c.flink(Method::POST, &format!("/jobs/{job}/{path}")).await;
+        is_error(
+            status,
+            &answer,
+            StatusCode::FORBIDDEN,
+            "web.cancel.enable: false",
+        );
+    }
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+}
+
 /// A web page in an operator's browser must not drive a loopback JobManager: cross-site
 /// requests (a foreign Origin) and DNS rebinding (a foreign Host) are refused with 403 before
 /// any handler runs, while reads and the JobManager's own page keep working.
