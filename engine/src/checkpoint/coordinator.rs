@@ -172,6 +172,13 @@ pub enum CheckpointAction {
         /// The file's contents.
         bytes: Vec<u8>,
     },
+    /// Mark a savepoint's directory as sluice's and in progress (see
+    /// [`super::io::mark_in_progress`]), so that one abandoned by a killed JobManager can be
+    /// told from anything else in the savepoint directory and removed.
+    MarkInProgress {
+        /// The savepoint's directory.
+        dir: String,
+    },
     /// Delete files nothing needs any more (a discarded or failed checkpoint, or the job's
     /// whole checkpoint directory). Issued after every write of the same files, so carried out
     /// in order it never races them.
@@ -681,7 +688,10 @@ impl CheckpointCoordinator {
             dir: join(&target, &format!("savepoint-{prefix}-{suffix}")),
             shared_dir: None,
         };
-        Ok(vec![self.start(now, location, Some(request_id))])
+        let mark = CheckpointAction::MarkInProgress {
+            dir: location.dir.clone(),
+        };
+        Ok(vec![mark, self.start(now, location, Some(request_id))])
     }
 
     fn start(

@@ -204,6 +204,9 @@ impl Coord {
                 CheckpointAction::Discard { dirs, files } => {
                     file_work::discard(self.storage.as_ref(), &dirs, &files)
                 }
+                CheckpointAction::MarkInProgress { dir } => {
+                    file_work::mark_in_progress(self.storage.as_ref(), &dir).expect("marker")
+                }
                 other => out.push(other),
             }
         }

@@ -200,6 +200,11 @@ pub enum StorageWork {
         /// Single files.
         files: Vec<String>,
     },
+    /// Mark a savepoint directory as sluice's, in progress; nothing to report.
+    MarkInProgress {
+        /// The savepoint's directory.
+        dir: String,
+    },
     /// Check which checkpoints a (re)start can restore; report with
     /// [`JobMaster::restore_checked`].
     CheckRestore {
@@ -508,6 +513,10 @@ impl JobMaster {
                 CheckpointAction::Discard { dirs, files } => actions.push(Action::Storage {
                     job: self.job_id,
                     work: StorageWork::Discard { dirs, files },
+                }),
+                CheckpointAction::MarkInProgress { dir } => actions.push(Action::Storage {
+                    job: self.job_id,
+                    work: StorageWork::MarkInProgress { dir },
                 }),
                 CheckpointAction::FailJob { reason } => {
                     if self.status == JobStatus::Running {

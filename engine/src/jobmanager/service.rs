@@ -404,6 +404,12 @@ fn perform(storage: &dyn StateStorage, work: StorageWork) -> Option<FileWorkDone
             io::discard(storage, &dirs, &files);
             None
         }
+        StorageWork::MarkInProgress { dir } => {
+            if let Err(e) = io::mark_in_progress(storage, &dir) {
+                warn!(dir = %clip(&dir), "cannot mark the savepoint directory: {e}");
+            }
+            None
+        }
         StorageWork::CheckRestore { ticket, candidates } => Some(FileWorkDone::Checked {
             ticket,
             verdicts: io::check_candidates(storage, &candidates),
