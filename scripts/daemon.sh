@@ -12,11 +12,22 @@ case "$kind" in jobmanager|taskmanager) ;; *) echo "unknown process kind '$kind'
 mkdir -p "$SLUICE_LOG_DIR"
 pid_file="$SLUICE_LOG_DIR/sluice-${USER:-$(id -un)}-$kind.pid"
 
+# Whether pid runs sluice as this kind of daemon. A pid file outlives its process, and the
+# pid may since belong to another program: that one must never be signalled. Without /proc
+# (not Linux) only liveness can be checked.
+is_ours() {
+  local pid=$1 args
+  kill -0 "$pid" 2>/dev/null || return 1
+  [ -d /proc ] || return 0
+  args=$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null) || return 1
+  [[ $(head -n 1 <<<"$args") == *sluice* ]] && grep -qx -- "$kind" <<<"$args"
+}
+
 live_pids() {
   [ -f "$pid_file" ] || return 0
   local p
   while read -r p; do
-    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then echo "$p"; fi
+    if [[ $p =~ ^[0-9]+$ ]] && is_ours "$p"; then echo "$p"; fi
   done < "$pid_file"
   return 0
 }
@@ -50,7 +61,12 @@ case "$action" in
     ;;
   stop)
     pid=$(live_pids | tail -n 1)
-    if [ -z "$pid" ]; then echo "No $kind daemon (pid file $pid_file) is running."; exit 0; fi
+    if [ -z "$pid" ]; then
+      # Only stale entries (dead or reused pids) are left: the file means nothing any more.
+      rm -f "$pid_file"
+      echo "No $kind daemon (pid file $pid_file) is running."
+      exit 0
+    fi
     echo "Stopping $kind daemon (pid $pid) on host $(hostname)."
     stop_pid "$pid"
     live_pids > "$pid_file.tmp" || true

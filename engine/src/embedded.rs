@@ -325,7 +325,7 @@ mod tests {
         assert!(!std::path::Path::new("file:").exists());
         let refused = shared.trigger_savepoint(job, Some("hdfs://nn:8020/sp".into()), false);
         assert!(
-            matches!(&refused, Err(crate::jobmanager::dispatcher::SavepointError::Refused(e)) if e.contains("scheme 'hdfs'")),
+            matches!(&refused, Err(crate::jobmanager::dispatcher::SavepointError::BadTarget(e)) if e.contains("scheme 'hdfs'")),
             "{refused:?}"
         );
     }

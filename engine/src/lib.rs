@@ -17,6 +17,7 @@ pub mod examples;
 pub mod graph;
 pub mod ha;
 pub mod jobmanager;
+pub mod logfile;
 pub mod network;
 pub mod record;
 pub mod rest;

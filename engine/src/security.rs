@@ -23,6 +23,9 @@ use crate::config::Config;
 pub const SECRET_ENV: &str = "SLUICE_CLUSTER_SECRET";
 /// The file in the configuration directory that the standalone scripts generate.
 pub const SECRET_FILE_NAME: &str = ".cluster-secret";
+/// The most bytes read from a secret file. Reading stops there, so a misconfigured
+/// `security.cluster.secret-file: /dev/zero` fails at once instead of reading forever.
+pub const MAX_SECRET_FILE_SIZE: u64 = 16 * 1024;
 /// Exporter label for the session-bound proofs.
 pub(crate) const EXPORTER_LABEL: &[u8] = b"EXPORTER-sluice-cluster-auth";
 
@@ -42,6 +45,18 @@ pub enum SecurityError {
         path: String,
         /// Why.
         source: std::io::Error,
+    },
+    /// The secret file is larger than any secret: probably the wrong file (`/dev/zero`, a log).
+    #[error(
+        "{from} names {path}, which holds more than {limit} bytes; a cluster secret is a short line (the limit is {limit} bytes)"
+    )]
+    SecretFileTooLarge {
+        /// The key or place that named the file.
+        from: String,
+        /// Which file.
+        path: String,
+        /// [`MAX_SECRET_FILE_SIZE`].
+        limit: u64,
     },
     /// The secret is too short to be a secret.
     #[error("the cluster secret from {0} is shorter than 16 characters")]
@@ -84,17 +99,15 @@ impl ClusterSecret {
                 Ok(s)
             }
         };
-        let read = |path: &Path| {
-            std::fs::read(path).map_err(|source| SecurityError::SecretFile {
-                path: path.display().to_string(),
-                source,
-            })
-        };
+        let read = |path: &Path, from: &str| read_bounded(path, from);
         if let Some(secret) = &config.security.cluster_secret {
             return checked(secret.as_bytes().to_vec(), "security.cluster.secret".into());
         }
         if let Some(path) = &config.security.cluster_secret_file {
-            return checked(read(path)?, path.display().to_string());
+            return checked(
+                read(path, "security.cluster.secret-file")?,
+                path.display().to_string(),
+            );
         }
         if let Ok(secret) = std::env::var(SECRET_ENV) {
             return checked(secret.into_bytes(), SECRET_ENV.into());
@@ -102,7 +115,10 @@ impl ClusterSecret {
         if let Some(dir) = conf_dir {
             let path = dir.join(SECRET_FILE_NAME);
             if path.exists() {
-                return checked(read(&path)?, path.display().to_string());
+                return checked(
+                    read(&path, "the configuration directory")?,
+                    path.display().to_string(),
+                );
             }
         }
         Err(SecurityError::NoSecret)
@@ -128,6 +144,28 @@ impl ClusterSecret {
         msg.extend_from_slice(ekm);
         hmac::verify(&key, &msg, proof).is_ok()
     }
+}
+
+/// Reads a secret file of at most [`MAX_SECRET_FILE_SIZE`] bytes; `from` names who named it.
+fn read_bounded(path: &Path, from: &str) -> Result<Vec<u8>, SecurityError> {
+    use std::io::Read;
+    let io_error = |source| SecurityError::SecretFile {
+        path: path.display().to_string(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io_error)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SECRET_FILE_SIZE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_error)?;
+    if bytes.len() as u64 > MAX_SECRET_FILE_SIZE {
+        return Err(SecurityError::SecretFileTooLarge {
+            from: from.to_owned(),
+            path: path.display().to_string(),
+            limit: MAX_SECRET_FILE_SIZE,
+        });
+    }
+    Ok(bytes)
 }
 
 /// Exports keying material from a QUIC connection.
@@ -269,5 +307,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("missing"), "{err}");
+    }
+
+    #[test]
+    fn an_endless_secret_file_is_refused_after_the_limit() {
+        let mut config = Config::default();
+        config.security.cluster_secret_file = Some("/dev/zero".into());
+        let err = ClusterSecret::resolve(&config, None).unwrap_err();
+        assert!(
+            matches!(err, SecurityError::SecretFileTooLarge { limit, .. } if limit == MAX_SECRET_FILE_SIZE),
+            "{err}"
+        );
+        let text = err.to_string();
+        for part in [
+            "security.cluster.secret-file",
+            "/dev/zero",
+            &MAX_SECRET_FILE_SIZE.to_string(),
+        ] {
+            assert!(text.contains(part), "{part} missing from: {text}");
+        }
+        // A file of exactly the limit is still read.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, vec![b'x'; MAX_SECRET_FILE_SIZE as usize]).unwrap();
+        config.security.cluster_secret_file = Some(path);
+        assert!(ClusterSecret::resolve(&config, None).is_ok());
     }
 }

@@ -409,3 +409,141 @@ fn counting_output_checks_out_exactly_once_without_failures() {
         "{stdout}"
     );
 }
+
+/// The names of the TaskManagers' local state directories in `base`.
+fn state_dirs(base: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(base)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("sluice-state-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Every TaskManager that ran tasks used to leave `sluice-state-<id>` behind, even after a
+/// graceful stop, and `stop-all` signalled whatever process had inherited a pid in the pid file.
+/// Now a stopping TaskManager removes its directory, a starting one removes those of dead
+/// TaskManagers (the pid is in the name), and the scripts signal only sluice processes.
+#[test]
+fn taskmanagers_leave_no_local_state_and_the_scripts_signal_only_sluice() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let cluster = StandaloneCluster::start(
+        2,
+        1,
+        &format!("state.backend.rocksdb.localdir: {}", state.path().display()),
+    );
+    cluster.submit_detached(&[
+        "-p",
+        "2",
+        "-D",
+        "state.backend.type=rocksdb",
+        "stream-sum",
+        "--rate",
+        "1000",
+    ]);
+    let tms = cluster.pids("taskmanager");
+    assert_eq!(tms.len(), 2);
+    wait_for(Duration::from_secs(30), "both TaskManagers' state", || {
+        (state_dirs(state.path()).len() == 2).then_some(())
+    });
+    // A TaskManager killed outright cannot clean up; the next one to start does.
+    let killed = tms[0];
+    sluice_integration::signal("-9", killed);
+    wait_for(Duration::from_secs(10), "the kill", || {
+        (!alive(killed)).then_some(())
+    });
+    let orphan = format!("sluice-state-{killed}-");
+    assert!(
+        state_dirs(state.path())
+            .iter()
+            .any(|n| n.starts_with(&orphan)),
+        "{:?}",
+        state_dirs(state.path())
+    );
+    let out = cluster.script("taskmanager.sh", &["start"]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    wait_for(Duration::from_secs(30), "the orphan's removal", || {
+        (!state_dirs(state.path())
+            .iter()
+            .any(|n| n.starts_with(&orphan)))
+        .then_some(())
+    });
+
+    // A pid file naming a process that is not sluice (a dead daemon's pid, reused): stop-all
+    // leaves that process alone.
+    let mut bystander = Command::new("sleep").arg("60").spawn().expect("sleep");
+    let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+    let pid_file = cluster
+        .log_dir()
+        .join(format!("sluice-{user}-taskmanager.pid"));
+    let mut pids = std::fs::read_to_string(&pid_file).expect("pid file");
+    pids.push_str(&format!("{}\n", bystander.id()));
+    std::fs::write(&pid_file, pids).expect("pid file");
+
+    // A graceful stop removes every TaskManager's directory.
+    let out = cluster.script("taskmanager.sh", &["stop-all"]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    assert!(
+        !text(&out).0.contains(&bystander.id().to_string()),
+        "{}",
+        text(&out).0
+    );
+    assert!(
+        alive(bystander.id()),
+        "stop-all signalled a process that is not sluice"
+    );
+    wait_for(Duration::from_secs(15), "the directories' removal", || {
+        state_dirs(state.path()).is_empty().then_some(())
+    });
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+}
+
+/// Logs were never rotated: a daemon's log grew for as long as it ran. With a small
+/// `log.file.max-size` the JobManager's log rolls over and keeps `log.file.max-count` old files.
+#[test]
+fn daemon_logs_roll_over_by_size_and_count() {
+    let cluster = StandaloneCluster::start(1, 1, "log.file.max-size: 1kb\nlog.file.max-count: 2");
+    let jm_logs = || -> Vec<(String, u64)> {
+        let mut files: Vec<(String, u64)> = std::fs::read_dir(cluster.log_dir())
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        let len = e.metadata().ok()?.len();
+                        name.contains("-jobmanager-").then_some((name, len))
+                    })
+                    .filter(|(name, _)| name.contains(".log"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        files
+    };
+    // Every submission and cancellation logs a few lines at the JobManager.
+    let mut round = 0;
+    wait_for(Duration::from_secs(60), "two rolled-over logs", || {
+        round += 1;
+        let job = cluster.submit_detached(&["stream-sum", "--rate", "10"]);
+        let (status, body) = cluster.request("PATCH", &format!("/jobs/{job}?mode=cancel"), "");
+        assert_eq!(status, 202, "round {round}: {body}");
+        jm_logs()
+            .iter()
+            .any(|(name, _)| name.ends_with(".log.2"))
+            .then_some(())
+    });
+    let files = jm_logs();
+    assert!(
+        files.iter().all(|(name, _)| !name.ends_with(".log.3")),
+        "{files:?}"
+    );
+    for (name, len) in &files {
+        assert!(*len <= 1024, "{name} has {len} bytes: {files:?}");
+    }
+}

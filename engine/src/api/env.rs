@@ -215,6 +215,15 @@ impl StreamExecutionEnvironment {
         self
     }
 
+    /// Records a file the job's built-in source or sink `operator` uses.
+    fn uses_file(&self, operator: &str, path: &std::path::Path, writes: bool) {
+        self.graph.borrow_mut().files.push(super::JobFile {
+            operator: operator.to_string(),
+            path: path.to_path_buf(),
+            writes,
+        });
+    }
+
     pub(crate) fn into_graph(self) -> StreamGraph {
         match Rc::try_unwrap(self.graph) {
             Ok(cell) => cell.into_inner(),
@@ -312,6 +321,7 @@ impl StreamExecutionEnvironment {
     /// The lines of a text file, or of every visible file in a directory.
     pub fn read_text_file(&self, path: impl Into<PathBuf>) -> DataStream<String> {
         let path = path.into();
+        self.uses_file("Text File Source", &path, false);
         self.add_source("Text File Source", move |_| TextFileSource {
             path: path.clone(),
         })
@@ -610,6 +620,7 @@ impl<T: Data + Display> DataStream<T> {
     /// checkpoint covering them completes, or at the end of input without checkpointing.
     pub fn sink_to_directory(&self, dir: impl Into<PathBuf>) -> DataStream<()> {
         let dir = dir.into();
+        self.env.uses_file("Directory Sink", &dir, true);
         self.add_sink("Directory Sink", move |ctx| {
             TransactionalFileSink::open(&dir, ctx)
         })
@@ -619,6 +630,7 @@ impl<T: Data + Display> DataStream<T> {
     /// the directory `path`.
     pub fn write_as_text(&self, path: impl Into<PathBuf>) -> DataStream<()> {
         let path = path.into();
+        self.env.uses_file("Text File Sink", &path, true);
         self.add_sink("Text File Sink", move |ctx| TextFileSink::open(&path, ctx))
     }
 }

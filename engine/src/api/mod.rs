@@ -33,7 +33,7 @@ pub use operators::{Collector, KeyedProcessFunction};
 pub use program::{JobProgram, ProgramRegistry};
 pub use sinks::SinkFunction;
 pub use sources::{SourceContext, SourceFunction};
-pub use stream_graph::ShipStrategy;
+pub use stream_graph::{JobFile, ShipStrategy};
 
 pub(crate) use checkpointing::{SnapshotContext, StateInit, TaskControl};
 pub(crate) use sources::SourceHooks;

@@ -155,6 +155,13 @@ impl TransactionalFileSink {
             let name = String::from_utf8(element).map_err(|_| {
                 TaskError::State("a pending file name in the restored state is not UTF-8".into())
             })?;
+            // The sink writes plain part file names; anything else would rename files outside
+            // its directory.
+            if !name.starts_with("part-") || name.contains(['/', '\\', '\0']) {
+                return Err(TaskError::State(format!(
+                    "cannot restore the file sink: {name:?} in the restored state is not a part file name it writes"
+                )));
+            }
             sink.commit(&name)?;
         }
         Ok(sink)

@@ -204,32 +204,48 @@ pub trait SourceFunction<T>: 'static {
 pub(crate) struct Progressions(std::collections::VecDeque<(u64, u64, u64)>);
 
 impl Progressions {
-    /// The restored progressions, or `fresh` on a first start.
+    /// The restored progressions, or `fresh` on a first start. Every number the source emits
+    /// lies below `total`.
     pub(crate) fn restore_or<T>(
         ctx: &SourceContext<'_, T>,
+        total: u64,
         fresh: impl FnOnce() -> Vec<(u64, u64, u64)>,
     ) -> Result<Self, TaskError> {
         let list = match ctx.restored_state() {
             None => fresh(),
             Some(elements) => elements
                 .iter()
-                .map(|e| match e.as_slice().try_into() {
-                    Ok::<[u8; 24], _>(b) => {
-                        let word = |i: usize| {
-                            u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default())
-                        };
-                        Ok((word(0), word(1), word(2).max(1)))
-                    }
-                    Err(_) => Err(TaskError::State(format!(
-                        "a source position must be 24 bytes, the restored one has {}",
-                        e.len()
-                    ))),
-                })
+                .map(|e| Self::decode(e, total))
                 .collect::<Result<_, _>>()?,
         };
         Ok(Progressions(
             list.into_iter().filter(|(s, e, _)| s < e).collect(),
         ))
+    }
+
+    /// One restored element. Only what [`Self::encode`] writes is accepted (24 bytes, a
+    /// non-empty progression with a positive step, within `total`): anything else is state this
+    /// source never wrote, and restoring it would skip or invent input silently.
+    fn decode(element: &[u8], total: u64) -> Result<(u64, u64, u64), TaskError> {
+        let b: [u8; 24] = element.try_into().map_err(|_| {
+            TaskError::State(format!(
+                "cannot restore the source: a position is 24 bytes, the restored one has {}",
+                element.len()
+            ))
+        })?;
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(w)
+        };
+        let (start, end, step) = (word(0), word(1), word(2));
+        if step == 0 || start >= end || end > total {
+            return Err(TaskError::State(format!(
+                "cannot restore the source: the restored position (start {start}, end {end}, \
+                 step {step}) is not one it writes for an input of {total}"
+            )));
+        }
+        Ok((start, end, step))
     }
 
     /// The next number to emit, without consuming it.
@@ -284,7 +300,7 @@ impl<T: Clone + 'static> SourceFunction<T> for CollectionSource<T> {
             ctx.runtime.parallelism as u64,
         );
         let len = self.items.len() as u64;
-        let mut todo = Progressions::restore_or(ctx, || vec![(index, len, parallelism)])?;
+        let mut todo = Progressions::restore_or(ctx, len, || vec![(index, len, parallelism)])?;
         let items = self.items.clone();
         todo.emit_all(ctx, |i| items.get(i as usize).cloned())
     }
@@ -309,7 +325,7 @@ impl SourceFunction<u64> for SequenceSource {
         }
         let total = self.to - self.from + 1;
         let (start, end) = split_range(total, ctx.runtime.subtask_index, ctx.runtime.parallelism);
-        let mut todo = Progressions::restore_or(ctx, || vec![(start, end, 1)])?;
+        let mut todo = Progressions::restore_or(ctx, total, || vec![(start, end, 1)])?;
         let from = self.from;
         todo.emit_all(ctx, |n| Some(from + n))
     }
@@ -357,7 +373,7 @@ impl SourceFunction<String> for TextFileSource {
         let total: u64 = files.iter().map(|(_, len)| len).sum();
         let (start, end) = split_range(total, ctx.runtime.subtask_index, ctx.runtime.parallelism);
         // The position: byte ranges (of all files' bytes in order) whose line starts are due.
-        let mut todo = Progressions::restore_or(ctx, || vec![(start, end, 1)])?;
+        let mut todo = Progressions::restore_or(ctx, total, || vec![(start, end, 1)])?;
         while let Some((start, end, _)) = todo.0.pop_front() {
             let mut file_start = 0u64;
             for (path, len) in &files {
@@ -433,7 +449,7 @@ impl<T, F: Fn(u64) -> T + 'static> SourceFunction<T> for GeneratorSource<F> {
             ctx.runtime.parallelism as u64,
         );
         let end = self.count.unwrap_or(u64::MAX);
-        let mut todo = Progressions::restore_or(ctx, || vec![(index, end, parallelism)])?;
+        let mut todo = Progressions::restore_or(ctx, end, || vec![(index, end, parallelism)])?;
         let per_subtask_rate = self.rate as f64 / parallelism as f64;
         let started = Instant::now();
         let mut n = 0u64;
@@ -628,6 +644,63 @@ mod tests {
             emitted.extend(got.take());
         }
         emitted
+    }
+
+    /// Runs `source` as subtask 0 of 1 restored with `elements` as its operator state.
+    fn run_with_restored_state(
+        mut source: impl SourceFunction<u64>,
+        elements: Vec<Vec<u8>>,
+    ) -> Result<Vec<u64>, TaskError> {
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let mut out = Collect(got.clone(), Rc::new(RefCell::new(false)));
+        let mut runtime = RuntimeContext::standalone(0, 1);
+        runtime.state = Arc::new(crate::api::StateInit {
+            restore: Some(crate::checkpoint::TaskRestore {
+                checkpoint_id: 1,
+                metadata_dir: "/unused".into(),
+                operators: [(
+                    0,
+                    crate::checkpoint::OperatorRestore {
+                        operator_state: elements,
+                        keyed: Vec::new(),
+                    },
+                )]
+                .into(),
+            }),
+            ..crate::api::StateInit::in_memory()
+        });
+        let mut hooks = NoHooks;
+        let mut ctx = SourceContext::new(&mut out, &runtime, &mut hooks);
+        source.run(&mut ctx)?;
+        Ok(got.take())
+    }
+
+    /// Operator state a source never wrote used to be accepted (a step of 0 became 1, an empty
+    /// or out-of-input range was dropped), so the job finished without its input.
+    #[test]
+    fn garbage_source_state_fails_the_restore_instead_of_finishing_silently() {
+        let position = |s: u64, e: u64, step: u64| {
+            [s.to_le_bytes(), e.to_le_bytes(), step.to_le_bytes()].concat()
+        };
+        let sequence = || SequenceSource { from: 1, to: 100 };
+        // What the source writes restores.
+        assert_eq!(
+            run_with_restored_state(sequence(), vec![position(97, 100, 1)]).unwrap(),
+            vec![98, 99, 100]
+        );
+        for garbage in [
+            vec![b"garbage".to_vec()],
+            vec![position(5, 10, 0)],
+            vec![position(10, 5, 1)],
+            vec![position(0, 1_000_000, 1)],
+            vec![position(97, 100, 1), vec![0xff; 24]],
+        ] {
+            let err = run_with_restored_state(sequence(), garbage.clone()).unwrap_err();
+            assert!(
+                matches!(&err, TaskError::State(m) if m.contains("cannot restore the source")),
+                "{garbage:?}: {err}"
+            );
+        }
     }
 
     #[test]

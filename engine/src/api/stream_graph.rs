@@ -104,6 +104,18 @@ pub(crate) struct StreamEdge {
     pub(crate) writer: WriterFactory,
 }
 
+/// A file or directory a built-in source or sink of the job reads or writes, recorded when the
+/// program builds its graph so that the JobManager can check it before anything runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFile {
+    /// The operator's name, e.g. "Text File Source".
+    pub operator: String,
+    /// The path as the program gave it.
+    pub path: std::path::PathBuf,
+    /// Whether the operator writes there (a sink) rather than reads.
+    pub writes: bool,
+}
+
 /// What a job program built.
 #[derive(Default)]
 pub(crate) struct StreamGraph {
@@ -112,4 +124,5 @@ pub(crate) struct StreamGraph {
     pub(crate) parallelism: Option<u32>,
     pub(crate) max_parallelism: Option<u32>,
     pub(crate) batch: bool,
+    pub(crate) files: Vec<JobFile>,
 }

@@ -11,6 +11,7 @@
 //! in order per job, and feeds the results back ([`CheckpointCoordinator::metadata_written`]).
 //! Tests drive it with simulated time and run its I/O with [`super::io`].
 
+use crate::common::log_text::clip;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
@@ -179,6 +180,13 @@ pub enum StorageWork {
         path: String,
         /// The file's contents.
         bytes: Vec<u8>,
+    },
+    /// Mark a savepoint's directory as sluice's and in progress (see
+    /// [`super::io::mark_in_progress`]), so that one abandoned by a killed JobManager can be
+    /// told from anything else in the savepoint directory and removed.
+    MarkInProgress {
+        /// The savepoint's directory.
+        dir: String,
     },
     /// Delete files nothing needs any more (a discarded or failed checkpoint, or the job's
     /// whole checkpoint directory). Issued after every write of the same files, so carried out
@@ -697,7 +705,10 @@ impl CheckpointCoordinator {
             dir: join(&target, &format!("savepoint-{prefix}-{suffix}")),
             shared_dir: None,
         };
-        Ok(vec![self.start(now, location, Some(request_id))])
+        let mark = CheckpointAction::Storage(StorageWork::MarkInProgress {
+            dir: location.dir.clone(),
+        });
+        Ok(vec![mark, self.start(now, location, Some(request_id))])
     }
 
     fn start(
@@ -717,7 +728,7 @@ impl CheckpointCoordinator {
             job_id = %self.job_id,
             checkpoint_id = id,
             savepoint = savepoint_request.is_some(),
-            dir = %location.dir,
+            dir = %clip(&location.dir),
             "triggering checkpoint"
         );
         self.counts.total += 1;
@@ -809,7 +820,7 @@ impl CheckpointCoordinator {
         };
         if delete {
             if let Some(root) = &self.root {
-                tracing::info!(job_id = %self.job_id, ?status, root = %root, "deleting the job's checkpoints");
+                tracing::info!(job_id = %self.job_id, ?status, root = %clip(root), "deleting the job's checkpoints");
                 actions.push(CheckpointAction::Storage(StorageWork::Discard {
                     dirs: vec![root.clone()],
                     files: Vec::new(),
@@ -817,7 +828,7 @@ impl CheckpointCoordinator {
             }
             self.retained.clear();
         } else if let Some(latest) = self.retained.back() {
-            tracing::info!(job_id = %self.job_id, ?status, checkpoint = %latest.metadata_dir, "keeping the job's checkpoints");
+            tracing::info!(job_id = %self.job_id, ?status, checkpoint = %clip(&latest.metadata_dir), "keeping the job's checkpoints");
         }
         actions
     }
@@ -904,7 +915,7 @@ impl CheckpointCoordinator {
         reason: String,
         counts: bool,
     ) -> Vec<CheckpointAction> {
-        tracing::warn!(job_id = %self.job_id, checkpoint_id = p.id, savepoint = p.is_savepoint(), "checkpoint failed: {reason}");
+        tracing::warn!(job_id = %self.job_id, checkpoint_id = p.id, savepoint = p.is_savepoint(), "checkpoint failed: {}", clip(&reason));
         let discard = self.delete_unreferenced(&p.location.dir, p.shared_files());
         let mut entry = p.entry(CheckpointStatus::Failed);
         entry.failure_timestamp = Some(now);
@@ -1027,7 +1038,7 @@ impl CheckpointCoordinator {
         }
         let id = checkpoint_id;
         let completed = CompletedCheckpoint::from_metadata(p.location.dir.clone(), metadata);
-        tracing::info!(job_id = %self.job_id, checkpoint_id = id, dir = %completed.metadata_dir, state_size = completed.state_size, duration_ms = now.saturating_sub(p.timestamp), "checkpoint completed");
+        tracing::info!(job_id = %self.job_id, checkpoint_id = id, dir = %clip(&completed.metadata_dir), state_size = completed.state_size, duration_ms = now.saturating_sub(p.timestamp), "checkpoint completed");
 
         let mut entry = p.entry(CheckpointStatus::Completed);
         // As in Flink, a checkpoint's duration ends with its last acknowledgement.
@@ -1125,10 +1136,10 @@ impl CheckpointCoordinator {
                         .push_back(CompletedCheckpoint::from_metadata(dir, metadata));
                 }
                 Ok(metadata) => {
-                    tracing::warn!(job_id = %self.job_id, dir = %dir, "ignoring {dir}: its metadata names checkpoint {}", metadata.checkpoint_id);
+                    tracing::warn!(job_id = %self.job_id, dir = %clip(&dir), "ignoring the directory: its metadata names checkpoint {}", metadata.checkpoint_id);
                 }
                 Err(e) => {
-                    tracing::warn!(job_id = %self.job_id, dir = %dir, "ignoring an incomplete checkpoint: {e}");
+                    tracing::warn!(job_id = %self.job_id, dir = %clip(&dir), "ignoring an incomplete checkpoint: {}", clip(&e.to_string()));
                 }
             }
         }
@@ -1231,7 +1242,7 @@ impl CheckpointCoordinator {
             is_savepoint: c.is_savepoint,
             tasks,
         };
-        tracing::info!(job_id = %self.job_id, checkpoint_id = plan.checkpoint_id, dir = %plan.metadata_dir, "restoring from checkpoint");
+        tracing::info!(job_id = %self.job_id, checkpoint_id = plan.checkpoint_id, dir = %clip(&plan.metadata_dir), "restoring from checkpoint");
         self.counts.restored += 1;
         self.latest.restored = Some(RestoredEntry {
             id: plan.checkpoint_id,

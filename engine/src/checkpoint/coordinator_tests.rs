@@ -204,6 +204,9 @@ impl Coord {
                 CheckpointAction::Storage(StorageWork::Discard { dirs, files }) => {
                     file_work::discard(self.storage.as_ref(), &dirs, &files)
                 }
+                CheckpointAction::Storage(StorageWork::MarkInProgress { dir }) => {
+                    file_work::mark_in_progress(self.storage.as_ref(), &dir).expect("marker")
+                }
                 other => out.push(other),
             }
         }

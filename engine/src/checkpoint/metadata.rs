@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::OperatorSubtaskState;
 use crate::common::keys::KeyHash;
 use crate::state::KeyedStateHandle;
-use crate::state::storage::{StateStorage, join};
+use crate::state::storage::{StateStorage, join, resolve_inside};
 
 /// The name of the metadata file inside a checkpoint or savepoint directory.
 pub const METADATA_FILE: &str = "_metadata";
@@ -84,22 +84,33 @@ impl CheckpointMetadata {
     }
 
     /// Storage paths of every file the checkpoint references, resolved against `metadata_dir`.
+    /// A path that would lie outside the checkpoint is left out: sluice never wrote it, so it is
+    /// neither read nor deleted ([`validate`] refuses such metadata for a restore).
     pub fn file_paths(&self, metadata_dir: &str) -> Vec<String> {
         self.keyed_handles()
-            .flat_map(|(_, _, k)| k.files.iter().map(|f| join(metadata_dir, &f.path)))
+            .flat_map(|(_, _, k)| k.files.iter())
+            .filter_map(|f| self.resolve(metadata_dir, &f.path).ok())
             .collect()
     }
 
-    /// Storage paths of the shared (incremental) files it references.
+    /// Storage paths of the shared (incremental) files it references, as [`Self::file_paths`].
     pub fn shared_file_paths(&self, metadata_dir: &str) -> Vec<String> {
         self.keyed_handles()
-            .flat_map(|(_, _, k)| {
-                k.files
-                    .iter()
-                    .filter(|f| f.shared)
-                    .map(|f| join(metadata_dir, &f.path))
-            })
+            .flat_map(|(_, _, k)| k.files.iter().filter(|f| f.shared))
+            .filter_map(|f| self.resolve(metadata_dir, &f.path).ok())
             .collect()
+    }
+
+    /// The storage path of a file this metadata references: inside `metadata_dir`, or for a
+    /// checkpoint (not a savepoint, which is self-contained) in the job's shared directory.
+    fn resolve(&self, metadata_dir: &str, relative: &str) -> Result<String, RestoreError> {
+        resolve_inside(metadata_dir, relative, !self.is_savepoint).map_err(|reason| {
+            RestoreError::OutsideCheckpoint {
+                checkpoint_id: self.checkpoint_id,
+                path: relative.to_string(),
+                reason,
+            }
+        })
     }
 
     /// The JSON bytes written to `_metadata`.
@@ -169,6 +180,16 @@ pub enum RestoreError {
         checkpoint_id: u64,
         /// Its metadata directory.
         path: String,
+    },
+    /// A state file the metadata references lies outside the checkpoint or savepoint directory.
+    #[error("checkpoint {checkpoint_id} cannot be restored: {reason}")]
+    OutsideCheckpoint {
+        /// The snapshot's id.
+        checkpoint_id: u64,
+        /// The path as the metadata gives it.
+        path: String,
+        /// Where it had to lie.
+        reason: String,
     },
     /// A state file the checkpoint references does not exist.
     #[error("checkpoint {checkpoint_id} references {path}, which does not exist")]
@@ -306,7 +327,7 @@ pub fn validate(
 ) -> Result<(), RestoreError> {
     for (_, _, handle) in metadata.keyed_handles() {
         for file in &handle.files {
-            let path = join(metadata_dir, &file.path);
+            let path = metadata.resolve(metadata_dir, &file.path)?;
             match storage.size(&path) {
                 Ok(Some(actual)) if actual == file.size => {}
                 Ok(Some(actual)) => {
@@ -463,5 +484,46 @@ mod tests {
         s.write(&shared, b"abcd").expect("write");
         validate(&s, &dir, &m).expect("valid");
         assert_eq!(m.shared_file_paths(&dir), vec![shared]);
+    }
+
+    /// A crafted `_metadata` pointing at a file outside the checkpoint: the file exists with the
+    /// recorded size, so only the path check stands between it and the restore.
+    #[test]
+    fn state_files_outside_the_checkpoint_are_refused_naming_the_path() {
+        let (_t, base) = base();
+        let s = LocalFileStorage;
+        let dir = join(&base, "job/chk-7");
+        let outside = join(&base, "secret");
+        s.write(&outside, b"abc").expect("write");
+        s.write(&join(&dir, "private-1"), b"abc").expect("write");
+        s.write(&join(&base, "job/shared/a.sst"), b"abcd")
+            .expect("write");
+        let crafted = |path: &str, is_savepoint: bool| {
+            let mut m = sample();
+            m.is_savepoint = is_savepoint;
+            let op = m.operators.get_mut(&3).expect("operator");
+            let keyed = op.subtasks.get_mut(&0).unwrap().keyed.as_mut().unwrap();
+            keyed.files[0].path = path.to_string();
+            m
+        };
+        for (path, is_savepoint) in [
+            ("../../secret", false),
+            ("../shared/../../secret", false),
+            (outside.as_str(), false),
+            ("../shared/a.sst", true),
+        ] {
+            let m = crafted(path, is_savepoint);
+            let err = validate(&s, &dir, &m).unwrap_err();
+            assert!(
+                matches!(&err, RestoreError::OutsideCheckpoint { path: p, .. } if p == path),
+                "{path}: {err}"
+            );
+            assert!(err.to_string().contains(path), "{err}");
+            assert!(!err.is_retryable());
+            // Nor would discarding the checkpoint touch it.
+            assert!(m.file_paths(&dir).iter().all(|f| f != &outside), "{path}");
+        }
+        // The untouched sample still validates.
+        validate(&s, &dir, &sample()).expect("valid");
     }
 }

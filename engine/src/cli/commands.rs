@@ -151,15 +151,27 @@ fn conf_dir(flag: &Option<PathBuf>) -> Option<PathBuf> {
         .then_some(local)
 }
 
-fn init_logging(default: &str) {
+/// Logs to stderr; a daemon whose stderr is a file (`scripts/daemon.sh` redirects it) writes
+/// that file itself, rolled over by `log.file.max-size` and `log.file.max-count`.
+fn init_logging(default: &str, rotate: Option<&crate::config::LogOptions>) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     use std::io::IsTerminal;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+    let rotating = rotate.and_then(|log| {
+        let path = crate::logfile::stderr_file()?;
+        crate::logfile::RotatingFile::open(&path, log.file_max_size, log.file_max_count, true).ok()
+    });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match rotating {
+        Some(file) => builder
+            .with_writer(std::sync::Mutex::new(file))
+            .with_ansi(false)
+            .try_init(),
+        None => builder
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+    };
 }
 
 /// Runs the command line; the binary's `main` calls this.
@@ -169,7 +181,16 @@ pub fn main() -> std::process::ExitCode {
         cli.command,
         Command::Jobmanager | Command::Taskmanager { .. } | Command::YarnAppmaster
     );
-    init_logging(if server { "info" } else { "warn" });
+    // The configuration first: the daemons' log rotation is configured there. An unreadable
+    // one is reported as `execute` reports it.
+    let dir = conf_dir(&cli.config_dir);
+    let log = Config::load(dir.as_deref(), &cli.dynamic)
+        .ok()
+        .map(|c| c.log);
+    init_logging(
+        if server { "info" } else { "warn" },
+        log.as_ref().filter(|_| server),
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -285,7 +306,11 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             let client = RestClient::new(&target_address(&config, &target).await?)?;
             println!("Triggering savepoint for job {id}.");
             let request = client
-                .trigger_savepoint(id, target_directory.as_deref(), false)
+                .trigger_savepoint(
+                    id,
+                    target_directory.as_deref().map(absolute_path).as_deref(),
+                    false,
+                )
                 .await?;
             println!("Waiting for response...");
             savepoint_outcome(client.await_savepoint(id, &request).await?)
@@ -299,7 +324,11 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             let client = RestClient::new(&target_address(&config, &target).await?)?;
             println!("Suspending job \"{id}\" with a savepoint.");
             let request = client
-                .trigger_savepoint(id, savepoint_path.as_deref(), true)
+                .trigger_savepoint(
+                    id,
+                    savepoint_path.as_deref().map(absolute_path).as_deref(),
+                    true,
+                )
                 .await?;
             savepoint_outcome(client.await_savepoint(id, &request).await?)
         }
@@ -435,13 +464,15 @@ async fn run(
     };
     let client = RestClient::new(&address)?;
     let started = Instant::now();
+    let job_args = absolute_path_args(&args.args);
+    let savepoint = args.from_savepoint.as_deref().map(absolute_path);
     let job_id = client
         .submit_with(
             &args.job,
-            &args.args,
+            &job_args,
             args.parallelism.or(Some(parallelism)),
             &job_config,
-            args.from_savepoint.as_deref(),
+            savepoint.as_deref(),
         )
         .await?;
     println!("Job has been submitted with JobID {job_id}");
@@ -483,5 +514,51 @@ async fn cluster_answers(address: &str) -> bool {
             .await
             .is_ok_and(|r| r.is_ok()),
         Err(_) => false,
+    }
+}
+
+/// The arguments the bundled programs read as paths: the JobManager refuses relative paths
+/// (they would mean its own working directory), so the CLI resolves them against its own.
+const PATH_ARGUMENTS: [&str; 2] = ["--input", "--output"];
+
+/// `args` with the value of each of [`PATH_ARGUMENTS`] made absolute.
+fn absolute_path_args(args: &[String]) -> Vec<String> {
+    let mut out = args.to_vec();
+    for i in 1..out.len() {
+        if PATH_ARGUMENTS.contains(&out[i - 1].as_str()) && !out[i].starts_with("--") {
+            out[i] = absolute_path(&out[i]);
+        }
+    }
+    out
+}
+
+/// A relative plain path made absolute against the working directory; URIs, absolute and empty
+/// paths are left as they are.
+fn absolute_path(raw: &str) -> String {
+    let path = std::path::Path::new(raw);
+    if raw.is_empty() || path.is_absolute() || raw.contains(':') {
+        return raw.to_string();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd.join(path).display().to_string(),
+        Err(_) => raw.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_input_and_output_paths_become_absolute() {
+        let cwd = std::env::current_dir().unwrap();
+        let args: Vec<String> = ["--input", "README.md", "--output", "/tmp/o", "--rate", "5"]
+            .map(String::from)
+            .to_vec();
+        let out = absolute_path_args(&args);
+        assert_eq!(out[1], cwd.join("README.md").display().to_string());
+        assert_eq!(&out[2..], &args[2..]);
+        assert_eq!(absolute_path("file:///x"), "file:///x");
+        assert_eq!(absolute_path(""), "");
     }
 }

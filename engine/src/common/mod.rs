@@ -5,3 +5,4 @@
 pub mod error;
 pub mod ids;
 pub mod keys;
+pub mod log_text;

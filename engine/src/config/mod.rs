@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::ConfigError;
-pub use options::{MAX_TASK_SLOTS, OptionDef, known_options};
-pub use paths::local_path;
+pub use options::{MAX_MEMORY_SIZE, MAX_PARALLELISM, MAX_TASK_SLOTS, OptionDef, known_options};
+pub use paths::{check_client_path, local_path};
 pub use units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
 
 /// The file name looked up in the conf dir.
@@ -63,6 +63,8 @@ pub struct Config {
     pub restart: RestartOptions,
     /// Finished-job store options (`jobstore.*`).
     pub jobstore: JobStoreOptions,
+    /// The daemons' log file (`log.file.*`).
+    pub log: LogOptions,
     /// Security options (`security.*`).
     pub security: SecurityOptions,
     /// Checkpointing options (`execution.checkpointing.*`).
@@ -207,9 +209,23 @@ pub struct StateOptions {
     pub rocksdb_write_buffer_ratio: f64,
 }
 
+/// The name prefix of TaskManagers' local state directories, followed by `<pid>-<resource id>`.
+pub const LOCAL_STATE_PREFIX: &str = "sluice-state-";
+
 impl StateOptions {
-    /// A TaskManager's directory for local state (RocksDB instances of its subtasks).
-    pub fn local_dir(&self, resource_id: &str) -> PathBuf {
+    /// Where TaskManagers put their local state directories: `state.backend.rocksdb.localdir`,
+    /// else the system's temporary directory.
+    pub fn local_base(&self) -> PathBuf {
+        self.rocksdb_localdir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir)
+    }
+
+    /// The local state directory (RocksDB instances of its subtasks) of the TaskManager
+    /// `resource_id` running as process `pid`: `sluice-state-<pid>-<id>` in
+    /// [`local_base`](Self::local_base). The pid in the name lets a later TaskManager tell a
+    /// directory whose owner died from one in use.
+    pub fn local_dir(&self, resource_id: &str, pid: u32) -> PathBuf {
         let safe: String = resource_id
             .chars()
             .map(|c| {
@@ -220,10 +236,8 @@ impl StateOptions {
                 }
             })
             .collect();
-        self.rocksdb_localdir
-            .clone()
-            .unwrap_or_else(std::env::temp_dir)
-            .join(format!("sluice-state-{safe}"))
+        self.local_base()
+            .join(format!("{LOCAL_STATE_PREFIX}{pid}-{safe}"))
     }
 
     /// Bytes the RocksDB instances of one slot share, as Flink sizes them: `fixed-per-slot` if
@@ -253,6 +267,8 @@ pub struct JobManagerOptions {
     /// at once; more are closed as soon as they are accepted, so strangers cannot use up the
     /// process's file descriptors.
     pub rpc_max_connections: u32,
+    /// `jobmanager.max-pending-jobs` (default 100): most jobs waiting for slots at once.
+    pub max_pending_jobs: usize,
 }
 
 /// REST API and web UI options.
@@ -274,6 +290,14 @@ pub struct RestOptions {
     /// `rest.server.max-connections` (default 1024): connections the REST port holds at once;
     /// more are answered 503 and closed.
     pub max_connections: u32,
+    /// `web.submit.enable` (default true): whether REST clients may submit jobs.
+    pub submit_enabled: bool,
+    /// `web.cancel.enable` (default true): whether REST clients may cancel and stop jobs and
+    /// take savepoints.
+    pub cancel_enabled: bool,
+    /// `web.submit.max-args-size` (default 64 KiB): most bytes of one submission's program
+    /// arguments, together.
+    pub max_args_size: u64,
 }
 
 /// TaskManager identity and endpoint options.
@@ -435,6 +459,15 @@ pub struct JobStoreOptions {
     pub expiration_time: Duration,
 }
 
+/// The daemons' log file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogOptions {
+    /// `log.file.max-size` (default 100 MiB): size at which the log file is rolled over.
+    pub file_max_size: u64,
+    /// `log.file.max-count` (default 10): rolled-over log files kept.
+    pub file_max_count: u32,
+}
+
 /// Cluster authentication options.
 ///
 /// The secret is looked up in order: `security.cluster.secret`, the file named by
@@ -454,6 +487,9 @@ pub struct SecurityOptions {
     /// RPC port, a TaskManager's data port) that may be in their handshake at once; later ones
     /// wait their turn.
     pub handshake_max_concurrent: u32,
+    /// `security.io.allowed-dirs` (default empty: any absolute path): the directories inside
+    /// which clients may name savepoint targets, restore paths and job inputs and outputs.
+    pub io_allowed_dirs: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for SecurityOptions {
@@ -467,6 +503,7 @@ impl std::fmt::Debug for SecurityOptions {
             .field("cluster_secret_file", &self.cluster_secret_file)
             .field("handshake_timeout", &self.handshake_timeout)
             .field("handshake_max_concurrent", &self.handshake_max_concurrent)
+            .field("io_allowed_dirs", &self.io_allowed_dirs)
             .finish()
     }
 }
@@ -497,6 +534,7 @@ impl Config {
                 rpc_port: 0,
                 bind_host: String::new(),
                 rpc_max_connections: 0,
+                max_pending_jobs: 0,
             },
             rest: RestOptions {
                 address: String::new(),
@@ -505,6 +543,9 @@ impl Config {
                 header_read_timeout: Duration::ZERO,
                 idle_timeout: Duration::ZERO,
                 max_connections: 0,
+                max_args_size: 0,
+                submit_enabled: false,
+                cancel_enabled: false,
             },
             taskmanager: TaskManagerOptions {
                 number_of_task_slots: 0,
@@ -556,11 +597,16 @@ impl Config {
                 max_capacity: 0,
                 expiration_time: Duration::ZERO,
             },
+            log: LogOptions {
+                file_max_size: 0,
+                file_max_count: 0,
+            },
             security: SecurityOptions {
                 cluster_secret: None,
                 cluster_secret_file: None,
                 handshake_timeout: Duration::ZERO,
                 handshake_max_concurrent: 0,
+                io_allowed_dirs: Vec::new(),
             },
             checkpointing: CheckpointingOptions {
                 interval: None,

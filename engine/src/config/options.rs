@@ -287,6 +287,31 @@ impl Codec for OptionalPath {
     }
 }
 
+/// A comma-separated list of absolute, normalized directories (plain paths or `file:` URIs);
+/// empty means none.
+struct DirList;
+
+impl Codec for DirList {
+    type Value = Vec<PathBuf>;
+    const TYPE_NAME: &'static str = "list of absolute paths (optional)";
+    fn parse(&self, raw: &str) -> Result<Vec<PathBuf>, Rejection> {
+        raw.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let path = super::local_path(p).map_err(Rejection::Invalid)?;
+                super::check_client_path(&path, "the directory", &[])
+                    .map_err(Rejection::Invalid)?;
+                Ok(path)
+            })
+            .collect()
+    }
+    fn render(&self, value: &Vec<PathBuf>) -> String {
+        let parts: Vec<String> = value.iter().map(|p| p.display().to_string()).collect();
+        parts.join(",")
+    }
+}
+
 /// An integer in `min..=max`, stored as `T`.
 struct Int<T> {
     min: i64,
@@ -375,7 +400,13 @@ impl Codec for Dur {
     }
 }
 
-/// A Flink memory size of at least `min` bytes; `power_of_two` for page-like sizes.
+/// The largest memory size any option accepts: 16 TiB. No machine sluice runs on has more
+/// memory than that, so a larger value is a typo (`1000000tb`) that would otherwise pass start-up
+/// and fail later, or make a budget computed from it meaningless.
+pub const MAX_MEMORY_SIZE: u64 = 16 << 40;
+
+/// A Flink memory size of at least `min` bytes and at most [`MAX_MEMORY_SIZE`]; `power_of_two`
+/// for page-like sizes.
 struct Mem {
     min: u64,
     power_of_two: bool,
@@ -397,6 +428,12 @@ impl Codec for Mem {
                 format_memory_size(self.min)
             )));
         }
+        if bytes > MAX_MEMORY_SIZE {
+            return Err(Rejection::OutOfRange(format!(
+                "must be at most {}",
+                format_memory_size(MAX_MEMORY_SIZE)
+            )));
+        }
         Ok(bytes)
     }
     fn render(&self, value: &u64) -> String {
@@ -404,8 +441,10 @@ impl Codec for Mem {
     }
 }
 
-/// Flink's upper bound on max parallelism (the number of key groups), 2^15.
-const UPPER_BOUND_MAX_PARALLELISM: u32 = 1 << 15;
+/// Flink's upper bound on max parallelism (the number of key groups), 2^15: also the most
+/// parallelism a job or `parallelism.default` may ask for, since no operator can have more
+/// subtasks than key groups.
+pub const MAX_PARALLELISM: u32 = 1 << 15;
 
 /// `pipeline.max-parallelism`: -1 for "derive per operator", else 1..=32768.
 struct MaxParallelism;
@@ -422,7 +461,7 @@ impl Codec for MaxParallelism {
             -1 => Ok(None),
             1..=0x8000 => Ok(u32::try_from(n).ok()),
             _ => Err(Rejection::OutOfRange(format!(
-                "must be -1 (automatic) or between 1 and {UPPER_BOUND_MAX_PARALLELISM}"
+                "must be -1 (automatic) or between 1 and {MAX_PARALLELISM}"
             ))),
         }
     }
@@ -746,6 +785,9 @@ options! {
     "jobmanager.bind-host" => jobmanager.bind_host: Text,
         default "localhost",
         doc "Local address the JobManager's RPC endpoint binds to (0.0.0.0 for all interfaces).";
+    "jobmanager.max-pending-jobs" => jobmanager.max_pending_jobs: Int::<usize>::range(1, 1_000_000),
+        default "100",
+        doc "Most submitted jobs that may wait for slots (CREATED) at once; a submission beyond it is refused until one starts or ends.";
     "jobmanager.memory.process.size" => yarn.jobmanager_memory: Mem { min: 1, power_of_two: false },
         default "512mb",
         doc "Memory of the JobManager's YARN container (the ApplicationMaster).";
@@ -767,7 +809,13 @@ options! {
     "jobstore.max-capacity" => jobstore.max_capacity: Int::<usize>::range(0, i64::MAX),
         default "1000",
         doc "How many finished jobs the JobManager keeps for the REST API.";
-    "parallelism.default" => parallelism_default: AT_LEAST_ONE,
+    "log.file.max-count" => log.file_max_count: Int::<u32>::range(1, 1000),
+        default "10",
+        doc "Rolled-over log files a daemon keeps (sluice.log.1 is the newest); older ones are deleted.";
+    "log.file.max-size" => log.file_max_size: Mem { min: 1024, power_of_two: false },
+        default "100mb",
+        doc "Size at which a daemon's log file (the file its output was redirected to) is rolled over.";
+    "parallelism.default" => parallelism_default: Int::<u32>::range(1, MAX_PARALLELISM as i64),
         default "1",
         doc "Parallelism of operators and jobs that do not set one.";
     "pipeline.max-parallelism" => max_parallelism: MaxParallelism,
@@ -843,6 +891,9 @@ options! {
     "security.handshake.timeout" => security.handshake_timeout: POSITIVE_DURATION,
         default "10 s",
         doc "How long a peer may take for the TLS handshake and the proof of the cluster secret before its connection is closed.";
+    "security.io.allowed-dirs" => security.io_allowed_dirs: DirList,
+        default "",
+        doc "Comma-separated directories inside which REST clients may name savepoint targets, restore paths and job inputs and outputs; empty: any absolute path (set it on a shared network).";
     "slot.request.timeout" => slot_request_timeout: POSITIVE_DURATION,
         default "5 min",
         doc "How long a job waits for a slot before its request fails.";
@@ -915,6 +966,15 @@ options! {
     "taskmanager.threads.scheduling-policy" => taskmanager.scheduling_policy: Choice::<SchedulingPolicy>(PhantomData),
         default "batch",
         doc "How Linux schedules task and data-plane threads: batch (SCHED_BATCH: a woken thread does not preempt a running one; fewer context switches when threads outnumber cores) or normal.";
+    "web.cancel.enable" => rest.cancel_enabled: Bool,
+        default "true",
+        doc "Whether REST clients may cancel jobs and stop them or take savepoints (false: the JobManager only reports).";
+    "web.submit.enable" => rest.submit_enabled: Bool,
+        default "true",
+        doc "Whether REST clients may submit jobs (false: jobs come only from the operator, e.g. a YARN application).";
+    "web.submit.max-args-size" => rest.max_args_size: Mem { min: 0, power_of_two: false },
+        default "64kb",
+        doc "Most bytes a submitted job's program arguments may take together; the JobManager keeps them for as long as it keeps the job.";
     "yarn.application-attempts" => yarn.application_attempts: AT_LEAST_ONE,
         default "1",
         doc "How many ApplicationMaster attempts YARN makes for a sluice application.";
@@ -995,7 +1055,7 @@ mod tests {
             Some("taskmanager.numberOfTaskSlots")
         );
         assert_eq!(suggest("rest.prot"), Some("rest.port"));
-        assert_eq!(suggest("web.submit.enable"), None);
+        assert_eq!(suggest("metrics.reporters"), None);
         assert_eq!(suggest("foo"), None);
     }
 

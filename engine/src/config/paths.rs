@@ -41,6 +41,51 @@ pub fn local_path(raw: &str) -> Result<PathBuf, String> {
         .map_err(|e| format!("'{raw}': {e}"))
 }
 
+/// Checks a path a client chose (a savepoint target, a restore path, a job's input or output):
+/// it must be absolute and normalized (no `.` or `..` parts), must not be the file-system root,
+/// and, when `allowed` lists directories (`security.io.allowed-dirs`), must lie inside one of
+/// them. `what` names the path in the reason. The daemon runs with its own user's rights, so a
+/// path a client chose is one the daemon must be allowed to write for anyone who can reach it.
+pub fn check_client_path(
+    path: &std::path::Path,
+    what: &str,
+    allowed: &[PathBuf],
+) -> Result<(), String> {
+    use std::path::Component;
+    let shown = path.display();
+    if path.as_os_str().is_empty() {
+        return Err(format!("{what} is empty: give an absolute path"));
+    }
+    if !path.is_absolute() {
+        return Err(format!("{what} {shown:?} is not an absolute path"));
+    }
+    // A newline or NUL in a directory name would reach logs and listings as forged lines.
+    if path.to_string_lossy().chars().any(char::is_control) {
+        return Err(format!("{what} {shown:?} contains control characters"));
+    }
+    // Split by hand: `components()` silently drops inner `.` parts.
+    if path
+        .to_string_lossy()
+        .split('/')
+        .any(|part| part == "." || part == "..")
+    {
+        return Err(format!(
+            "{what} {shown:?} has '.' or '..' parts: give the path it means"
+        ));
+    }
+    if path.components().all(|c| matches!(c, Component::RootDir)) {
+        return Err(format!("{what} is the file-system root"));
+    }
+    if !allowed.is_empty() && !allowed.iter().any(|dir| path.starts_with(dir)) {
+        let dirs: Vec<String> = allowed.iter().map(|d| d.display().to_string()).collect();
+        return Err(format!(
+            "{what} {shown:?} is outside the directories security.io.allowed-dirs allows ({})",
+            dirs.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 /// `scheme:rest` when `raw` starts with a URI scheme (a letter, then letters, digits, `+`, `-`
 /// or `.`, then `:`), as in RFC 3986.
 fn split_scheme(raw: &str) -> Option<(&str, &str)> {
@@ -93,6 +138,41 @@ mod tests {
             ("relative/dir", "relative/dir"),
         ] {
             assert_eq!(local_path(raw).unwrap(), PathBuf::from(path), "{raw}");
+        }
+    }
+
+    #[test]
+    fn client_paths_are_absolute_normalized_and_inside_the_allowed_dirs() {
+        let none: &[PathBuf] = &[];
+        check_client_path("/data/out".as_ref(), "--output", none).unwrap();
+        check_client_path("/data/out/".as_ref(), "--output", none).unwrap();
+        for (bad, needle) in [
+            ("", "empty"),
+            ("out", "not an absolute path"),
+            ("/data/../etc", "'..'"),
+            ("/data/./x", "'..'"),
+            ("/", "root"),
+            ("//", "root"),
+            ("/tmp/sp\n2026-12-01 INFO forged", "control characters"),
+            ("/tmp/sp\0", "control characters"),
+        ] {
+            let e = check_client_path(bad.as_ref(), "the target directory", none).unwrap_err();
+            assert!(
+                e.contains("the target directory") && e.contains(needle),
+                "{bad}: {e}"
+            );
+        }
+        let allowed = [PathBuf::from("/data"), PathBuf::from("/srv/savepoints")];
+        check_client_path("/data".as_ref(), "x", &allowed).unwrap();
+        check_client_path("/srv/savepoints/sp-1".as_ref(), "x", &allowed).unwrap();
+        for bad in ["/etc", "/database", "/srv", "/tmp/data"] {
+            let e = check_client_path(bad.as_ref(), "--output", &allowed).unwrap_err();
+            assert!(
+                e.contains("security.io.allowed-dirs")
+                    && e.contains(bad)
+                    && e.contains("/srv/savepoints"),
+                "{bad}: {e}"
+            );
         }
     }
 

@@ -208,10 +208,10 @@ fn unknown_keys_are_rejected_with_a_suggestion() {
 
 #[test]
 fn unrelated_unknown_keys_get_no_suggestion() {
-    let err = yaml("web.submit.enable: true\n").unwrap_err();
+    let err = yaml("metrics.reporters: prom\n").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "conf/config.yaml: unknown configuration key \"web.submit.enable\""
+        "conf/config.yaml: unknown configuration key \"metrics.reporters\""
     );
     let err = Config::load(None, &overrides(&["rest.prot=1"])).unwrap_err();
     assert_eq!(
@@ -651,4 +651,41 @@ fn path_keys_take_file_uris_and_refuse_other_schemes_naming_the_key() {
         e.contains("high-availability.storageDir") && e.contains("scheme 'hdfs'"),
         "{e}"
     );
+}
+
+/// The values an operator probed the cluster with: each is refused at start-up with a message
+/// naming the key, the value and the limit.
+#[test]
+fn absurd_sizes_are_refused_naming_key_value_and_limit() {
+    for (key, value, limit) in [
+        ("taskmanager.numberOfTaskSlots", "100000000", "32768"),
+        ("parallelism.default", "100000", "32768"),
+        ("taskmanager.memory.process.size", "1000000tb", "16tb"),
+        ("jobmanager.memory.process.size", "17tb", "16tb"),
+        ("taskmanager.memory.network.max", "1000000tb", "16tb"),
+        ("web.submit.max-args-size", "100tb", "16tb"),
+        ("jobmanager.max-pending-jobs", "0", "1000000"),
+    ] {
+        let err = Config::load(None, &overrides(&[&format!("{key}={value}")])).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::OutOfRange { key: k, .. } if k == key),
+            "{key}: {err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(key) && text.contains(value) && text.contains(limit),
+            "{key}={value} should name the limit {limit}: {text}"
+        );
+    }
+    // The bounds themselves are accepted.
+    let c = Config::load(
+        None,
+        &overrides(&[
+            "parallelism.default=32768",
+            "taskmanager.memory.process.size=16tb",
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.parallelism_default, crate::config::MAX_PARALLELISM);
+    assert_eq!(c.network.process_size, crate::config::MAX_MEMORY_SIZE);
 }

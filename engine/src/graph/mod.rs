@@ -91,6 +91,8 @@ pub struct JobGraph {
     pub edges: Vec<JobEdge>,
     /// Whether keyed aggregations emit only final results.
     pub batch: bool,
+    /// The files and directories its built-in sources and sinks read and write.
+    pub files: Vec<crate::api::JobFile>,
 }
 
 impl JobGraph {
@@ -228,6 +230,7 @@ impl StreamGraph {
             vertices,
             edges,
             batch: self.batch,
+            files: self.files.clone(),
         })
     }
 }

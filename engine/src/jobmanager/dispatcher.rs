@@ -34,6 +34,71 @@ pub struct DispatcherSettings {
     pub jobstore_max_capacity: usize,
     /// `jobstore.expiration-time` in ms.
     pub jobstore_expiration_ms: u64,
+    /// `jobmanager.max-pending-jobs`: most jobs waiting for slots at once.
+    pub max_pending_jobs: usize,
+    /// `web.submit.max-args-size`: most bytes of one job's program arguments.
+    pub max_args_size: u64,
+}
+
+impl DispatcherSettings {
+    /// The settings `config` gives the Dispatcher.
+    pub fn from_config(config: &Config) -> DispatcherSettings {
+        DispatcherSettings {
+            slot_request_timeout_ms: config.slot_request_timeout.as_millis() as u64,
+            heartbeat_timeout_ms: config.heartbeat.detection_timeout().as_millis() as u64,
+            jobstore_max_capacity: config.jobstore.max_capacity,
+            jobstore_expiration_ms: config.jobstore.expiration_time.as_millis() as u64,
+            max_pending_jobs: config.jobmanager.max_pending_jobs,
+            max_args_size: config.rest.max_args_size,
+        }
+    }
+}
+
+/// Refuses the paths a submission chose that the cluster's own configuration did not: the
+/// files and directories the job's built-in sources and sinks use, the savepoint it starts
+/// from, and checkpoint or savepoint directories it overrides (`job` is the cluster's `cluster`
+/// configuration with the job's overrides). Each must pass [`crate::config::check_client_path`]
+/// against `security.io.allowed-dirs`; the error names the path and who named it.
+pub fn check_job_paths(
+    graph: &JobGraph,
+    savepoint: Option<&str>,
+    job: &Config,
+    cluster: &Config,
+) -> Result<(), SubmitError> {
+    let allowed = &cluster.security.io_allowed_dirs;
+    let check = |path: &std::path::Path, what: &str| {
+        crate::config::check_client_path(path, what, allowed).map_err(SubmitError::BadPath)
+    };
+    for file in &graph.files {
+        check(&file.path, &format!("the path of the {}", file.operator))?;
+    }
+    if let Some(raw) = savepoint {
+        let path = crate::config::local_path(raw).map_err(SubmitError::BadRestore)?;
+        check(&path, "the savepoint path")?;
+    }
+    let (mine, theirs) = (&job.checkpointing, &cluster.checkpointing);
+    if let Some(dir) = &mine.dir
+        && mine.dir != theirs.dir
+    {
+        check(dir, "execution.checkpointing.dir")?;
+    }
+    if let Some(dir) = &mine.savepoint_dir
+        && mine.savepoint_dir != theirs.savepoint_dir
+    {
+        check(dir, "execution.checkpointing.savepoint-dir")?;
+    }
+    Ok(())
+}
+
+/// Refuses program arguments larger than `limit` bytes together. The Dispatcher keeps a job's
+/// arguments for as long as it keeps the job (`jobstore.*`), so they are bounded before the
+/// job's graph is built.
+pub fn check_program_args(program: &ProgramSpec, limit: u64) -> Result<(), SubmitError> {
+    let bytes: u64 = program.args.iter().map(|a| a.len() as u64).sum();
+    if bytes > limit {
+        return Err(SubmitError::ArgumentsTooLarge { bytes, limit });
+    }
+    Ok(())
 }
 
 /// A job's own settings: restart strategy, checkpointing and state, from the cluster's
@@ -110,6 +175,36 @@ pub enum SubmitError {
     /// The savepoint or checkpoint to start from cannot be used.
     #[error("cannot restore from the given savepoint: {0}")]
     BadRestore(String),
+    /// A path the submission chose is not one clients may use (see [`check_job_paths`]).
+    #[error("refused path: {0}")]
+    BadPath(String),
+    /// The program arguments are larger than `web.submit.max-args-size`.
+    #[error(
+        "the program arguments take {bytes} bytes, more than web.submit.max-args-size allows ({limit} bytes)"
+    )]
+    ArgumentsTooLarge {
+        /// Their size, summed over the arguments.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// `jobmanager.max-pending-jobs` jobs already wait for slots.
+    #[error(
+        "{pending} jobs already wait for slots, the limit of jobmanager.max-pending-jobs ({limit}); submit again when one has started or ended"
+    )]
+    TooManyPendingJobs {
+        /// Jobs waiting now.
+        pending: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl SubmitError {
+    /// Whether the same submission may succeed later without change (the cluster was busy).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, SubmitError::TooManyPendingJobs { .. })
+    }
 }
 
 impl From<BuildError> for SubmitError {
@@ -144,6 +239,9 @@ pub enum SavepointError {
     /// The job cannot take one now (not running, no directory, ...).
     #[error("{0}")]
     Refused(String),
+    /// The target directory the client chose is not one clients may use.
+    #[error("invalid target directory: {0}")]
+    BadTarget(String),
 }
 
 /// What the Dispatcher asks of its I/O shell after an event.
@@ -201,6 +299,11 @@ impl Dispatcher {
         self.jobs.values()
     }
 
+    /// Jobs submitted whose tasks have not reached a TaskManager yet.
+    pub fn pending_jobs(&self) -> usize {
+        self.jobs.values().filter(|j| j.is_pending()).count()
+    }
+
     /// One job, running or archived.
     pub fn job(&self, id: JobId) -> Option<&JobMaster> {
         self.jobs.get(&id)
@@ -222,6 +325,14 @@ impl Dispatcher {
         }
         if self.jobs.contains_key(&job_id) {
             return Err(SubmitError::Duplicate(job_id));
+        }
+        check_program_args(&program, self.settings.max_args_size)?;
+        let pending = self.pending_jobs();
+        if pending >= self.settings.max_pending_jobs {
+            return Err(SubmitError::TooManyPendingJobs {
+                pending,
+                limit: self.settings.max_pending_jobs,
+            });
         }
         let coordinator = CheckpointCoordinator::new(
             job_id.to_string(),
@@ -579,6 +690,8 @@ mod tests {
             heartbeat_timeout_ms: 500,
             jobstore_max_capacity: 2,
             jobstore_expiration_ms: 10_000,
+            max_pending_jobs: 2,
+            max_args_size: 64,
         }
     }
 
@@ -682,6 +795,68 @@ mod tests {
             submit(&mut d, JobId(1), spec("wordcount", &[]), 0, 0).unwrap_err(),
             SubmitError::BadParallelism
         );
+    }
+
+    #[test]
+    fn jobs_waiting_for_slots_are_capped_and_the_cap_frees_up() {
+        let mut d = Dispatcher::new(settings());
+        // No TaskManager: every job waits for slots.
+        for id in 1..=2 {
+            let _ = submit(&mut d, JobId(id), spec("stream-sum", &[]), 1, 0).unwrap();
+        }
+        assert_eq!(d.pending_jobs(), 2);
+        let err = submit(&mut d, JobId(3), spec("stream-sum", &[]), 1, 0).unwrap_err();
+        assert_eq!(
+            err,
+            SubmitError::TooManyPendingJobs {
+                pending: 2,
+                limit: 2
+            }
+        );
+        assert!(err.is_retryable());
+        let text = err.to_string();
+        assert!(
+            text.contains("jobmanager.max-pending-jobs") && text.contains("(2)"),
+            "{text}"
+        );
+        assert!(d.job(JobId(3)).is_none(), "a refused job leaves no trace");
+        // Once one of them runs, another may wait.
+        let _ = d.register_taskmanager(tm("a", 1, 1), 1);
+        assert_eq!(d.pending_jobs(), 1);
+        let _ = submit(&mut d, JobId(3), spec("stream-sum", &[]), 1, 2).unwrap();
+        // The cancelled waiting job makes room as well; the running one is untouched.
+        let _ = d.cancel(JobId(3), 3).unwrap();
+        let _ = submit(&mut d, JobId(4), spec("stream-sum", &[]), 1, 4).unwrap();
+        assert_eq!(d.job(JobId(1)).unwrap().status(), JobStatus::Running);
+    }
+
+    #[test]
+    fn program_arguments_are_bounded_in_bytes() {
+        let mut d = Dispatcher::new(settings());
+        // 64 bytes in settings(): "--rate" (6) + 58 digits fit, 59 do not.
+        let fits = "1".repeat(58);
+        let program = spec("stream-sum", &["--rate", &fits]);
+        assert_eq!(check_program_args(&program, 64), Ok(()));
+        let too_long = "1".repeat(59);
+        // The graph of a short call, so that only the size can refuse the long one.
+        let graph =
+            crate::graph::build_job_graph(&crate::examples::bundled(), &spec("stream-sum", &[]), 1)
+                .unwrap();
+        let long = spec("stream-sum", &["--rate", &too_long]);
+        let err = d.submit(JobId(1), long, graph, 1, job(), 0).unwrap_err();
+        assert_eq!(
+            err,
+            SubmitError::ArgumentsTooLarge {
+                bytes: 65,
+                limit: 64
+            }
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("web.submit.max-args-size") && text.contains("64"),
+            "{text}"
+        );
+        assert!(d.job(JobId(1)).is_none());
     }
 
     #[test]

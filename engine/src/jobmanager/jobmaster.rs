@@ -374,6 +374,18 @@ impl JobMaster {
         &self.executions
     }
 
+    /// Whether the job was submitted but none of its tasks has reached a TaskManager yet: it
+    /// waits for its restore check or for slots. A job restarting after a failure ran before and
+    /// does not count.
+    pub fn is_pending(&self) -> bool {
+        matches!(self.status, JobStatus::Created | JobStatus::Initializing)
+            || (self.status == JobStatus::Running
+                && self.restart.restarts() == 0
+                && self.executions.iter().flatten().all(|e| {
+                    matches!(e.state, ExecutionState::Created | ExecutionState::Scheduled)
+                }))
+    }
+
     /// Failures, oldest first.
     pub fn exceptions(&self) -> &[ExceptionEntry] {
         &self.exceptions
@@ -638,7 +650,7 @@ impl JobMaster {
                 tracing::info!(
                     checkpoint = plan.checkpoint_id,
                     job_id = %self.job_id,
-                    dir = %plan.metadata_dir,
+                    dir = %crate::common::log_text::clip(&plan.metadata_dir),
                     "restoring from a checkpoint"
                 );
                 self.restores = plan

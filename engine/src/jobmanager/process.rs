@@ -108,6 +108,19 @@ impl JobManager {
         // Checkpoints, savepoints and HA metadata live on the local (or a mounted, shared)
         // file system.
         let storage: Arc<dyn StateStorage> = Arc::new(LocalFileStorage);
+        if let Some(dir) = &config.checkpointing.savepoint_dir {
+            let (storage, root) = (storage.clone(), dir.display().to_string());
+            let removed = tokio::task::spawn_blocking(move || {
+                crate::checkpoint::io::remove_abandoned_savepoints(storage.as_ref(), &root, |pid| {
+                    std::path::Path::new(&format!("/proc/{pid}")).exists()
+                })
+            })
+            .await
+            .unwrap_or_default();
+            for dir in removed {
+                info!(dir = %crate::common::log_text::clip(&dir), "removed a savepoint its JobManager never completed");
+            }
+        }
         let shared = Arc::new(JobManagerShared::new(
             config,
             programs,

@@ -21,12 +21,14 @@ use tracing::{info, warn};
 
 use super::dispatcher::{
     CancelError, Dispatcher, DispatcherSettings, JobSettings, Outbox, SavepointError, SubmitError,
+    check_job_paths, check_program_args,
 };
 use super::ha_state::HaRuntime;
 use crate::api::ProgramRegistry;
 use crate::checkpoint::StorageWork;
 use crate::checkpoint::{io, job_root};
 use crate::common::ids::{JobId, ResourceId};
+use crate::common::log_text::clip;
 use crate::config::Config;
 use crate::ha::JobRecord;
 use crate::rpc::messages::{JmToTm, ProgramSpec};
@@ -85,12 +87,7 @@ impl JobManagerShared {
         rpc_address: SocketAddr,
         ha: Option<HaRuntime>,
     ) -> Self {
-        let settings = DispatcherSettings {
-            slot_request_timeout_ms: config.slot_request_timeout.as_millis() as u64,
-            heartbeat_timeout_ms: config.heartbeat.detection_timeout().as_millis() as u64,
-            jobstore_max_capacity: config.jobstore.max_capacity,
-            jobstore_expiration_ms: config.jobstore.expiration_time.as_millis() as u64,
-        };
+        let settings = DispatcherSettings::from_config(&config);
         JobManagerShared {
             config,
             programs,
@@ -261,6 +258,8 @@ impl JobManagerShared {
         savepoint: Option<String>,
         recover: bool,
     ) -> Result<JobId, SubmitError> {
+        // Before anything is built from them; the Dispatcher checks again under its lock.
+        check_program_args(&program, self.config.rest.max_args_size)?;
         let parallelism = parallelism.unwrap_or(self.config.parallelism_default);
         let mut config = self.config.clone();
         for (key, value) in overrides {
@@ -292,6 +291,10 @@ impl JobManagerShared {
                 ),
             })
         })?;
+        // Paths a recovered job uses were checked when it was first submitted.
+        if !recover {
+            check_job_paths(&graph, savepoint.as_deref(), &config, &self.config)?;
+        }
         if let Some(path) = savepoint {
             let storage = self.storage.clone();
             let given = path.clone();
@@ -335,12 +338,18 @@ impl JobManagerShared {
         target: Option<String>,
         stop: bool,
     ) -> Result<String, SavepointError> {
-        // A target is a path or a file: URI, parsed as every configured path is.
+        // A target is a path or a file: URI, parsed as every configured path is, and one clients
+        // may name (the configured default is the operator's own choice).
         let target = target
             .map(|t| {
-                crate::config::local_path(&t)
-                    .map(|p| p.display().to_string())
-                    .map_err(|e| SavepointError::Refused(format!("invalid target directory: {e}")))
+                let path = crate::config::local_path(&t).map_err(SavepointError::BadTarget)?;
+                crate::config::check_client_path(
+                    &path,
+                    "the target directory",
+                    &self.config.security.io_allowed_dirs,
+                )
+                .map_err(SavepointError::BadTarget)?;
+                Ok(path.display().to_string())
             })
             .transpose()?;
         let request_id = format!("{:032x}", rand::random::<u128>());
@@ -403,6 +412,12 @@ fn perform(storage: &dyn StateStorage, work: StorageWork) -> Option<FileWorkDone
             io::discard(storage, &dirs, &files);
             None
         }
+        StorageWork::MarkInProgress { dir } => {
+            if let Err(e) = io::mark_in_progress(storage, &dir) {
+                warn!(dir = %clip(&dir), "cannot mark the savepoint directory: {e}");
+            }
+            None
+        }
         StorageWork::CheckRestore { ticket, candidates } => Some(FileWorkDone::Checked {
             ticket,
             verdicts: io::check_candidates(storage, &candidates),
@@ -437,7 +452,7 @@ async fn lane(
         match blocking(move || perform(storage.as_ref(), work)).await {
             Ok(Some(done)) => shared.file_work_done(term, job, done),
             Ok(None) => {}
-            Err(e) => warn!(job_id = %job, "checkpoint file work failed: {e}"),
+            Err(e) => warn!(job_id = %job, "checkpoint file work failed: {}", clip(&e)),
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod client;
 mod error;
+mod guard;
 mod ui;
 mod views;
 
@@ -32,9 +33,9 @@ use error::{ApiError, ApiJson, ApiPath, ApiQuery, JobIdParam};
 type Shared = Arc<JobManagerShared>;
 type ApiResult = Result<Json<Value>, ApiError>;
 
-/// The largest parallelism a submission may ask for: Flink's upper bound of key groups. Larger
-/// values could never be scheduled and would only cost memory.
-pub const MAX_PARALLELISM: u32 = 32768;
+// The largest parallelism a submission may ask for (Flink's upper bound of key groups): larger
+// values could never be scheduled and would only cost memory.
+use crate::config::MAX_PARALLELISM;
 
 /// Starts a JobManager serving this REST API.
 pub async fn start_jobmanager(
@@ -84,6 +85,11 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
             shared.clone(),
             standby_guard,
         ))
+        // Outermost: a forged request is refused before a standby would redirect it.
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            guard::cross_site_guard,
+        ))
         .with_state(shared)
 }
 
@@ -123,8 +129,25 @@ async fn standby_guard(
     }
 }
 
-async fn config() -> Json<Value> {
-    Json(views::dashboard_config(now_ms()))
+async fn config(State(shared): State<Shared>) -> Json<Value> {
+    let rest = &shared.config().rest;
+    Json(views::dashboard_config(
+        now_ms(),
+        rest.submit_enabled,
+        rest.cancel_enabled,
+    ))
+}
+
+/// 403 unless `enabled`: the operator switched the call off with `key: false`.
+fn switched_on(enabled: bool, key: &str) -> Result<(), ApiError> {
+    if enabled {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("Forbidden: this JobManager is configured with {key}: false"),
+        ))
+    }
 }
 
 async fn overview(State(shared): State<Shared>) -> Json<Value> {
@@ -202,6 +225,7 @@ fn savepoint_answer(
     target: Option<String>,
     stop: bool,
 ) -> Result<Response, ApiError> {
+    switched_on(shared.config().rest.cancel_enabled, "web.cancel.enable")?;
     match shared.trigger_savepoint(id, target, stop) {
         Ok(request_id) => Ok((
             StatusCode::ACCEPTED,
@@ -209,6 +233,9 @@ fn savepoint_answer(
         )
             .into_response()),
         Err(SavepointError::NotFound(id)) => Err(ApiError::job_not_found(id)),
+        Err(e @ SavepointError::BadTarget(_)) => Err(ApiError::bad_request(format!(
+            "Savepoint triggering failed: {e}"
+        ))),
         Err(e @ SavepointError::Refused(_)) => Err(ApiError::new(
             StatusCode::CONFLICT,
             format!("Savepoint triggering failed: {e}"),
@@ -327,6 +354,7 @@ async fn terminate_job(
             ));
         }
     }
+    switched_on(shared.config().rest.cancel_enabled, "web.cancel.enable")?;
     match shared.cancel(id) {
         Ok(()) => Ok((StatusCode::ACCEPTED, Json(json!({}))).into_response()),
         Err(CancelError::NotFound(id)) => Err(ApiError::job_not_found(id)),
@@ -361,6 +389,7 @@ async fn submit(
     State(shared): State<Shared>,
     ApiJson(request): ApiJson<SubmitRequest>,
 ) -> Result<Response, ApiError> {
+    switched_on(shared.config().rest.submit_enabled, "web.submit.enable")?;
     if request.parallelism.is_some_and(|p| p > MAX_PARALLELISM) {
         return Err(ApiError::bad_request(format!(
             "Bad request: parallelism must be at most {MAX_PARALLELISM}"
@@ -407,6 +436,10 @@ async fn submit(
         Err(e @ SubmitError::Duplicate(_)) => {
             Err(ApiError::new(StatusCode::CONFLICT, e.to_string()))
         }
+        Err(e) if e.is_retryable() => Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("Job submission failed: {e}"),
+        )),
         Err(e) => Err(ApiError::bad_request(format!("Job submission failed: {e}"))),
     }
 }

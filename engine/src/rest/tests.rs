@@ -19,7 +19,15 @@ struct Cluster {
 }
 
 async fn cluster() -> Cluster {
+    cluster_with(&[]).await
+}
+
+/// A cluster whose configuration has `settings` on top of the defaults.
+async fn cluster_with(settings: &[(&str, &str)]) -> Cluster {
     let mut config = Config::default();
+    for (key, value) in settings {
+        config.set(key, value).unwrap();
+    }
     config.set("rest.port", "0").unwrap();
     config.set("jobmanager.rpc.port", "0").unwrap();
     let jm = crate::rest::start_jobmanager(
@@ -81,6 +89,32 @@ impl Cluster {
         let body = serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("{path} answered non-JSON ({e}): {text:?}"));
         (status, body)
+    }
+
+    /// A POST of a JSON body.
+    async fn post_json(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap())
+    }
+
+    /// `POST /sluice/jobs` with a JSON body.
+    async fn submit_json(&self, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(format!("{}/sluice/jobs", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap())
     }
 
     fn client(&self) -> RestClient {
@@ -527,6 +561,265 @@ async fn malformed_submissions_are_refused_with_reasons() {
     c.get("/overview").await;
 }
 
+/// 50 submissions with 1.8 MB of arguments each used to stay in the JobManager's memory; now the
+/// arguments are bounded and waiting jobs are capped, each refusal naming its key and limit.
+#[tokio::test]
+async fn oversized_arguments_and_too_many_waiting_jobs_are_refused() {
+    let c = cluster_with(&[("jobmanager.max-pending-jobs", "2")]).await;
+    let huge = "x".repeat(1_800_000);
+    let (status, answer) = c
+        .submit_json(json!({ "job": "stream-sum", "args": ["--rate", huge] }))
+        .await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::BAD_REQUEST,
+        "web.submit.max-args-size allows (65536 bytes)",
+    );
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+
+    // No TaskManager: every accepted job waits for slots.
+    for _ in 0..2 {
+        let (status, answer) = c.submit_json(json!({ "job": "stream-sum" })).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    }
+    let (status, answer) = c.submit_json(json!({ "job": "stream-sum" })).await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::TOO_MANY_REQUESTS,
+        "the limit of jobmanager.max-pending-jobs (2)",
+    );
+    let jobs = c.get("/jobs").await;
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 2, "{jobs}");
+    // Cancelling a waiting job makes room for the next.
+    let first = jobs["jobs"][0]["id"].as_str().unwrap().to_owned();
+    let (status, _) = c
+        .flink(Method::PATCH, &format!("/jobs/{first}?mode=cancel"))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, answer) = c.submit_json(json!({ "job": "stream-sum" })).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+}
+
+/// A savepoint whose `_metadata` points a state file outside its directory is refused at
+/// submission, naming the path; nothing is read from outside and no job is created.
+#[tokio::test]
+async fn a_savepoint_pointing_outside_itself_is_refused_naming_the_path() {
+    let c = cluster().await;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, b"abc").unwrap();
+    let savepoint = dir.path().join("savepoints/savepoint-1");
+    std::fs::create_dir_all(&savepoint).unwrap();
+    let mut metadata = crate::checkpoint::CheckpointMetadata::new("ab".repeat(16), 1, 1000, true);
+    metadata.operators.insert(
+        0,
+        crate::checkpoint::OperatorMetadata {
+            parallelism: 1,
+            max_parallelism: 128,
+            subtasks: [(
+                0,
+                crate::checkpoint::OperatorSubtaskState {
+                    operator_state: Vec::new(),
+                    keyed: Some(crate::state::KeyedStateHandle {
+                        backend: "hashmap".into(),
+                        key_groups: (0, 127),
+                        files: vec![crate::state::StateFile {
+                            path: "../../secret".into(),
+                            size: 3,
+                            shared: false,
+                        }],
+                        checkpointed_size: 3,
+                        full_size: 3,
+                    }),
+                },
+            )]
+            .into(),
+        },
+    );
+    std::fs::write(savepoint.join("_metadata"), metadata.to_bytes().unwrap()).unwrap();
+    let (status, answer) = c
+        .submit_json(json!({
+            "job": "stream-sum",
+            "savepointPath": savepoint.display().to_string(),
+        }))
+        .await;
+    is_error(status, &answer, StatusCode::BAD_REQUEST, "\"../../secret\"");
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+}
+
+/// An unauthenticated client used to read and write any file the daemon could (`--input
+/// /path/.cluster-secret`, `--output` anywhere) and to write savepoints to `""` (the file-system
+/// root) or `/etc`. Now client paths must be absolute, normalized and, with
+/// `security.io.allowed-dirs`, inside the allowed directories.
+#[tokio::test]
+async fn client_chosen_paths_outside_the_allowed_dirs_are_refused() {
+    let allowed = tempfile::tempdir().unwrap();
+    let root = allowed.path().display().to_string();
+    let c = cluster_with(&[("security.io.allowed-dirs", root.as_str())]).await;
+    let inside = format!("{root}/counts");
+    for (args, needle) in [
+        (
+            vec!["--input", "/etc/hostname", "--output", inside.as_str()],
+            "the path of the Text File Source \"/etc/hostname\" is outside",
+        ),
+        (
+            vec!["--output", "/tmp/sluice-elsewhere"],
+            "security.io.allowed-dirs",
+        ),
+        (vec!["--output", "relative/out"], "not an absolute path"),
+        (
+            vec!["--output", &format!("{root}/../escape")],
+            "'.' or '..' parts",
+        ),
+    ] {
+        let (status, answer) = c
+            .submit_json(json!({ "job": "wordcount", "args": args }))
+            .await;
+        is_error(status, &answer, StatusCode::BAD_REQUEST, needle);
+    }
+    // A job-scoped checkpoint directory is a client's path too.
+    let (status, answer) = c
+        .submit_json(json!({
+            "job": "stream-sum",
+            "config": { "execution.checkpointing.dir": "/etc/sluice-chk" },
+        }))
+        .await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::BAD_REQUEST,
+        "execution.checkpointing.dir \"/etc/sluice-chk\"",
+    );
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+
+    // Inside the allowed directory the job is accepted, and savepoint targets are checked.
+    let (status, answer) = c
+        .submit_json(json!({ "job": "wordcount", "args": ["--output", inside] }))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    let job = answer["jobid"].as_str().unwrap().to_owned();
+    for (target, needle) in [
+        ("", "empty"),
+        ("/", "file-system root"),
+        ("/etc", "security.io.allowed-dirs"),
+        ("savepoints", "not an absolute path"),
+    ] {
+        let (status, answer) = c
+            .post_json(
+                &format!("/jobs/{job}/savepoints"),
+                json!({ "target-directory": target }),
+            )
+            .await;
+        is_error(status, &answer, StatusCode::BAD_REQUEST, needle);
+    }
+    let (status, answer) = c
+        .post_json(
+            &format!("/jobs/{job}/stop"),
+            json!({ "targetDirectory": "/etc" }),
+        )
+        .await;
+    is_error(status, &answer, StatusCode::BAD_REQUEST, "/etc");
+}
+
+/// An operator can switch submission and cancellation off (Flink's `web.submit.enable`,
+/// `web.cancel.enable`); the dashboard's features say so and the calls answer 403.
+#[tokio::test]
+async fn submission_and_cancellation_can_be_switched_off() {
+    let open = cluster().await;
+    let (status, answer) = open.submit_json(json!({ "job": "stream-sum" })).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    let c = cluster_with(&[
+        ("web.submit.enable", "false"),
+        ("web.cancel.enable", "false"),
+    ])
+    .await;
+    let features = &c.get("/config").await["features"];
+    assert_eq!(features["web-submit"], json!(false));
+    assert_eq!(features["web-cancel"], json!(false));
+    let (status, answer) = c.submit_json(json!({ "job": "stream-sum" })).await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::FORBIDDEN,
+        "web.submit.enable: false",
+    );
+    let job = "00000000000000000000000000000001";
+    let (status, answer) = c
+        .flink(Method::PATCH, &format!("/jobs/{job}?mode=cancel"))
+        .await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::FORBIDDEN,
+        "web.cancel.enable: false",
+    );
+    for path in ["savepoints", "stop"] {
+        let (status, answer) = c.flink(Method::POST, &format!("/jobs/{job}/{path}")).await;
+        is_error(
+            status,
+            &answer,
+            StatusCode::FORBIDDEN,
+            "web.cancel.enable: false",
+        );
+    }
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+}
+
+/// A web page in an operator's browser must not drive a loopback JobManager: cross-site
+/// requests (a foreign Origin) and DNS rebinding (a foreign Host) are refused with 403 before
+/// any handler runs, while reads and the JobManager's own page keep working.
+#[tokio::test]
+async fn cross_site_and_rebound_requests_cannot_change_state() {
+    let c = cluster().await;
+    let port = c.base.rsplit(':').next().unwrap().to_owned();
+    let submit = |host: String, origin: Option<String>| {
+        let mut request = c
+            .http
+            .post(format!("{}/sluice/jobs", c.base))
+            .header("Host", host)
+            .json(&json!({ "job": "stream-sum" }));
+        if let Some(origin) = origin {
+            request = request.header("Origin", origin);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let own = format!("localhost:{port}");
+    let (status, answer) = submit(own.clone(), Some("http://evil.test".into())).await;
+    is_error(status, &answer, StatusCode::FORBIDDEN, "http://evil.test");
+    let (status, answer) = submit(format!("rebind.evil.test:{port}"), None).await;
+    is_error(status, &answer, StatusCode::FORBIDDEN, "rebind.evil.test");
+    // A cancellation is refused the same way.
+    let cancel = c
+        .http
+        .patch(format!(
+            "{}/jobs/00000000000000000000000000000001?mode=cancel",
+            c.base
+        ))
+        .header("Origin", "http://evil.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancel.status(), StatusCode::FORBIDDEN);
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+    // Reads from anywhere, and writes from the JobManager's own origin, still work.
+    let overview = c
+        .http
+        .get(format!("{}/overview", c.base))
+        .header("Origin", "http://evil.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(overview.status(), StatusCode::OK);
+    let (status, answer) = submit(own.clone(), Some(format!("http://{own}"))).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+}
+
 #[tokio::test]
 async fn rest_client_drives_the_api() {
     let c = cluster().await;
@@ -681,6 +974,8 @@ mod views_of_a_running_cluster {
             heartbeat_timeout_ms: 10_000,
             jobstore_max_capacity: 10,
             jobstore_expiration_ms: 100_000,
+            max_pending_jobs: 10,
+            max_args_size: 1 << 16,
         });
         let _ = d.register_taskmanager(
             TaskManagerInfo {

@@ -54,8 +54,9 @@ fn timezone_name() -> String {
         .unwrap_or_else(|| "UTC".to_string())
 }
 
-/// `GET /config`: what Flink's dashboard reads first; the time zone is the JobManager's.
-pub fn dashboard_config(now: u64) -> Value {
+/// `GET /config`: what Flink's dashboard reads first; the time zone is the JobManager's, the
+/// features what `web.submit.enable` and `web.cancel.enable` allow.
+pub fn dashboard_config(now: u64, submit: bool, cancel: bool) -> Value {
     json!({
         "refresh-interval": 2000,
         "timezone-name": timezone_name(),
@@ -63,8 +64,8 @@ pub fn dashboard_config(now: u64) -> Value {
         "flink-version": version(),
         "flink-revision": COMMIT,
         "features": {
-            "web-submit": true,
-            "web-cancel": true,
+            "web-submit": submit,
+            "web-cancel": cancel,
             "web-rescale": false,
             "web-history": false,
         },

@@ -20,6 +20,14 @@ pub enum StateError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// A file a snapshot references lies outside the snapshot (a crafted or damaged `_metadata`).
+    #[error("checkpoint metadata in {dir} is refused: {reason}")]
+    OutsideSnapshot {
+        /// The directory holding `_metadata`.
+        dir: String,
+        /// Which path, and where it had to lie.
+        reason: String,
+    },
     /// A file a snapshot references does not exist.
     #[error("state file {path} referenced by the checkpoint does not exist")]
     MissingFile {

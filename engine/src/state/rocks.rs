@@ -244,7 +244,7 @@ fn download(
     std::fs::create_dir_all(dir)
         .map_err(|e| StateError::io("create directory", dir.display(), e))?;
     for file in &handle.files {
-        let from = storage::join(metadata_dir, &file.path);
+        let from = file.resolve(metadata_dir)?;
         storage
             .download(&from, &dir.join(local_name(file)))
             .map_err(|e| StateError::io("download state file", &from, e))?;
@@ -409,7 +409,7 @@ impl RocksBackend {
                 local_name(file).to_string(),
                 SharedSst {
                     shared_name: shared_name.to_string(),
-                    storage_path: storage::join(metadata_dir, &file.path),
+                    storage_path: file.resolve(metadata_dir)?,
                     size: file.size,
                 },
             );

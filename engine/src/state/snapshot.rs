@@ -18,6 +18,19 @@ pub struct StateFile {
     pub shared: bool,
 }
 
+impl StateFile {
+    /// Its storage path, for the metadata in `metadata_dir`: refused when it would lie outside
+    /// the snapshot (see [`super::storage::resolve_inside`]).
+    pub fn resolve(&self, metadata_dir: &str) -> Result<String, super::StateError> {
+        super::storage::resolve_inside(metadata_dir, &self.path, true).map_err(|reason| {
+            super::StateError::OutsideSnapshot {
+                dir: metadata_dir.to_string(),
+                reason,
+            }
+        })
+    }
+}
+
 /// The keyed state of one operator in one subtask: which key groups, which backend, which files.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyedStateHandle {

@@ -26,6 +26,40 @@ pub trait StateStorage: Send + Sync {
     fn delete_dir(&self, path: &str) -> io::Result<()>;
 }
 
+/// The directory, beside a checkpoint's `chk-<n>`, that holds its incremental (shared) files,
+/// as a path relative to the checkpoint directory.
+const SHARED_PREFIX: [&str; 2] = ["..", "shared"];
+
+/// Resolves a file a snapshot's metadata references, `relative` to `metadata_dir` (the directory
+/// holding `_metadata`): a file inside that directory, or, with `allow_shared`, `../shared/<name>`
+/// in the job's shared directory beside it (incremental checkpoints). Anything else, an absolute
+/// path, other `..` segments or an empty name, is refused with the reason: a crafted `_metadata`
+/// must not make a restore read, download or delete files anywhere else.
+pub fn resolve_inside(
+    metadata_dir: &str,
+    relative: &str,
+    allow_shared: bool,
+) -> Result<String, String> {
+    let segments: Vec<&str> = relative.split('/').collect();
+    let rest = if allow_shared && segments.len() > 2 && segments[..2] == SHARED_PREFIX {
+        &segments[2..]
+    } else {
+        &segments[..]
+    };
+    let bad = rest
+        .iter()
+        .any(|s| s.is_empty() || *s == "." || *s == ".." || s.contains('\0'));
+    if relative.starts_with('/') || bad {
+        let inside = if allow_shared {
+            format!("inside {metadata_dir} or its job's shared directory")
+        } else {
+            format!("inside {metadata_dir}")
+        };
+        return Err(format!("the state file {relative:?} does not lie {inside}"));
+    }
+    Ok(join(metadata_dir, relative))
+}
+
 /// Joins a storage path and a relative one, resolving `..` segments.
 pub fn join(base: &str, relative: &str) -> String {
     if relative.starts_with('/') {
@@ -157,6 +191,39 @@ impl StateStorage for LocalFileStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_files_resolve_inside_their_snapshot_only() {
+        let dir = "/c/job/chk-3";
+        assert_eq!(
+            resolve_inside(dir, "op-1", false).unwrap(),
+            "/c/job/chk-3/op-1"
+        );
+        assert_eq!(
+            resolve_inside(dir, "a/b", false).unwrap(),
+            "/c/job/chk-3/a/b"
+        );
+        assert_eq!(
+            resolve_inside(dir, "../shared/a.sst", true).unwrap(),
+            "/c/job/shared/a.sst"
+        );
+        for (bad, shared) in [
+            ("../shared/a.sst", false),
+            ("../../../etc/passwd", true),
+            ("../shared/../../x", true),
+            ("../shared/", true),
+            ("../x", true),
+            ("/etc/passwd", true),
+            ("a/../../x", true),
+            ("a/./b", true),
+            ("", true),
+            ("a//b", true),
+            ("a\0b", true),
+        ] {
+            let err = resolve_inside(dir, bad, shared).unwrap_err();
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+    }
 
     #[test]
     fn join_resolves_parent_segments() {

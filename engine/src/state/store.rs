@@ -15,7 +15,7 @@ use super::format;
 use super::heap::HeapBackend;
 use super::import::ImportSink;
 use super::rocks::{self, RocksBackend};
-use super::storage::{self, StateStorage};
+use super::storage::StateStorage;
 use super::{
     BackendKind, BackendSettings, KeyGroupRange, KeyedStateHandle, MAX_MAX_PARALLELISM, RawEntry,
     Registry, SnapshotLocation, StateEntry, StateError, StateId, StorageKind,
@@ -234,7 +234,7 @@ impl KeyedStateStore {
         };
         if handle.backend == BackendKind::HashMap.name() {
             for file in &handle.files {
-                let path = storage::join(metadata_dir, &file.path);
+                let path = file.resolve(metadata_dir)?;
                 let bytes = storage
                     .read(&path)
                     .map_err(|e| StateError::io("read state file", &path, e))?;
@@ -416,7 +416,7 @@ fn check_files(
 ) -> Result<(), StateError> {
     for handle in restore {
         for file in &handle.files {
-            let path = storage::join(metadata_dir, &file.path);
+            let path = file.resolve(metadata_dir)?;
             match storage.size(&path) {
                 Err(e) => return Err(StateError::io("check state file", &path, e)),
                 Ok(None) => return Err(StateError::MissingFile { path }),

@@ -1,5 +1,6 @@
 //! The TaskManager: offers slots, runs deployed subtasks as threads, exchanges records with
 //! other TaskManagers, and reports to the JobManager.
 
+mod local_state;
 pub mod service;
 pub(crate) mod task;

@@ -76,6 +76,9 @@ fn hardware(process_memory: u64) -> Hardware {
     }
 }
 
+/// How long [`TaskManager::shutdown`] waits for cancelled subtasks to end.
+const SHUTDOWN_TASK_WAIT: Duration = Duration::from_secs(10);
+
 impl TaskManager {
     /// Opens the data port; call [`run`](Self::run) to register and work.
     /// It runs subtasks of the jobs of `programs`.
@@ -119,6 +122,11 @@ impl TaskManager {
                 rand::random::<u32>() & 0xff_ffff
             )
         });
+        for dir in
+            super::local_state::remove_orphans(&config.state.local_base(), std::process::id())
+        {
+            info!(dir = %dir.display(), "removed the local state of a TaskManager that is gone");
+        }
         let slots = config.taskmanager.number_of_task_slots.max(1);
         let rocks_slot_memory = config.state.rocksdb_memory_per_slot(&config.network, slots);
         let rocks_memory: Vec<_> = rocks_slot_memory
@@ -150,7 +158,7 @@ impl TaskManager {
                 settings.segment_size,
             ),
             partition_wait: settings.partition_wait,
-            local_state_dir: config.state.local_dir(&resource_id),
+            local_state_dir: config.state.local_dir(&resource_id, std::process::id()),
             storage: Arc::new(crate::state::LocalFileStorage),
             rocks_memory: rocks_memory.clone(),
             programs,
@@ -515,10 +523,17 @@ impl TaskManager {
         }
     }
 
-    /// Stops every task and closes the data port.
+    /// Stops every task, closes the data port and removes the local state directory once the
+    /// cancelled subtasks have ended (at most [`SHUTDOWN_TASK_WAIT`]: a RocksDB instance still
+    /// writing would refill a directory removed under it). Blocks the calling thread meanwhile.
     pub fn shutdown(&self) {
         self.cancel_all();
         self.data.close();
+        let deadline = std::time::Instant::now() + SHUTDOWN_TASK_WAIT;
+        while self.running_tasks() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        super::local_state::remove_own(&self.services.local_state_dir);
     }
 
     /// How many subtasks run now.

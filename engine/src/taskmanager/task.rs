@@ -198,7 +198,7 @@ pub(crate) fn spawn(
             services.registry.release_producer(execution);
         }
         match &error {
-            Some(e) => warn!(%execution, error = %e, "task failed"),
+            Some(e) => warn!(%execution, error = %crate::common::log_text::clip(&e.to_string()), "task failed"),
             None => info!(%execution, state = state.name(), "task ended"),
         }
         report(execution, state, error, metrics_of(&counters));
