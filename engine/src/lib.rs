@@ -19,6 +19,7 @@ pub mod ha;
 pub mod jobmanager;
 pub mod logfile;
 pub mod network;
+pub mod pids;
 pub mod record;
 pub mod rest;
 pub mod rpc;

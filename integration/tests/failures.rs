@@ -246,3 +246,75 @@ fn a_frozen_taskmanager_is_given_up_after_its_unanswered_heartbeats_not_the_full
     let root = exceptions["root-exception"].as_str().unwrap_or_default();
     assert!(root.contains("no heartbeat for 1500 ms"), "{root}");
 }
+
+#[test]
+fn a_savepoint_cut_short_by_a_killed_jobmanager_is_removed_when_a_jobmanager_starts_again() {
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let savepoints = scratch.path().join("savepoints");
+    let cluster = StandaloneCluster::start(
+        1,
+        2,
+        &format!(
+            "execution.checkpointing.savepoint-dir: {}",
+            savepoints.display()
+        ),
+    );
+    // Another program's directory in the same place, and one of a name sluice would use but
+    // without its marker: neither is sluice's to remove.
+    std::fs::create_dir_all(savepoints.join("backups")).expect("dir");
+    std::fs::create_dir_all(savepoints.join("savepoint-000000-000000000000")).expect("dir");
+    let id = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "2000"]);
+    wait_for(Duration::from_secs(30), "the job to run", || {
+        all_tasks_running(&cluster, &id).then_some(())
+    });
+    // Frozen TaskManagers never answer the barrier, so the savepoint stays in progress.
+    let taskmanagers = cluster.pids("taskmanager");
+    for &pid in &taskmanagers {
+        sluice_integration::signal("-STOP", pid);
+    }
+    let (status, body) = cluster.request(
+        "POST",
+        &format!("/jobs/{id}/savepoints"),
+        r#"{"cancel-job": false}"#,
+    );
+    assert_eq!(status, 202, "{body}");
+    let partial = wait_for(
+        Duration::from_secs(15),
+        "the savepoint's directory with its in-progress marker",
+        || {
+            std::fs::read_dir(&savepoints)
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.join("_sluice_in_progress").exists())
+        },
+    );
+    assert!(!partial.join("_metadata").exists());
+    kill9(cluster.pids("jobmanager")[0]);
+    for &pid in &taskmanagers {
+        sluice_integration::signal("-CONT", pid);
+    }
+    assert!(
+        partial.exists(),
+        "nothing removes it while no JobManager runs"
+    );
+    let out = cluster.script("jobmanager.sh", &["start"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while partial.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !partial.exists(),
+        "the new JobManager did not remove {} (marker: {:?}); its log:\n{}",
+        partial.display(),
+        std::fs::read_to_string(partial.join("_sluice_in_progress")),
+        cluster.logs("jobmanager").join("\n")
+    );
+    assert!(savepoints.join("backups").exists());
+    assert!(savepoints.join("savepoint-000000-000000000000").exists());
+}

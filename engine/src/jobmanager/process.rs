@@ -111,9 +111,11 @@ impl JobManager {
         if let Some(dir) = &config.checkpointing.savepoint_dir {
             let (storage, root) = (storage.clone(), dir.display().to_string());
             let removed = tokio::task::spawn_blocking(move || {
-                crate::checkpoint::io::remove_abandoned_savepoints(storage.as_ref(), &root, |pid| {
-                    std::path::Path::new(&format!("/proc/{pid}")).exists()
-                })
+                crate::checkpoint::io::remove_abandoned_savepoints(
+                    storage.as_ref(),
+                    &root,
+                    crate::pids::alive,
+                )
             })
             .await
             .unwrap_or_default();

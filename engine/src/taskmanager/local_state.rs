@@ -17,16 +17,11 @@ pub(crate) fn owner_pid(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
-/// Whether a process with this pid exists.
-fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
 /// Removes the local state directories in `base` whose owner (the pid in the name) is neither
 /// `own_pid` nor a running process; returns those it removed. A pid reused by another process
 /// keeps its directory: sluice cannot tell, and keeping it is the safe mistake.
 pub(crate) fn remove_orphans(base: &Path, own_pid: u32) -> Vec<PathBuf> {
-    remove_orphans_if(base, own_pid, alive)
+    remove_orphans_if(base, own_pid, crate::pids::alive)
 }
 
 fn remove_orphans_if(base: &Path, own_pid: u32, alive: impl Fn(u32) -> bool) -> Vec<PathBuf> {
