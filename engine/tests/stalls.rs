@@ -141,18 +141,24 @@ impl Latencies {
     }
 }
 
-/// Samples REST (`GET /overview`) and heartbeat answers every 20 ms until `done` says so.
+/// Samples REST (`GET /overview`) and heartbeat answers every 20 ms until `done` says so;
+/// `explain` says what was still pending if it never does.
 async fn sample_until(
     rest: &str,
     tm: &mut FakeTaskManager,
     deadline: Duration,
     mut done: impl FnMut() -> bool,
+    explain: impl Fn() -> String,
 ) -> Latencies {
     let http = reqwest::Client::new();
     let mut measured = Latencies::default();
     let start = Instant::now();
     while !done() {
-        assert!(start.elapsed() < deadline, "gave up after {deadline:?}");
+        assert!(
+            start.elapsed() < deadline,
+            "gave up after {deadline:?}: {}",
+            explain()
+        );
         let sent = Instant::now();
         let answer = http
             .get(format!("http://{rest}/overview"))
@@ -255,21 +261,45 @@ async fn discarding_a_checkpoint_of_100000_files_delays_no_answer() {
     // JobManager deletes when the job is cancelled (retention: delete on cancellation).
     fill(&root.join("shared"), 100_000);
     let mut fake = FakeTaskManager::register(&jm, &secret, "fake-tm").await;
-    let before = sample_until(&rest, &mut fake, Duration::from_secs(5), {
-        let mut n = 0;
-        move || {
-            n += 1;
-            n > 10
-        }
-    })
+    let before = sample_until(
+        &rest,
+        &mut fake,
+        Duration::from_secs(5),
+        {
+            let mut n = 0;
+            move || {
+                n += 1;
+                n > 10
+            }
+        },
+        String::new,
+    )
     .await;
     before.assert_prompt("idle");
 
     let cancelled = Instant::now();
     jm.shared.cancel(job).expect("cancel");
-    let during = sample_until(&rest, &mut fake, Duration::from_secs(120), || {
-        !root.exists()
-    })
+    let during = sample_until(
+        &rest,
+        &mut fake,
+        Duration::from_secs(120),
+        || !root.exists(),
+        || {
+            let status = jm.shared.view().job(job).map(|j| j.status());
+            let left: Vec<String> = std::fs::read_dir(&root)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "the job is {status:?}; {} still holds {left:?}",
+                root.display()
+            )
+        },
+    )
     .await;
     let deletion = cancelled.elapsed();
     println!(
@@ -332,7 +362,10 @@ async fn a_slow_zookeeper_delays_no_answer_and_no_heartbeat_timeout() {
             .is_none()
     };
     let silent_since = Instant::now();
-    let during = sample_until(&rest, &mut fake, Duration::from_secs(20), lost).await;
+    let during = sample_until(&rest, &mut fake, Duration::from_secs(20), lost, || {
+        "the TaskManager was not declared lost".to_string()
+    })
+    .await;
     let detected = silent_since.elapsed();
     println!(
         "the silent TaskManager was lost after {detected:?}; meanwhile {}",
