@@ -295,8 +295,11 @@ impl Bench<'_> {
 
     /// Runs one process to its end: wall time and CPU, or the failure with its log's tail.
     fn measure(&self, engine: Engine, job: Job, size: u64, tag: &str) -> Result<(Usage, u64)> {
-        let (cmd, records) = self.command(engine, job, size, tag)?;
+        let (mut cmd, records) = self.command(engine, job, size, tag)?;
         let log = self.scratch.path().join(format!("{tag}.log"));
+        // In the scratch directory, so that neither engine picks up a configuration file from
+        // wherever the harness was started (sluice reads ./conf/config.yaml if there is one).
+        cmd.current_dir(self.scratch.path());
         let started = Instant::now();
         let mut child = procs::Child::spawn_logged(engine.name(), cmd, &log)?;
         let cpu = child.wait_cpu(Duration::from_secs(1200));
@@ -359,8 +362,10 @@ fn count_words(text: &str) -> u64 {
 /// `sluice-bench flink`: every job in `jobs`, `runs` times on each engine, and the table.
 pub fn run(sluice: &Path, jobs: &[Job], runs: usize, quick: bool) -> Result<()> {
     let flink = build_jar(&project_dir())?;
+    // The children run in the scratch directory: a relative path would name another file there.
+    let sluice = std::fs::canonicalize(sluice).unwrap_or_else(|_| sluice.to_path_buf());
     let bench = Bench {
-        sluice,
+        sluice: &sluice,
         flink,
         scratch: tempfile::Builder::new()
             .prefix("sluice-bench-flink-")
@@ -398,6 +403,12 @@ pub fn run(sluice: &Path, jobs: &[Job], runs: usize, quick: bool) -> Result<()> 
         procs::load_average().unwrap_or(f64::NAN),
         started.elapsed().as_secs_f64()
     );
+    if quick {
+        println!();
+        println!(
+            "Quick mode is a smoke run: Flink's long runs are shorter than the noise of its start-up, so these numbers (negative rates included) mean nothing."
+        );
+    }
     println!();
     println!(
         "Parallelism 2, one process per run (sluice run -t local; a Flink MiniCluster). Steady state: the records between a short and a long run over the difference in wall time and in CPU time (user + system of the process); start-up is what remains of the short run. Medians, with the range over the runs."
