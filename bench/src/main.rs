@@ -6,7 +6,8 @@
 //!
 //! `cargo run -p sluice-bench -- [--quick]`; `cargo run -p sluice-bench -- state [--quick]` measures
 //! the keyed-state backends alone (see `state.rs`); `hostile` what strangers on the network cost
-//! a JobManager and a TaskManager (see `hostile.rs`). Nothing here asserts on time: it prints
+//! a JobManager and a TaskManager (see `hostile.rs`); `flink` sluice beside Apache Flink on the
+//! same jobs (see `flink.rs`). Nothing here asserts on time: it prints
 //! numbers.
 
 mod ab;
@@ -14,6 +15,7 @@ mod baseline;
 mod checkpoints;
 mod cluster;
 mod control;
+mod flink;
 mod hostile;
 mod procs;
 mod state;
@@ -125,6 +127,18 @@ enum Sub {
         #[arg(long, default_value_t = 10_000)]
         connections: usize,
     },
+    /// sluice beside Apache Flink 2.3.0 (a MiniCluster, jobs in `bench/flink/`, built with
+    /// Maven when needed) on the same jobs at parallelism 2: steady-state records/s and
+    /// records per CPU second of each, and the ratios.
+    Flink {
+        /// Runs per engine and job, alternating between the engines (default 3; 1 with
+        /// `--quick`).
+        #[arg(long)]
+        runs: Option<usize>,
+        /// The jobs to compare (default: all).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        jobs: Vec<flink::Job>,
+    },
     /// The stand-in TaskManagers of `control` (the harness starts them).
     #[command(hide = true)]
     StandIns {
@@ -223,6 +237,16 @@ fn main() -> std::process::ExitCode {
         Some(Sub::Hostile { connections }) => {
             sluice_bin(&cli).and_then(|bin| hostile::run(&bin, connections))
         }
+        Some(Sub::Flink { runs, ref jobs }) => sluice_bin(&cli).and_then(|bin| {
+            let all = [
+                flink::Job::StreamSum,
+                flink::Job::Wordcount,
+                flink::Job::StreamSumRocksdb,
+            ];
+            let jobs = if jobs.is_empty() { &all[..] } else { jobs };
+            let runs = runs.unwrap_or(if cli.quick { 1 } else { 3 });
+            flink::run(&bin, jobs, runs, cli.quick)
+        }),
         Some(Sub::StandIns {
             jobmanager,
             count,

@@ -18,6 +18,8 @@ use anyhow::{Context, Result, bail};
 pub struct Child {
     name: String,
     inner: std::process::Child,
+    /// Reaped by [`Child::wait_cpu`] behind `inner`'s back: nothing is left to kill or wait for.
+    reaped: bool,
 }
 
 impl Child {
@@ -34,6 +36,7 @@ impl Child {
         Ok(Child {
             name: name.to_string(),
             inner,
+            reaped: false,
         })
     }
 
@@ -50,6 +53,7 @@ impl Child {
             Child {
                 name: name.to_string(),
                 inner,
+                reaped: false,
             },
             stdout,
         ))
@@ -84,10 +88,50 @@ impl Child {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// Waits up to `timeout` for the process to exit by itself, polling every 2 ms, and returns
+    /// the user plus system CPU seconds it used. The process is reaped with `wait4`, whose
+    /// resource usage counts every thread, also those that ended before the process did (a
+    /// JVM's compiler and GC threads, a job's task threads), which no `/proc` sample taken
+    /// before the exit can see completely. Fails if the process exits unsuccessfully.
+    pub fn wait_cpu(&mut self, timeout: Duration) -> Result<f64> {
+        let deadline = std::time::Instant::now() + timeout;
+        let pid = self.pid() as libc::pid_t;
+        loop {
+            let mut status = 0;
+            // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: `pid` is this guard's own child, not yet reaped (`reaped` is false until
+            // here); `status` and `usage` are valid for writes.
+            let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+            if got == pid {
+                self.reaped = true;
+                if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+                    bail!("{} exited with wait status {status:#x}", self.name);
+                }
+                let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1_000_000.0;
+                return Ok(seconds(usage.ru_utime) + seconds(usage.ru_stime));
+            }
+            if got < 0 {
+                bail!(
+                    "wait4 for {}: {}",
+                    self.name,
+                    std::io::Error::last_os_error()
+                );
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("{} did not exit within {timeout:?}", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
 }
 
 impl Drop for Child {
     fn drop(&mut self) {
+        if self.reaped {
+            return;
+        }
         if let Ok(None) = self.inner.try_wait() {
             let _ = self.inner.kill();
         }

@@ -32,3 +32,34 @@ fn quick_run_prints_the_tables() {
         assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
     }
 }
+
+/// `sluice-bench flink --quick`, only when `SLUICE_BENCH_FLINK=1`: it needs Maven, a JDK 17 and
+/// Flink's jars (downloaded on the first build), and a few minutes. Checks that both engines ran
+/// every job and the tables were printed.
+#[test]
+fn flink_quick_run_prints_the_tables() {
+    if std::env::var("SLUICE_BENCH_FLINK").as_deref() != Ok("1") {
+        println!("skipped: set SLUICE_BENCH_FLINK=1 to run `sluice-bench flink --quick`");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice-bench"))
+        .args(["flink", "--quick"])
+        .output()
+        .expect("run sluice-bench flink");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "sluice-bench flink --quick failed:\n{stderr}"
+    );
+    for expected in [
+        "| stream-sum, heap | sluice |",
+        "| stream-sum, heap | Flink 2.3.0 |",
+        "| wordcount (batch), 2 files | Flink 2.3.0 |",
+        "| stream-sum, RocksDB",
+        "sluice / Flink",
+    ] {
+        assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
+    }
+}
