@@ -10,10 +10,12 @@
 //! on a condition (a socket closed, an answer received), never on a sleep.
 
 use std::net::SocketAddr;
+mod common;
+
+use common::{config, jobmanager};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice::config::Config;
 use sluice::embedded::EmbeddedCluster;
 use sluice::jobmanager::JobManager;
 use sluice::rpc::messages::{JmToTm, PROTOCOL_VERSION, TmToJm};
@@ -24,26 +26,6 @@ use tokio::net::TcpStream;
 
 /// Long enough for anything these tests wait for on a loaded CI machine.
 const DEADLINE: Duration = Duration::from_secs(20);
-
-fn config(extra: &[(&str, &str)]) -> Config {
-    let mut config = Config::default();
-    for (key, value) in EmbeddedCluster::LOOPBACK.iter().chain(extra) {
-        if let Err(e) = config.set(key, value) {
-            panic!("{key}: {value}: {e}");
-        }
-    }
-    config
-}
-
-async fn jobmanager(config: &Config, secret: &ClusterSecret) -> JobManager {
-    sluice::rest::start_jobmanager(
-        config.clone(),
-        secret.clone(),
-        Arc::new(sluice::examples::bundled()),
-    )
-    .await
-    .expect("the JobManager starts")
-}
 
 /// Everything the peer sends until it closes the connection (or resets it), or `None` if it
 /// is still open at the deadline.

@@ -8,12 +8,14 @@
 //! its traffic back.
 
 use std::path::Path;
+mod common;
+
+use common::jobmanager;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice::common::ids::JobId;
 use sluice::config::Config;
-use sluice::embedded::EmbeddedCluster;
 use sluice::jobmanager::JobManager;
 use sluice::rpc::messages::{JmToTm, PROTOCOL_VERSION, ProgramSpec, TmToJm};
 use sluice::rpc::transport;
@@ -24,32 +26,14 @@ use zk_ha::testkit::{Proxy, ZkServer};
 
 type Stream = transport::Stream<tokio::net::TcpStream>;
 
+/// Loopback settings with heartbeats fast enough to notice delays, then `extra`.
 fn config(extra: &[(&str, &str)]) -> Config {
-    let mut config = Config::default();
     let heartbeats = [
         ("heartbeat.interval", "200 ms"),
         ("heartbeat.timeout", "2 s"),
     ];
-    for (key, value) in EmbeddedCluster::LOOPBACK
-        .iter()
-        .chain(&heartbeats)
-        .chain(extra)
-    {
-        if let Err(e) = config.set(key, value) {
-            panic!("{key}: {value}: {e}");
-        }
-    }
-    config
-}
-
-async fn jobmanager(config: &Config, secret: &ClusterSecret) -> JobManager {
-    sluice::rest::start_jobmanager(
-        config.clone(),
-        secret.clone(),
-        Arc::new(sluice::examples::bundled()),
-    )
-    .await
-    .expect("the JobManager starts")
+    let all: Vec<(&str, &str)> = heartbeats.iter().chain(extra).copied().collect();
+    common::config(&all)
 }
 
 /// A TaskManager played by the test: registers over the real protocol and heartbeats when

@@ -620,40 +620,22 @@ mod tests {
                 .filter(|(j, _)| *j as u32 % p2 == i)
                 .map(|(_, e)| e.clone())
                 .collect();
-            let got = Rc::new(RefCell::new(Vec::new()));
-            let mut out = Collect(got.clone(), Rc::new(RefCell::new(false)));
-            let mut runtime = RuntimeContext::standalone(i, p2);
-            runtime.state = Arc::new(crate::api::StateInit {
-                restore: Some(crate::checkpoint::TaskRestore {
-                    checkpoint_id: 1,
-                    metadata_dir: "/unused".into(),
-                    operators: [(
-                        0,
-                        crate::checkpoint::OperatorRestore {
-                            operator_state: mine,
-                            keyed: Vec::new(),
-                        },
-                    )]
-                    .into(),
-                }),
-                ..crate::api::StateInit::in_memory()
-            });
-            let mut hooks = NoHooks;
-            let mut ctx = SourceContext::new(&mut out, &runtime, &mut hooks);
-            make().run(&mut ctx).unwrap();
-            emitted.extend(got.take());
+            emitted.extend(run_with_restored_state(&mut *make(), mine, i, p2).unwrap());
         }
         emitted
     }
 
-    /// Runs `source` as subtask 0 of 1 restored with `elements` as its operator state.
-    fn run_with_restored_state(
-        mut source: impl SourceFunction<u64>,
+    /// Runs `source` as subtask `subtask` of `parallelism` restored with `elements` as its
+    /// operator state.
+    fn run_with_restored_state<T: 'static>(
+        source: &mut (impl SourceFunction<T> + ?Sized),
         elements: Vec<Vec<u8>>,
-    ) -> Result<Vec<u64>, TaskError> {
+        subtask: u32,
+        parallelism: u32,
+    ) -> Result<Vec<T>, TaskError> {
         let got = Rc::new(RefCell::new(Vec::new()));
         let mut out = Collect(got.clone(), Rc::new(RefCell::new(false)));
-        let mut runtime = RuntimeContext::standalone(0, 1);
+        let mut runtime = RuntimeContext::standalone(subtask, parallelism);
         runtime.state = Arc::new(crate::api::StateInit {
             restore: Some(crate::checkpoint::TaskRestore {
                 checkpoint_id: 1,
@@ -685,7 +667,7 @@ mod tests {
         let sequence = || SequenceSource { from: 1, to: 100 };
         // What the source writes restores.
         assert_eq!(
-            run_with_restored_state(sequence(), vec![position(97, 100, 1)]).unwrap(),
+            run_with_restored_state(&mut sequence(), vec![position(97, 100, 1)], 0, 1).unwrap(),
             vec![98, 99, 100]
         );
         for garbage in [
@@ -695,7 +677,7 @@ mod tests {
             vec![position(0, 1_000_000, 1)],
             vec![position(97, 100, 1), vec![0xff; 24]],
         ] {
-            let err = run_with_restored_state(sequence(), garbage.clone()).unwrap_err();
+            let err = run_with_restored_state(&mut sequence(), garbage.clone(), 0, 1).unwrap_err();
             assert!(
                 matches!(&err, TaskError::State(m) if m.contains("cannot restore the source")),
                 "{garbage:?}: {err}"
