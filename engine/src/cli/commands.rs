@@ -451,6 +451,13 @@ async fn run(
     }
     let parallelism = args.parallelism.unwrap_or(config.parallelism_default);
     let (_cluster, address) = if local {
+        // The embedded cluster gets one slot per subtask; say what was asked, not the slot key.
+        if !(1..=crate::config::MAX_PARALLELISM).contains(&parallelism) {
+            bail!(
+                "parallelism {parallelism} is out of range: must be between 1 and {}",
+                crate::config::MAX_PARALLELISM
+            );
+        }
         let cluster = EmbeddedCluster::start(config.clone(), parallelism)
             .await
             .context("starting the embedded cluster")?;
