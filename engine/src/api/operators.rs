@@ -128,11 +128,10 @@ impl<T: Data, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Siz
 {
     fn push(&mut self, record: T) -> Result<(), TaskError> {
         self.store.set_current_key(&(self.key)(&record))?;
-        let value = match self.value.value()? {
+        let value = self.value.update_with(|acc| match acc {
             Some(acc) => (self.reduce)(acc, record),
             None => record,
-        };
-        self.value.update(value.clone())?;
+        })?;
         self.next.push(value)
     }
     fn finish(&mut self) -> Result<(), TaskError> {

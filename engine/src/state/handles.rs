@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 
 use super::backend::Backend;
+use super::rocks::RocksBackend;
 use super::store::decode;
 use super::{KeyedStateStore, StateError, StateId, StorageKind};
 use crate::record::Data;
@@ -25,30 +26,56 @@ impl Cell {
     }
 
     fn get<T: Data>(&self) -> Result<Option<T>, StateError> {
-        let name = &self.id.name;
         self.store.with_key(|b, kg, key| match b {
-            Backend::Heap(h) => h
-                .value_get(kg, &self.id, key)
-                .map(|v| decode(v, name))
-                .transpose(),
-            Backend::Rocks(r) => r.value_get(kg, &self.id, key, |v| {
-                v.map(|v| decode(v, name)).transpose()
-            })?,
+            Backend::Heap(h) => h.value_get(kg, &self.id, key),
+            Backend::Rocks(r) => self.rocks_get(r, kg, key.bytes()),
         })
     }
 
-    fn put<T: Data>(&self, value: &T) -> Result<(), StateError> {
-        let mut scratch = self.store.inner.scratch.borrow_mut();
-        self.store
-            .inner
-            .encode_into(value, &mut scratch, &self.id.name)?;
+    fn put<T: Data>(&self, value: T) -> Result<(), StateError> {
         self.store.with_key(|b, kg, key| match b {
             Backend::Heap(h) => {
-                h.value_put(kg, &self.id, key, &scratch);
+                h.value_put(kg, &self.id, key, value);
                 Ok(())
             }
-            Backend::Rocks(r) => r.value_put(kg, &self.id, key, &scratch),
+            Backend::Rocks(r) => self.rocks_put(r, kg, key.bytes(), &value),
         })
+    }
+
+    /// Replaces the value by `f(value)` and returns a copy of the new one.
+    fn update<T: Data>(&self, f: impl FnOnce(Option<T>) -> T) -> Result<T, StateError> {
+        self.store.with_key(|b, kg, key| match b {
+            Backend::Heap(h) => h.value_update(kg, &self.id, key, f),
+            Backend::Rocks(r) => {
+                let new = f(self.rocks_get(r, kg, key.bytes())?);
+                self.rocks_put(r, kg, key.bytes(), &new)?;
+                Ok(new)
+            }
+        })
+    }
+
+    fn rocks_get<T: Data>(
+        &self,
+        r: &mut RocksBackend,
+        kg: u32,
+        key: &[u8],
+    ) -> Result<Option<T>, StateError> {
+        r.value_get(kg, &self.id, key, |v| {
+            v.map(|v| decode(v, &self.id.name)).transpose()
+        })?
+    }
+
+    fn rocks_put<T: Data>(
+        &self,
+        r: &mut RocksBackend,
+        kg: u32,
+        key: &[u8],
+        value: &T,
+    ) -> Result<(), StateError> {
+        let inner = &self.store.inner;
+        let mut scratch = inner.scratch.borrow_mut();
+        inner.encode_into(value, &mut scratch, &self.id.name)?;
+        r.value_put(kg, &self.id, key, &scratch)
     }
 
     fn clear(&self) -> Result<(), StateError> {
@@ -57,7 +84,7 @@ impl Cell {
                 h.value_delete(kg, &self.id, key);
                 Ok(())
             }
-            Backend::Rocks(r) => r.value_delete(kg, &self.id, key),
+            Backend::Rocks(r) => r.value_delete(kg, &self.id, key.bytes()),
         })
     }
 }
@@ -77,7 +104,14 @@ impl<T: Data> ValueState<T> {
 
     /// Sets the current key's value.
     pub fn update(&self, value: T) -> Result<(), StateError> {
-        self.cell.put(&value)
+        self.cell.put(value)
+    }
+
+    /// Sets the current key's value to `f` of its current one and returns the new value: what
+    /// `value` and then `update` do, with one look-up of the key instead of two on the hashmap
+    /// backend.
+    pub fn update_with(&self, f: impl FnOnce(Option<T>) -> T) -> Result<T, StateError> {
+        self.cell.update(f)
     }
 
     /// Removes the current key's value.
@@ -104,7 +138,7 @@ impl<T: Data> ListState<T> {
     pub fn add(&self, value: T) -> Result<(), StateError> {
         let mut list = self.get()?;
         list.push(value);
-        self.cell.put(&list)
+        self.cell.put(list)
     }
 
     /// Replaces the current key's list; an empty list clears it.
@@ -112,7 +146,7 @@ impl<T: Data> ListState<T> {
         if values.is_empty() {
             self.cell.clear()
         } else {
-            self.cell.put(&values)
+            self.cell.put(values)
         }
     }
 
@@ -136,10 +170,10 @@ impl<UK: Data, UV: Data> MapState<UK, UV> {
         let id = &self.cell.id;
         self.cell.store.with_key(|b, kg, key| match b {
             Backend::Heap(h) => h
-                .map_get(kg, id, key, &uk)
+                .map_get(kg, id, key.bytes(), &uk)
                 .map(|v| decode(v, &id.name))
                 .transpose(),
-            Backend::Rocks(r) => r.map_get(kg, id, key, &uk, |v| {
+            Backend::Rocks(r) => r.map_get(kg, id, key.bytes(), &uk, |v| {
                 v.map(|v| decode(v, &id.name)).transpose()
             })?,
         })
@@ -152,10 +186,10 @@ impl<UK: Data, UV: Data> MapState<UK, UV> {
         let v = self.cell.store.inner.encode(&value, &id.name)?;
         self.cell.store.with_key(|b, kg, key| match b {
             Backend::Heap(h) => {
-                h.map_put(kg, id, key, &uk, &v);
+                h.map_put(kg, id, key.bytes(), &uk, &v);
                 Ok(())
             }
-            Backend::Rocks(r) => r.map_put(kg, id, key, &uk, &v),
+            Backend::Rocks(r) => r.map_put(kg, id, key.bytes(), &uk, &v),
         })
     }
 
@@ -165,10 +199,10 @@ impl<UK: Data, UV: Data> MapState<UK, UV> {
         let uk = self.cell.store.inner.encode(user_key, &id.name)?;
         self.cell.store.with_key(|b, kg, key| match b {
             Backend::Heap(h) => {
-                h.map_remove(kg, id, key, &uk);
+                h.map_remove(kg, id, key.bytes(), &uk);
                 Ok(())
             }
-            Backend::Rocks(r) => r.map_remove(kg, id, key, &uk),
+            Backend::Rocks(r) => r.map_remove(kg, id, key.bytes(), &uk),
         })
     }
 
@@ -177,8 +211,8 @@ impl<UK: Data, UV: Data> MapState<UK, UV> {
         let id = &self.cell.id;
         let uk = self.cell.store.inner.encode(user_key, &id.name)?;
         self.cell.store.with_key(|b, kg, key| match b {
-            Backend::Heap(h) => Ok(h.map_get(kg, id, key, &uk).is_some()),
-            Backend::Rocks(r) => r.map_get(kg, id, key, &uk, |v| v.is_some()),
+            Backend::Heap(h) => Ok(h.map_get(kg, id, key.bytes(), &uk).is_some()),
+            Backend::Rocks(r) => r.map_get(kg, id, key.bytes(), &uk, |v| v.is_some()),
         })
     }
 
@@ -192,8 +226,8 @@ impl<UK: Data, UV: Data> MapState<UK, UV> {
                 Ok(())
             };
             match b {
-                Backend::Heap(h) => h.map_for_each(kg, id, key, &mut f),
-                Backend::Rocks(r) => r.map_for_each(kg, id, key, &mut f),
+                Backend::Heap(h) => h.map_for_each(kg, id, key.bytes(), &mut f),
+                Backend::Rocks(r) => r.map_for_each(kg, id, key.bytes(), &mut f),
             }
         })?;
         Ok(out)
@@ -203,8 +237,8 @@ impl<UK: Data, UV: Data> MapState<UK, UV> {
     pub fn is_empty(&self) -> Result<bool, StateError> {
         let id = &self.cell.id;
         self.cell.store.with_key(|b, kg, key| match b {
-            Backend::Heap(h) => Ok(h.map_is_empty(kg, id, key)),
-            Backend::Rocks(r) => r.map_is_empty(kg, id, key),
+            Backend::Heap(h) => Ok(h.map_is_empty(kg, id, key.bytes())),
+            Backend::Rocks(r) => r.map_is_empty(kg, id, key.bytes()),
         })
     }
 
@@ -213,10 +247,10 @@ impl<UK: Data, UV: Data> MapState<UK, UV> {
         let id = &self.cell.id;
         self.cell.store.with_key(|b, kg, key| match b {
             Backend::Heap(h) => {
-                h.map_clear(kg, id, key);
+                h.map_clear(kg, id, key.bytes());
                 Ok(())
             }
-            Backend::Rocks(r) => r.map_clear(kg, id, key),
+            Backend::Rocks(r) => r.map_clear(kg, id, key.bytes()),
         })
     }
 }
@@ -236,11 +270,11 @@ impl<T: Data> ReducingState<T> {
 
     /// Folds `value` into the current key's value.
     pub fn add(&self, value: T) -> Result<(), StateError> {
-        let next = match self.cell.get::<T>()? {
+        self.cell.update(|acc: Option<T>| match acc {
             Some(acc) => (self.reduce)(acc, value),
             None => value,
-        };
-        self.cell.put(&next)
+        })?;
+        Ok(())
     }
 
     /// Removes the current key's value.
@@ -288,11 +322,11 @@ impl<IN, ACC: Data, OUT, F: AggregateFunction<IN, ACC, OUT>> AggregatingState<IN
 
     /// Adds `value` to the current key's accumulator.
     pub fn add(&self, value: IN) -> Result<(), StateError> {
-        let acc = match self.cell.get::<ACC>()? {
-            Some(acc) => acc,
-            None => self.function.create_accumulator(),
-        };
-        self.cell.put(&self.function.add(value, acc))
+        self.cell.update(|acc: Option<ACC>| {
+            let acc = acc.unwrap_or_else(|| self.function.create_accumulator());
+            self.function.add(value, acc)
+        })?;
+        Ok(())
     }
 
     /// Removes the current key's accumulator.

@@ -24,7 +24,7 @@ impl<'a> ImportSink<'a> {
         match self.backend {
             Backend::Heap(h) => {
                 match e.kind {
-                    StorageKind::Value => h.value_put(e.key_group, id, e.key, e.value),
+                    StorageKind::Value => h.value_import(e.key_group, id, e.key, e.value),
                     StorageKind::Map => {
                         h.map_put(e.key_group, id, e.key, e.user_key, e.value);
                     }

@@ -12,7 +12,7 @@ use rkyv::util::AlignedVec;
 
 use super::backend::Backend;
 use super::format;
-use super::heap::HeapBackend;
+use super::heap::{HeapBackend, TableKey, key_hash};
 use super::import::ImportSink;
 use super::rocks::{self, RocksBackend};
 use super::storage::StateStorage;
@@ -24,11 +24,19 @@ use crate::common::error::RecordError;
 use crate::common::keys::{KeyGroups, KeyHash};
 use crate::record::Data;
 
-/// The key the handles act on: its key group and its archive.
+/// The key the handles act on: its key group, its archive and the archive's in-memory hash.
 struct CurrentKey {
     key_group: u32,
     set: bool,
     bytes: AlignedVec,
+    hash: u64,
+}
+
+impl CurrentKey {
+    #[inline]
+    fn table_key(&self) -> TableKey<'_> {
+        TableKey::new(&self.bytes, self.hash)
+    }
 }
 
 pub(super) struct Inner {
@@ -178,6 +186,7 @@ impl KeyedStateStore {
                 key_group: 0,
                 set: false,
                 bytes: AlignedVec::new(),
+                hash: 0,
             }),
             scratch: RefCell::new(AlignedVec::new()),
             encoder: RefCell::default(),
@@ -282,6 +291,7 @@ impl KeyedStateStore {
         let mut current = self.inner.current.borrow_mut();
         current.set = false;
         self.inner.encode_into(key, &mut current.bytes, "key")?;
+        current.hash = key_hash(&current.bytes);
         current.key_group = kg;
         current.set = true;
         Ok(())
@@ -299,6 +309,7 @@ impl KeyedStateStore {
         let mut current = self.inner.current.borrow_mut();
         current.bytes.clear();
         current.bytes.extend_from_slice(key);
+        current.hash = key_hash(key);
         current.key_group = key_group;
         current.set = true;
         Ok(())
@@ -394,7 +405,7 @@ impl KeyedStateStore {
     /// Runs `f` on the backend with the current key.
     pub(super) fn with_key<R>(
         &self,
-        f: impl FnOnce(&mut Backend, u32, &[u8]) -> Result<R, StateError>,
+        f: impl FnOnce(&mut Backend, u32, TableKey<'_>) -> Result<R, StateError>,
     ) -> Result<R, StateError> {
         let current = self.inner.current.borrow();
         if !current.set {
@@ -404,7 +415,7 @@ impl KeyedStateStore {
         let Some(backend) = backend.as_mut() else {
             return Err(StateError::Config("the state store is closed".into()));
         };
-        f(backend, current.key_group, &current.bytes)
+        f(backend, current.key_group, current.table_key())
     }
 }
 

@@ -256,6 +256,42 @@ fn every_state_type_works_on_both_backends() -> Result<(), StateError> {
 }
 
 #[test]
+fn update_with_and_keys_longer_than_a_table_entry_holds_inline() -> Result<(), StateError> {
+    let env = Env::new();
+    for kind in BOTH {
+        let store = env.fresh(kind, &format!("long-{kind}"));
+        let count = store.value_state::<u64>("count")?;
+        // Keys whose archives share their first 16 bytes and differ after them, and short ones.
+        let prefix = "p".repeat(40);
+        let keys: Vec<String> = (0..50)
+            .map(|i| format!("{prefix}{i}"))
+            .chain((0..50).map(|i| i.to_string()))
+            .collect();
+        for round in 1..=3u64 {
+            for key in &keys {
+                store.set_current_key(key)?;
+                let new = count.update_with(|old| old.unwrap_or(0) + round)?;
+                assert_eq!(new, (1..=round).sum::<u64>(), "{kind} {key}");
+            }
+        }
+        for key in &keys {
+            store.set_current_key(key)?;
+            assert_eq!(count.value()?, Some(6), "{kind} {key}");
+        }
+        // One name used for states of two types: a clear error, not garbage.
+        if kind == BackendKind::HashMap {
+            let wrong = store.value_state::<String>("count")?;
+            let err = wrong.value().unwrap_err().to_string();
+            assert!(
+                err.contains("count") && err.contains("another type"),
+                "{err}"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
 fn set_current_key_uses_the_partitioners_key_group() -> Result<(), StateError> {
     let env = Env::new();
     for hash in [KeyHash::Fnv1a, KeyHash::Words] {
