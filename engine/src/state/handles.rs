@@ -34,10 +34,7 @@ impl Cell {
 
     fn put<T: Data>(&self, value: T) -> Result<(), StateError> {
         self.store.with_key(|b, kg, key| match b {
-            Backend::Heap(h) => {
-                h.value_put(kg, &self.id, key, value);
-                Ok(())
-            }
+            Backend::Heap(h) => h.value_put(kg, &self.id, key, value),
             Backend::Rocks(r) => self.rocks_put(r, kg, key.bytes(), &value),
         })
     }

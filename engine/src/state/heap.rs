@@ -1,28 +1,22 @@
 //! The hashmap backend: entries in memory, one table per key group and state, so that a
 //! snapshot writes key groups in order and a key group's entries can be found without a scan.
 //!
-//! Values are kept as the objects the typed handles put there, as Flink's heap backend keeps
-//! Java objects: reading a key's value clones it and updating it overwrites it in place, with
-//! no serialization on the per-record path. Archives are written only when a snapshot is taken;
-//! a restore imports archives, and each one becomes an object at its first typed read. Map
-//! state entries stay archives (a user key is looked up by its archive).
+//! Value states keep the values themselves (`values.rs`); map state entries are archives (a
+//! user key is looked up by its archive).
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 
-use hashbrown::HashTable;
 use rkyv::util::AlignedVec;
 
 use super::format;
 use super::storage::{self, StateStorage};
-use super::store::decode;
+use super::values::{TableKey, ValueTables};
 use super::{
     BackendKind, BytesVisitor, KeyGroupRange, KeyedStateHandle, RawEntry, SnapshotLocation,
     StateError, StateFile, StateId, StorageKind,
 };
-use crate::common::error::RecordError;
 use crate::record::{Appender, Data};
 
 /// A fast hasher for the per-record path (SipHash costs more than the rest of a lookup).
@@ -52,6 +46,11 @@ impl Hasher for FastHasher {
     }
 
     #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    #[inline]
     fn finish(&self) -> u64 {
         let mut h = self.0;
         h ^= h >> 32;
@@ -62,146 +61,18 @@ impl Hasher for FastHasher {
 
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
-/// The in-memory hash of a key's archive: computed once per record when the key is set, then
-/// used by every state the record touches.
-#[inline]
-pub(crate) fn key_hash(bytes: &[u8]) -> u64 {
-    let mut h = FastHasher::default();
-    h.write(bytes);
-    h.finish()
-}
-
-/// How many bytes of a key's archive a table entry holds inline: integers, pairs of them and
-/// short strings fit, so comparing keys reads no other memory than the entry.
-const INLINE_KEY: usize = 16;
-
-/// The current key as the tables look it up: its archive, the archive's in-memory hash, and
-/// its first [`INLINE_KEY`] bytes (zero-padded).
-#[derive(Clone, Copy)]
-pub(crate) struct TableKey<'a> {
-    bytes: &'a [u8],
-    hash: u64,
-    head: [u8; INLINE_KEY],
-}
-
-impl<'a> TableKey<'a> {
-    #[inline]
-    pub(crate) fn new(bytes: &'a [u8], hash: u64) -> Self {
-        let mut head = [0u8; INLINE_KEY];
-        let n = bytes.len().min(INLINE_KEY);
-        head[..n].copy_from_slice(&bytes[..n]);
-        TableKey { bytes, hash, head }
-    }
-
-    /// The key's archive.
-    pub(crate) fn bytes(&self) -> &'a [u8] {
-        self.bytes
-    }
-}
-
-/// A key's value in a state's table of one key group. The hash is kept so that a growing
-/// table does not hash its keys again; a key longer than [`INLINE_KEY`] bytes is kept whole in
-/// `long` as well.
-struct ValueEntry {
-    hash: u64,
-    len: u32,
-    head: [u8; INLINE_KEY],
-    long: Option<Box<[u8]>>,
-    slot: Slot,
-}
-
-impl ValueEntry {
-    #[inline]
-    fn is(&self, key: &TableKey<'_>) -> bool {
-        self.len as usize == key.bytes.len()
-            && self.head == key.head
-            && self.long.as_deref().is_none_or(|long| long == key.bytes)
-    }
-
-    /// The key's archive.
-    fn key(&self) -> &[u8] {
-        match &self.long {
-            Some(long) => long,
-            None => &self.head[..self.len as usize],
-        }
-    }
-}
-
-/// Key archive -> value.
-type Table = HashTable<ValueEntry>;
 /// User key archive -> value archive.
 type UserMap = FastMap<Vec<u8>, Vec<u8>>;
 /// Key archive -> the key's map.
 type MapTable = FastMap<Vec<u8>, UserMap>;
 
-/// A value of the hashmap backend.
-pub(crate) enum Slot {
-    /// Imported from a snapshot and not read since.
-    Archive(Vec<u8>),
-    /// Put by a typed handle, or an archive read once.
-    Object(Box<dyn Stored>),
-}
-
-/// A value object the backend can archive when a snapshot is taken.
-pub(crate) trait Stored: Any {
-    /// Appends the value's archive to `buf`.
-    fn encode(&self, encoder: &mut Appender, buf: &mut AlignedVec) -> Result<(), RecordError>;
-    fn as_any_mut(&mut self) -> &mut dyn Any;
-}
-
-impl<T: Data> Stored for T {
-    fn encode(&self, encoder: &mut Appender, buf: &mut AlignedVec) -> Result<(), RecordError> {
-        encoder.encode(buf, self)
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
-}
-
-/// The error of a typed read of a value another type put there (one state name used with two
-/// types in one operator).
-fn other_type<T>(id: &StateId) -> StateError {
-    StateError::Codec {
-        state: id.name.to_string(),
-        reason: format!(
-            "the state holds values of another type than {} (is its name used for two states?)",
-            std::any::type_name::<T>()
-        ),
-    }
-}
-
-/// A slot as an object of type `T`, decoding an imported archive first.
-#[inline]
-fn object_mut<'a, T: Data>(slot: &'a mut Slot, id: &StateId) -> Result<&'a mut T, StateError> {
-    if let Slot::Archive(bytes) = slot {
-        let value: T = decode(bytes, &id.name)?;
-        *slot = Slot::Object(Box::new(value));
-    }
-    match slot {
-        Slot::Object(object) => object
-            .as_any_mut()
-            .downcast_mut::<T>()
-            .ok_or_else(|| other_type::<T>(id)),
-        Slot::Archive(_) => unreachable!("decoded just above"),
-    }
-}
-
-/// The tables of one key group, indexed by state id.
+/// The map states of one key group, indexed by state id.
 #[derive(Default)]
 struct Group {
-    values: Vec<Table>,
     maps: Vec<MapTable>,
 }
 
 impl Group {
-    fn values_mut(&mut self, id: u32) -> &mut Table {
-        let i = id as usize;
-        if self.values.len() <= i {
-            self.values.resize_with(i + 1, Table::new);
-        }
-        &mut self.values[i]
-    }
-
     fn maps_mut(&mut self, id: u32) -> &mut MapTable {
         let i = id as usize;
         if self.maps.len() <= i {
@@ -213,6 +84,9 @@ impl Group {
 
 pub(crate) struct HeapBackend {
     first: u32,
+    /// Value states' tables, indexed by state id.
+    values: Vec<ValueTables>,
+    /// Map states, by key group.
     groups: Vec<Group>,
 }
 
@@ -220,6 +94,7 @@ impl HeapBackend {
     pub(crate) fn new(range: KeyGroupRange) -> Self {
         HeapBackend {
             first: range.first,
+            values: Vec::new(),
             groups: (0..range.len()).map(|_| Group::default()).collect(),
         }
     }
@@ -235,16 +110,24 @@ impl HeapBackend {
         &mut self.groups[(kg - self.first) as usize]
     }
 
-    /// The entry of `key` in the table of state `id` in key group `kg`, if any.
+    /// The index of key group `kg` among this backend's.
     #[inline]
-    fn entry_mut(&mut self, kg: u32, id: &StateId, key: TableKey<'_>) -> Option<&mut ValueEntry> {
-        self.group_mut(kg)
-            .values
-            .get_mut(id.id as usize)?
-            .find_mut(key.hash, |e| e.is(&key))
+    fn index(&self, kg: u32) -> usize {
+        (kg - self.first) as usize
     }
 
-    /// The current value of `key`, cloned. An imported archive becomes an object here.
+    /// The tables of value state `id`.
+    #[inline]
+    fn value_tables(&mut self, id: &StateId) -> &mut ValueTables {
+        let i = id.id as usize;
+        if self.values.len() <= i {
+            let groups = self.groups.len();
+            self.values.resize_with(i + 1, || ValueTables::new(groups));
+        }
+        &mut self.values[i]
+    }
+
+    /// The current value of `key`, cloned.
     #[inline]
     pub(crate) fn value_get<T: Data>(
         &mut self,
@@ -252,13 +135,12 @@ impl HeapBackend {
         id: &StateId,
         key: TableKey<'_>,
     ) -> Result<Option<T>, StateError> {
-        match self.entry_mut(kg, id, key) {
-            Some(entry) => object_mut::<T>(&mut entry.slot, id).map(|v| Some(v.clone())),
-            None => Ok(None),
-        }
+        let index = self.index(kg);
+        let tables = self.value_tables(id).typed::<T>(&id.name)?;
+        Ok(tables.get_mut(index, key).map(|v| v.clone()))
     }
 
-    /// Sets the value of `key`: overwritten in place when it holds one of this type already.
+    /// Sets the value of `key`.
     #[inline]
     pub(crate) fn value_put<T: Data>(
         &mut self,
@@ -266,18 +148,12 @@ impl HeapBackend {
         id: &StateId,
         key: TableKey<'_>,
         value: T,
-    ) {
-        if let Some(entry) = self.entry_mut(kg, id, key) {
-            match &mut entry.slot {
-                Slot::Object(object) => match object.as_any_mut().downcast_mut::<T>() {
-                    Some(old) => *old = value,
-                    None => *object = Box::new(value),
-                },
-                slot => *slot = Slot::Object(Box::new(value)),
-            }
-            return;
-        }
-        self.insert(kg, id, key, Slot::Object(Box::new(value)));
+    ) -> Result<(), StateError> {
+        let index = self.index(kg);
+        self.value_tables(id)
+            .typed::<T>(&id.name)?
+            .put(index, key, value);
+        Ok(())
     }
 
     /// Replaces the value of `key` by `f(value)` with one look-up, and returns a copy of it.
@@ -289,46 +165,33 @@ impl HeapBackend {
         key: TableKey<'_>,
         f: impl FnOnce(Option<T>) -> T,
     ) -> Result<T, StateError> {
-        if let Some(entry) = self.entry_mut(kg, id, key) {
-            let old = object_mut::<T>(&mut entry.slot, id)?;
+        let index = self.index(kg);
+        let tables = self.value_tables(id).typed::<T>(&id.name)?;
+        if let Some(old) = tables.get_mut(index, key) {
             let new = f(Some(old.clone()));
             *old = new.clone();
             return Ok(new);
         }
         let new = f(None);
-        self.insert(kg, id, key, Slot::Object(Box::new(new.clone())));
+        tables.insert_new(index, key, new.clone());
         Ok(new)
     }
 
-    fn insert(&mut self, kg: u32, id: &StateId, key: TableKey<'_>, slot: Slot) {
-        let entry = ValueEntry {
-            hash: key.hash,
-            len: key.bytes.len() as u32,
-            head: key.head,
-            long: (key.bytes.len() > INLINE_KEY).then(|| key.bytes.into()),
-            slot,
-        };
-        self.group_mut(kg)
-            .values_mut(id.id)
-            .insert_unique(key.hash, entry, |e| e.hash);
-    }
-
     /// Imports a value's archive (a restore).
-    pub(crate) fn value_import(&mut self, kg: u32, id: &StateId, key: &[u8], value: &[u8]) {
-        let key = TableKey::new(key, key_hash(key));
-        let slot = Slot::Archive(value.to_vec());
-        match self.entry_mut(kg, id, key) {
-            Some(entry) => entry.slot = slot,
-            None => self.insert(kg, id, key, slot),
-        }
+    pub(crate) fn value_import(
+        &mut self,
+        kg: u32,
+        id: &StateId,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StateError> {
+        let index = self.index(kg);
+        self.value_tables(id).import(&id.name, index, key, value)
     }
 
     pub(crate) fn value_delete(&mut self, kg: u32, id: &StateId, key: TableKey<'_>) {
-        if let Some(table) = self.group_mut(kg).values.get_mut(id.id as usize)
-            && let Ok(entry) = table.find_entry(key.hash, |e| e.is(&key))
-        {
-            entry.remove();
-        }
+        let index = self.index(kg);
+        self.value_tables(id).remove(index, key);
     }
 
     pub(crate) fn map_get(&self, kg: u32, id: &StateId, key: &[u8], uk: &[u8]) -> Option<&[u8]> {
@@ -400,31 +263,18 @@ impl HeapBackend {
         &self,
         index: usize,
         states: &[(Rc<str>, StorageKind)],
+        encoder: &mut Appender,
+        scratch: &mut AlignedVec,
         f: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
     ) -> Result<(), StateError> {
         let group = &self.groups[index];
         let key_group = self.first + index as u32;
-        let mut encoder = Appender::default();
-        let mut scratch = AlignedVec::new();
-        for (id, table) in group.values.iter().enumerate() {
+        let (encoder, scratch) = (&mut *encoder, &mut *scratch);
+        for (id, tables) in self.values.iter().enumerate() {
             let Some((name, _)) = states.get(id) else {
                 continue;
             };
-            for entry in table {
-                let (key, slot) = (entry.key(), &entry.slot);
-                let value: &[u8] = match slot {
-                    Slot::Archive(bytes) => bytes,
-                    Slot::Object(object) => {
-                        scratch.clear();
-                        object.encode(&mut encoder, &mut scratch).map_err(|e| {
-                            StateError::Codec {
-                                state: name.to_string(),
-                                reason: e.to_string(),
-                            }
-                        })?;
-                        &scratch
-                    }
-                };
+            tables.visit_group(index, name, encoder, scratch, &mut |key, value| {
                 f(RawEntry {
                     key_group,
                     state: name,
@@ -432,8 +282,8 @@ impl HeapBackend {
                     key,
                     user_key: &[],
                     value,
-                })?;
-            }
+                })
+            })?;
         }
         for (id, table) in group.maps.iter().enumerate() {
             let Some((name, _)) = states.get(id) else {
@@ -460,8 +310,9 @@ impl HeapBackend {
         states: &[(Rc<str>, StorageKind)],
         f: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
     ) -> Result<(), StateError> {
+        let (mut encoder, mut scratch) = (Appender::default(), AlignedVec::new());
         for index in 0..self.groups.len() {
-            self.for_each_in_group(index, states, f)?;
+            self.for_each_in_group(index, states, &mut encoder, &mut scratch, f)?;
         }
         Ok(())
     }
@@ -478,9 +329,10 @@ impl HeapBackend {
     ) -> Result<KeyedStateHandle, StateError> {
         let range = KeyGroupRange::new(self.first, self.first + self.groups.len() as u32 - 1);
         let mut writer = format::HashMapFileWriter::new(max_parallelism, range, states);
+        let (mut encoder, mut scratch) = (Appender::default(), AlignedVec::new());
         for index in 0..self.groups.len() {
             writer.begin_group();
-            self.for_each_in_group(index, states, &mut |e| {
+            self.for_each_in_group(index, states, &mut encoder, &mut scratch, &mut |e| {
                 writer.entry(&e);
                 Ok(())
             })?;

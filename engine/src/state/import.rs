@@ -22,15 +22,13 @@ impl<'a> ImportSink<'a> {
 
     pub(super) fn insert(&mut self, id: &StateId, e: &RawEntry<'_>) -> Result<(), StateError> {
         match self.backend {
-            Backend::Heap(h) => {
-                match e.kind {
-                    StorageKind::Value => h.value_import(e.key_group, id, e.key, e.value),
-                    StorageKind::Map => {
-                        h.map_put(e.key_group, id, e.key, e.user_key, e.value);
-                    }
+            Backend::Heap(h) => match e.kind {
+                StorageKind::Value => h.value_import(e.key_group, id, e.key, e.value),
+                StorageKind::Map => {
+                    h.map_put(e.key_group, id, e.key, e.user_key, e.value);
+                    Ok(())
                 }
-                Ok(())
-            }
+            },
             Backend::Rocks(r) => {
                 rocks::encode_key(&mut self.key, e.key_group, &id.name, e.kind, e.key);
                 self.key.extend_from_slice(e.user_key);

@@ -35,6 +35,7 @@ pub mod storage;
 mod store;
 #[cfg(test)]
 mod tests;
+mod values;
 mod write_buffer;
 
 pub use entries::StateEntry;

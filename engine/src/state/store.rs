@@ -12,10 +12,11 @@ use rkyv::util::AlignedVec;
 
 use super::backend::Backend;
 use super::format;
-use super::heap::{HeapBackend, TableKey, key_hash};
+use super::heap::HeapBackend;
 use super::import::ImportSink;
 use super::rocks::{self, RocksBackend};
 use super::storage::StateStorage;
+use super::values::{KeyProbe, TableKey};
 use super::{
     BackendKind, BackendSettings, KeyGroupRange, KeyedStateHandle, MAX_MAX_PARALLELISM, RawEntry,
     Registry, SnapshotLocation, StateEntry, StateError, StateId, StorageKind,
@@ -24,18 +25,18 @@ use crate::common::error::RecordError;
 use crate::common::keys::{KeyGroups, KeyHash};
 use crate::record::Data;
 
-/// The key the handles act on: its key group, its archive and the archive's in-memory hash.
+/// The key the handles act on: its key group, its archive and what the hashmap tables need.
 struct CurrentKey {
     key_group: u32,
     set: bool,
     bytes: AlignedVec,
-    hash: u64,
+    probe: KeyProbe,
 }
 
 impl CurrentKey {
     #[inline]
     fn table_key(&self) -> TableKey<'_> {
-        TableKey::new(&self.bytes, self.hash)
+        TableKey::new(&self.bytes, self.probe)
     }
 }
 
@@ -186,7 +187,7 @@ impl KeyedStateStore {
                 key_group: 0,
                 set: false,
                 bytes: AlignedVec::new(),
-                hash: 0,
+                probe: KeyProbe::default(),
             }),
             scratch: RefCell::new(AlignedVec::new()),
             encoder: RefCell::default(),
@@ -291,7 +292,7 @@ impl KeyedStateStore {
         let mut current = self.inner.current.borrow_mut();
         current.set = false;
         self.inner.encode_into(key, &mut current.bytes, "key")?;
-        current.hash = key_hash(&current.bytes);
+        current.probe = KeyProbe::of(&current.bytes);
         current.key_group = kg;
         current.set = true;
         Ok(())
@@ -309,7 +310,7 @@ impl KeyedStateStore {
         let mut current = self.inner.current.borrow_mut();
         current.bytes.clear();
         current.bytes.extend_from_slice(key);
-        current.hash = key_hash(key);
+        current.probe = KeyProbe::of(key);
         current.key_group = key_group;
         current.set = true;
         Ok(())
