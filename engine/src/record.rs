@@ -395,6 +395,31 @@ pub fn access<T: Data>(offset: usize, bytes: &[u8]) -> Result<&T::Archived, Reco
     })
 }
 
+/// An archive this process wrote, in place and without validation.
+///
+/// # Safety
+/// `bytes` must be a frame of a buffer a record writer of this process filled with records of
+/// type `T` (an [`Appender`]'s archive, still where it was written, so aligned as written).
+pub unsafe fn access_written<T: Data>(bytes: &[u8]) -> &T::Archived {
+    // SAFETY: the caller's guarantee: the bytes are a whole archive of `T` rkyv wrote, with its
+    // root at the end and aligned for it.
+    unsafe { rkyv::access_unchecked::<T::Archived>(bytes) }
+}
+
+/// Deserializes an archive this process wrote, without validating it (see
+/// [`access_written`], whose safety requirements are this function's).
+///
+/// # Safety
+/// As for [`access_written`].
+pub unsafe fn decode_written<T: Data>(offset: usize, bytes: &[u8]) -> Result<T, RecordError> {
+    // SAFETY: passed on from the caller.
+    let archived = unsafe { access_written::<T>(bytes) };
+    rkyv::deserialize::<T, rancor::Error>(archived).map_err(|e| RecordError::Invalid {
+        offset,
+        reason: e.to_string(),
+    })
+}
+
 /// Deserializes an archived record that was already validated.
 pub fn deserialize_archived<T: Data>(archived: &T::Archived) -> Result<T, RecordError> {
     rkyv::deserialize::<T, rancor::Error>(archived).map_err(|e| RecordError::Invalid {

@@ -35,8 +35,10 @@ pub(crate) trait SourceTask {
 
 /// Feeds records from received network buffers into the head operator of a chain.
 pub(crate) trait InputProcessor {
-    /// Decodes every record of a buffer and pushes it through the chain.
-    fn process(&mut self, buffer: &[u8]) -> Result<u64, TaskError>;
+    /// Decodes every record of a buffer and pushes it through the chain. `written_here`: a
+    /// record writer of this process filled the buffer (`Buffer::produced_here`), so its
+    /// archives need no validation.
+    fn process(&mut self, buffer: &[u8], written_here: bool) -> Result<u64, TaskError>;
     /// All inputs ended.
     fn finish(&mut self) -> Result<(), TaskError>;
     /// A checkpoint barrier was aligned: snapshot the chain and pass the barrier downstream.

@@ -93,6 +93,8 @@ pub(crate) struct Buffer {
     pool: Option<Arc<BufferPool>>,
     /// Whether the buffer counts against its pool's limit (until dropped or handed to QUIC).
     on_loan: bool,
+    /// Whether a writer of this process filled it (rather than a peer's bytes off the wire).
+    produced_here: bool,
     _credit: Option<CreditGuard>,
 }
 
@@ -104,6 +106,7 @@ impl Buffer {
             bytes,
             pool: None,
             on_loan: false,
+            produced_here: true,
             _credit: None,
         }
     }
@@ -114,8 +117,17 @@ impl Buffer {
             bytes,
             pool: Some(pool),
             on_loan: true,
+            produced_here: true,
             _credit: None,
         }
+    }
+
+    /// Whether a record writer of this process filled the buffer: its records are archives
+    /// this process wrote, of the type the consumer reads (the same program built both ends of
+    /// the channel), so the consumer need not validate them. Bytes received from a peer are
+    /// validated.
+    pub(crate) fn produced_here(&self) -> bool {
+        self.produced_here
     }
 
     /// The buffer was handed to the transport: it no longer counts against its pool's limit,
@@ -137,6 +149,7 @@ impl Buffer {
             bytes,
             pool: Some(pool),
             on_loan: true,
+            produced_here: false,
             _credit: Some(credit),
         }
     }

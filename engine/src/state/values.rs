@@ -13,9 +13,9 @@ use std::hash::Hasher;
 use hashbrown::HashTable;
 use rkyv::util::AlignedVec;
 
-use super::{BytesVisitor, StateError};
 use super::heap::FastHasher;
 use super::store::decode;
+use super::{BytesVisitor, StateError};
 use crate::record::{Appender, Data};
 
 /// How many bytes of a key's archive an entry holds inline: integers, pairs of them and short

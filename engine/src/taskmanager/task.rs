@@ -600,7 +600,7 @@ impl Input<'_> {
                     self.counters
                         .bytes_in
                         .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                    let n = self.processor.process(&buf)?;
+                    let n = self.processor.process(&buf, buf.produced_here())?;
                     self.counters.records_in.fetch_add(n, Ordering::Relaxed);
                     self.dirty = true;
                 }
