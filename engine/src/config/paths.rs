@@ -56,8 +56,11 @@ pub struct HdfsUri {
     /// `host:port`, `host` (the NameNode's default port) or a name service; empty in
     /// `hdfs:///path`.
     pub authority: String,
-    /// The absolute path, `/` at least.
+    /// The absolute path, `/` at least, `%XX` escapes decoded.
     pub path: String,
+    /// The path as the URI writes it (escapes kept), so that [`Self::to_uri`] read again gives
+    /// the same path: decoding twice would turn `%2541` into `A`.
+    encoded_path: String,
 }
 
 impl HdfsUri {
@@ -97,17 +100,19 @@ impl HdfsUri {
                 "'{raw}' has the port '{port}', which is not a port number"
             ));
         }
-        let path = if path.is_empty() { "/" } else { path };
-        let path = decode(path).map_err(|e| format!("'{raw}': {e}"))?;
+        let encoded = if path.is_empty() { "/" } else { path };
+        let path = decode(encoded).map_err(|e| format!("'{raw}': {e}"))?;
+        // Not lowercased: a name service is a case-sensitive part of Hadoop's setting names.
         Ok(HdfsUri {
-            authority: authority.to_ascii_lowercase(),
+            authority: authority.to_string(),
             path,
+            encoded_path: encoded.to_string(),
         })
     }
 
-    /// `hdfs://authority/path`, the form storage paths keep.
+    /// `hdfs://authority/path`, the form storage paths keep (escapes as written).
     pub fn to_uri(&self) -> String {
-        format!("{HDFS_SCHEME}://{}{}", self.authority, self.path)
+        format!("{HDFS_SCHEME}://{}{}", self.authority, self.encoded_path)
     }
 }
 
@@ -292,8 +297,9 @@ mod tests {
             ("hdfs://nn:8020/flink/chk", "hdfs://nn:8020/flink/chk"),
             (
                 "HDFS://NN.example.com:8020/a%20b/",
-                "hdfs://nn.example.com:8020/a b/",
+                "hdfs://NN.example.com:8020/a%20b/",
             ),
+            ("hdfs://MyCluster/x", "hdfs://MyCluster/x"),
             ("hdfs://mycluster/chk", "hdfs://mycluster/chk"),
             ("hdfs:///chk", "hdfs:///chk"),
             ("hdfs://nn:8020", "hdfs://nn:8020/"),
@@ -304,6 +310,14 @@ mod tests {
         }
         let uri = HdfsUri::parse("hdfs://ns1/a/b").unwrap().unwrap();
         assert_eq!((uri.authority.as_str(), uri.path.as_str()), ("ns1", "/a/b"));
+        // Escapes are decoded once, however often the canonical form is read again.
+        let once = storage_path("hdfs://nn/a%2541").unwrap();
+        let uri = HdfsUri::parse(&once).unwrap().unwrap();
+        assert_eq!(uri.path, "/a%41");
+        assert_eq!(
+            HdfsUri::parse(&uri.to_uri()).unwrap().unwrap().path,
+            "/a%41"
+        );
         assert_eq!(HdfsUri::parse("/tmp/x"), None);
         assert_eq!(HdfsUri::parse("file:///tmp/x"), None);
         for (bad, needle) in [
