@@ -87,6 +87,11 @@ fn start() -> MiniDfs {
     }
 }
 
+/// Whether a process exists (quietly, unlike `kill -0`).
+fn running(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// Removes the directories of earlier test binaries whose cluster is gone (it stops with its
 /// test binary; its data stays behind).
 fn remove_stale_dirs() {
@@ -108,7 +113,7 @@ fn remove_stale_dirs() {
         let launcher = std::fs::read_to_string(entry.path().join("pid"))
             .ok()
             .and_then(|p| p.trim().parse::<u32>().ok());
-        if !crate::alive(owner) && !launcher.is_some_and(crate::alive) {
+        if !running(owner) && !launcher.is_some_and(running) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
