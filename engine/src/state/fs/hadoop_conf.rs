@@ -170,7 +170,7 @@ impl HadoopConf {
 
 /// The `(name, value)` properties of a Hadoop site file, in order. A property without a name is
 /// skipped, as Hadoop does; a value may be empty.
-pub fn parse_site(xml: &str) -> Result<Vec<(String, String)>, String> {
+fn parse_site(xml: &str) -> Result<Vec<(String, String)>, String> {
     let doc =
         roxmltree::Document::parse(xml).map_err(|e| format!("not a Hadoop site file: {e}"))?;
     let root = doc.root_element();

@@ -70,14 +70,14 @@ impl HdfsStorage {
             .with_io_runtime(io_runtime().handle().clone())
             .build()
             .map_err(|e| {
-                io::Error::other(format!("{}: cannot create a client: {e}", cluster.uri))
+                io::Error::other(format!(
+                    "{} (NameNodes {}): cannot create a client: {e}",
+                    cluster.uri,
+                    cluster.namenodes.join(", ")
+                ))
             })?;
+        tracing::info!(cluster = %cluster.uri, namenodes = ?cluster.namenodes, "HDFS client created");
         Ok(HdfsStorage { client, cluster })
-    }
-
-    /// The cluster this storage writes to.
-    pub fn cluster(&self) -> &HdfsCluster {
-        &self.cluster
     }
 
     /// The path inside the cluster that the URI `path` names.
@@ -99,12 +99,11 @@ impl HdfsStorage {
         S: FnMut() -> io::Result<Box<dyn Read + 'a>>,
     {
         let target = Self::inner(path)?;
-        let mut last = None;
-        for attempt in 1..=WRITE_ATTEMPTS {
+        let mut attempt = 1;
+        loop {
             let tmp = temp_beside(&target);
             let reader = source()?;
-            let result = block_on(self.write_attempt(&tmp, &target, reader));
-            match result {
+            match block_on(self.write_attempt(&tmp, &target, reader)) {
                 Ok(n) => return Ok(n),
                 Err(e) => {
                     // The temporary file is not referenced by anything; drop it, quietly.
@@ -117,15 +116,10 @@ impl HdfsStorage {
                         attempt,
                         "HDFS write failed, retrying the whole file: {e}"
                     );
-                    last = Some(e);
+                    attempt += 1;
                 }
             }
         }
-        Err(to_io(
-            path,
-            "cannot write",
-            last.unwrap_or_else(|| HdfsError::InternalError("no write attempt".into())),
-        ))
     }
 
     async fn write_attempt<'a>(

@@ -16,7 +16,7 @@ use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use hadoop_conf::{HadoopConf, HdfsCluster, parse_site};
+pub use hadoop_conf::{HadoopConf, HdfsCluster};
 pub use hdfs::HdfsStorage;
 
 use crate::config::HdfsUri;
