@@ -29,7 +29,7 @@ if [ "$what" = test ]; then
   apt_install chromium
   # A real ZooKeeper for the HA tests.
   [ -x scripts/zookeeper.sh ] && scripts/zookeeper.sh install
-  # A real YARN (MiniYARNCluster) for the YARN tests, built with Maven.
+  # A real YARN (MiniYARNCluster) and HDFS (MiniDFSCluster) for the tests, built with Maven.
   [ -x scripts/yarn-minicluster.sh ] && scripts/yarn-minicluster.sh build
 fi
 exit 0

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# A real YARN (MiniYARNCluster: 1 ResourceManager + 2 NodeManagers on loopback) for tests.
+# A real YARN (MiniYARNCluster: 1 ResourceManager + 2 NodeManagers on loopback) and a real HDFS
+# (MiniDFSCluster: 1 NameNode + 3 DataNodes on 127.0.0.1) for tests, from the same launcher.
 #   scripts/yarn-minicluster.sh build        build the launcher (Maven; idempotent)
-#   scripts/yarn-minicluster.sh start DIR    start it; DIR gets yarn-site.xml, ready, pid, log
+#   scripts/yarn-minicluster.sh start DIR    start YARN; DIR gets yarn-site.xml, ready, pid, log
+#   scripts/yarn-minicluster.sh start-dfs DIR [PID]
+#                                            start HDFS; DIR gets core-site.xml, hdfs-site.xml,
+#                                            ready, pid, log; with PID it stops when PID ends
 #   scripts/yarn-minicluster.sh stop DIR     stop the cluster started in DIR
-# `start` prints the launcher's line: READY rm=HOST:PORT scheduler=HOST:PORT web=HOST:PORT
+# Starting where a cluster already runs prints its line again. `start` prints the launcher's
+# line READY rm=HOST:PORT scheduler=HOST:PORT web=HOST:PORT; `start-dfs` prints
+# READY namenode=HOST:PORT nameservice=NAME.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,8 +45,11 @@ build() {
   touch "$stamp"
 }
 
+# start DIR MAIN_CLASS [ARG...]: starts the launcher's MAIN_CLASS with DIR as its first argument
+# and waits for DIR/ready.
 start() {
-  local dir="${1:?usage: start DIR}"
+  local dir="${1:?usage: start DIR}" main="$2"
+  shift 2
   mkdir -p "$dir"
   dir="$(cd "$dir" && pwd)"
   build
@@ -48,10 +57,10 @@ start() {
     cat "$dir/ready"
     return 0
   fi
-  rm -f "$dir/ready" "$dir/yarn-site.xml"
-  # MiniYARNCluster writes its work dirs under ./target relative to the working directory.
+  rm -f "$dir/ready" "$dir/yarn-site.xml" "$dir/core-site.xml" "$dir/hdfs-site.xml"
+  # The mini clusters write their work dirs under ./target relative to the working directory.
   (cd "$dir" && exec setsid java -Xmx1g -Dorg.slf4j.simpleLogger.defaultLogLevel="${YARN_MINICLUSTER_LOG_LEVEL:-warn}" "${JAVA_OPENS[@]}" \
-    -cp "$JAR:$LAUNCHER/target/lib/*" sluice.yarn.Launcher "$dir" \
+    -cp "$JAR:$LAUNCHER/target/lib/*" "$main" "$dir" "$@" \
     </dev/null >"$dir/log" 2>&1) &
   echo $! >"$dir/pid"
   local waited=0
@@ -90,7 +99,8 @@ stop() {
 
 case "${1:-}" in
   build) build ;;
-  start) start "${2:-}" ;;
+  start) start "${2:?usage: start DIR}" sluice.yarn.Launcher ;;
+  start-dfs) start "${2:?usage: start-dfs DIR [PID]}" sluice.yarn.DfsLauncher ${3:+--watch-pid "$3"} ;;
   stop) stop "${2:-}" ;;
-  *) echo "usage: $0 build | start DIR | stop DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 build | start DIR | start-dfs DIR [PID] | stop DIR" >&2; exit 2 ;;
 esac

@@ -323,9 +323,10 @@ mod tests {
         );
         assert!(std::path::Path::new(&path).join("_metadata").exists());
         assert!(!std::path::Path::new("file:").exists());
-        let refused = shared.trigger_savepoint(job, Some("hdfs://nn:8020/sp".into()), false);
+        // hdfs:// targets are storage paths now; a scheme no file system serves is refused.
+        let refused = shared.trigger_savepoint(job, Some("s3://bucket/sp".into()), false);
         assert!(
-            matches!(&refused, Err(crate::jobmanager::dispatcher::SavepointError::BadTarget(e)) if e.contains("scheme 'hdfs'")),
+            matches!(&refused, Err(crate::jobmanager::dispatcher::SavepointError::BadTarget(e)) if e.contains("scheme 's3'")),
             "{refused:?}"
         );
     }

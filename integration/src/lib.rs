@@ -4,6 +4,7 @@
 //! The tests run the `sluice` binary that `cargo build --bin sluice` produced (`scripts/test.sh`
 //! builds it first), found through `SLUICE_BIN` or the cargo target directory.
 
+pub mod dfs;
 pub mod yarn;
 
 use std::collections::BTreeMap;
@@ -84,6 +85,8 @@ pub struct StandaloneCluster {
     pub rpc_port: u16,
     /// Every JobManager's REST port (several with HA), in start order.
     pub rest_ports: Vec<u16>,
+    /// Environment variables every process of the cluster and the CLI get.
+    env: Vec<(String, String)>,
     http: reqwest::blocking::Client,
 }
 
@@ -101,6 +104,27 @@ impl StandaloneCluster {
         taskmanagers: usize,
         slots: u32,
         extra_config: &str,
+    ) -> StandaloneCluster {
+        Self::start_full(jobmanagers, taskmanagers, slots, extra_config, &[])
+    }
+
+    /// As [`start`](Self::start), with `env` set for every process and CLI call (e.g.
+    /// `HADOOP_CONF_DIR`).
+    pub fn start_with_env(
+        taskmanagers: usize,
+        slots: u32,
+        extra_config: &str,
+        env: &[(&str, &str)],
+    ) -> StandaloneCluster {
+        Self::start_full(1, taskmanagers, slots, extra_config, env)
+    }
+
+    fn start_full(
+        jobmanagers: usize,
+        taskmanagers: usize,
+        slots: u32,
+        extra_config: &str,
+        env: &[(&str, &str)],
     ) -> StandaloneCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let (rest_port, rpc_port) = (free_port(), free_port());
@@ -123,6 +147,10 @@ impl StandaloneCluster {
             rest_port,
             rpc_port,
             rest_ports,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             http: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(10))
                 .build()
@@ -169,6 +197,7 @@ impl StandaloneCluster {
             .env("SLUICE_CONF_DIR", self.conf_dir())
             .env("SLUICE_LOG_DIR", self.log_dir())
             .env("SLUICE_BIN", sluice_bin())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .output()
             .expect("run script")
     }
@@ -195,6 +224,7 @@ impl StandaloneCluster {
             .arg("--config-dir")
             .arg(self.conf_dir())
             .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .output()
             .expect("run sluice")
     }

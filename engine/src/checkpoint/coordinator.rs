@@ -98,7 +98,6 @@ pub struct CheckpointSettings {
 impl From<&crate::config::CheckpointingOptions> for CheckpointSettings {
     /// The coordinator's view of the `execution.checkpointing.*` keys.
     fn from(c: &crate::config::CheckpointingOptions) -> Self {
-        let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
         CheckpointSettings {
             interval: c.interval,
             timeout: c.timeout,
@@ -107,8 +106,8 @@ impl From<&crate::config::CheckpointingOptions> for CheckpointSettings {
             tolerable_failures: c.tolerable_failures,
             num_retained: c.num_retained,
             exactly_once: c.mode == crate::config::CheckpointingMode::ExactlyOnce,
-            dir: path(&c.dir),
-            savepoint_dir: path(&c.savepoint_dir),
+            dir: c.dir.clone(),
+            savepoint_dir: c.savepoint_dir.clone(),
             retention: c.retention,
         }
     }

@@ -136,19 +136,16 @@ pub fn read_retained(
 
 /// A savepoint or retained checkpoint a job is submitted to start from (`run -s PATH`): its
 /// directory and metadata, refused with the reason if it cannot be read or a file it references
-/// is missing or has another size. `PATH` is its directory or its `_metadata`, as a plain path
-/// or a `file:` URI (Flink prints savepoint paths as URIs).
+/// is missing or has another size. `PATH` is its directory or its `_metadata`, as a plain path,
+/// a `file:` URI (Flink prints savepoint paths as URIs) or an `hdfs:` URI.
 pub fn load_restore(
     storage: &dyn StateStorage,
     path: &str,
 ) -> Result<(String, CheckpointMetadata), RestoreError> {
-    let path = crate::config::local_path(path)
-        .map_err(|reason| RestoreError::BadPath {
-            path: path.to_string(),
-            reason,
-        })?
-        .display()
-        .to_string();
+    let path = crate::config::storage_path(path).map_err(|reason| RestoreError::BadPath {
+        path: path.to_string(),
+        reason,
+    })?;
     let (metadata_dir, _) = metadata_location(&path);
     let metadata = load_metadata(storage, &path)?;
     validate(storage, &metadata_dir, &metadata)?;

@@ -24,7 +24,9 @@ use std::time::Duration;
 
 pub use error::ConfigError;
 pub use options::{MAX_MEMORY_SIZE, MAX_PARALLELISM, MAX_TASK_SLOTS, OptionDef, known_options};
-pub use paths::{check_client_path, local_path};
+pub use paths::{
+    HDFS_SCHEME, HdfsUri, check_client_path, check_client_storage_path, local_path, storage_path,
+};
 pub use units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
 
 /// The file name looked up in the conf dir.
@@ -181,10 +183,12 @@ pub struct CheckpointingOptions {
     pub num_retained: u32,
     /// `execution.checkpointing.mode` (default EXACTLY_ONCE).
     pub mode: CheckpointingMode,
-    /// `execution.checkpointing.dir` (default unset): where checkpoints are written.
-    pub dir: Option<PathBuf>,
-    /// `execution.checkpointing.savepoint-dir` (default unset): default savepoint target.
-    pub savepoint_dir: Option<PathBuf>,
+    /// `execution.checkpointing.dir` (default unset): where checkpoints are written, a storage
+    /// path (a local path or an `hdfs://` URI, see [`storage_path`]).
+    pub dir: Option<String>,
+    /// `execution.checkpointing.savepoint-dir` (default unset): default savepoint target, a
+    /// storage path.
+    pub savepoint_dir: Option<String>,
     /// `execution.checkpointing.incremental` (default false).
     pub incremental: bool,
     /// `execution.checkpointing.externalized-checkpoint-retention`.

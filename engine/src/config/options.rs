@@ -287,6 +287,27 @@ impl Codec for OptionalPath {
     }
 }
 
+/// A directory of durable storage that may be unset; empty (or YAML null) means unset. A plain
+/// path, a `file:` URI or an `hdfs:` URI, parsed by [`super::storage_path`].
+struct OptionalStoragePath;
+
+impl Codec for OptionalStoragePath {
+    type Value = Option<String>;
+    const TYPE_NAME: &'static str = "path, file:// or hdfs:// URI (optional)";
+    fn parse(&self, raw: &str) -> Result<Option<String>, Rejection> {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        super::storage_path(raw)
+            .map(Some)
+            .map_err(Rejection::Invalid)
+    }
+    fn render(&self, value: &Option<String>) -> String {
+        value.clone().unwrap_or_default()
+    }
+}
+
 /// A comma-separated list of absolute, normalized directories (plain paths or `file:` URIs);
 /// empty means none.
 struct DirList;
@@ -719,9 +740,9 @@ options! {
     "execution.buffer-timeout" => network.buffer_timeout: ANY_DURATION,
         default "100 ms",
         doc "How long an output buffer may wait to fill before it is flushed (0 flushes every record).";
-    "execution.checkpointing.dir" => checkpointing.dir: OptionalPath,
+    "execution.checkpointing.dir" => checkpointing.dir: OptionalStoragePath,
         default "",
-        doc "Directory (shared by all processes) where checkpoints are written; required with an interval. A plain path or a file:// URI, as every path key.";
+        doc "Directory (shared by all processes) where checkpoints are written; required with an interval. A plain path, a file:// URI or an hdfs:// URI (HDFS as HADOOP_CONF_DIR configures it).";
     "execution.checkpointing.externalized-checkpoint-retention" => checkpointing.retention: Choice::<CheckpointRetention>(PhantomData),
         default "NO_EXTERNALIZED_CHECKPOINTS",
         doc "NO_EXTERNALIZED_CHECKPOINTS / DELETE_ON_CANCELLATION delete checkpoints when a job finishes or is cancelled; RETAIN_ON_CANCELLATION keeps them on cancel.";
@@ -743,9 +764,9 @@ options! {
     "execution.checkpointing.num-retained" => checkpointing.num_retained: AT_LEAST_ONE,
         default "1",
         doc "Completed checkpoints kept; older ones are deleted.";
-    "execution.checkpointing.savepoint-dir" => checkpointing.savepoint_dir: OptionalPath,
+    "execution.checkpointing.savepoint-dir" => checkpointing.savepoint_dir: OptionalStoragePath,
         default "",
-        doc "Default target directory of savepoints.";
+        doc "Default target directory of savepoints: a plain path, a file:// URI or an hdfs:// URI.";
     "execution.checkpointing.timeout" => checkpointing.timeout: POSITIVE_DURATION,
         default "10 min",
         doc "A checkpoint not complete after this long is given up.";

@@ -1,7 +1,12 @@
 //! Paths as Flink configurations and commands give them: a plain path, or a `file:` URI
 //! (`file:///tmp/x`, `file:/tmp/x`, `file://localhost/tmp/x`). Every configuration key, REST
-//! field and job argument that names a file or directory goes through [`local_path`], so
+//! field and job argument that names a local file or directory goes through [`local_path`], so
 //! `execution.checkpointing.dir: file:///tmp/x` means `/tmp/x` wherever it is used.
+//!
+//! Durable storage (checkpoints, savepoints) may also live on HDFS: [`storage_path`] accepts
+//! `hdfs://namenode:port/path`, `hdfs://nameservice/path` and `hdfs:///path` (the authority of
+//! `fs.defaultFS`, resolved by the file-system layer where the Hadoop configuration is read).
+//! A plain path stays a local path, as in Flink, whose default scheme is `file`.
 
 use std::path::PathBuf;
 
@@ -39,6 +44,116 @@ pub fn local_path(raw: &str) -> Result<PathBuf, String> {
     decode(path)
         .map(PathBuf::from)
         .map_err(|e| format!("'{raw}': {e}"))
+}
+
+/// The scheme of durable paths on HDFS.
+pub const HDFS_SCHEME: &str = "hdfs";
+
+/// An `hdfs:` URI taken apart: the authority (a NameNode `host[:port]`, a logical name service,
+/// or empty for `fs.defaultFS`'s) and the absolute path on that file system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HdfsUri {
+    /// `host:port`, `host` (the NameNode's default port) or a name service; empty in
+    /// `hdfs:///path`.
+    pub authority: String,
+    /// The absolute path, `/` at least, `%XX` escapes decoded.
+    pub path: String,
+    /// The path as the URI writes it (escapes kept), so that [`Self::to_uri`] read again gives
+    /// the same path: decoding twice would turn `%2541` into `A`.
+    encoded_path: String,
+}
+
+impl HdfsUri {
+    /// The `hdfs:` URI `raw` names, `None` if it has another scheme or none, or why it is not
+    /// one this version reads: it must have an authority part (`hdfs://`), an absolute path,
+    /// no user info, query or fragment.
+    pub fn parse(raw: &str) -> Option<Result<HdfsUri, String>> {
+        let raw = raw.trim();
+        let (scheme, rest) = split_scheme(raw)?;
+        if !scheme.eq_ignore_ascii_case(HDFS_SCHEME) {
+            return None;
+        }
+        Some(Self::parse_rest(raw, rest))
+    }
+
+    fn parse_rest(raw: &str, rest: &str) -> Result<HdfsUri, String> {
+        let Some(after) = rest.strip_prefix("//") else {
+            return Err(format!(
+                "'{raw}' is not an hdfs:// URI: write hdfs://namenode:port/path or hdfs:///path"
+            ));
+        };
+        if after.contains(['?', '#']) {
+            return Err(format!(
+                "'{raw}' has a query or fragment, which an HDFS path cannot have"
+            ));
+        }
+        let (authority, path) = after.split_at(after.find('/').unwrap_or(after.len()));
+        if authority.contains('@') {
+            return Err(format!(
+                "'{raw}' names a user in its authority: the HDFS user is the process's (HADOOP_USER_NAME)"
+            ));
+        }
+        if let Some((_, port)) = authority.rsplit_once(':')
+            && port.parse::<u16>().is_err()
+        {
+            return Err(format!(
+                "'{raw}' has the port '{port}', which is not a port number"
+            ));
+        }
+        let encoded = if path.is_empty() { "/" } else { path };
+        let path = decode(encoded).map_err(|e| format!("'{raw}': {e}"))?;
+        // Not lowercased: a name service is a case-sensitive part of Hadoop's setting names.
+        Ok(HdfsUri {
+            authority: authority.to_string(),
+            path,
+            encoded_path: encoded.to_string(),
+        })
+    }
+
+    /// `hdfs://authority/path`, the form storage paths keep (escapes as written).
+    pub fn to_uri(&self) -> String {
+        format!("{HDFS_SCHEME}://{}{}", self.authority, self.encoded_path)
+    }
+}
+
+/// The storage path `raw` names, for keys and requests that name durable storage (checkpoint
+/// and savepoint directories, restore paths): an `hdfs:` URI in its canonical form
+/// (`hdfs://authority/path`), or else a local path as [`local_path`] reads it. Other schemes are
+/// refused with their name.
+pub fn storage_path(raw: &str) -> Result<String, String> {
+    let raw = raw.trim();
+    if let Some(uri) = HdfsUri::parse(raw) {
+        return uri.map(|u| u.to_uri());
+    }
+    match split_scheme(raw) {
+        Some((scheme, _)) if !scheme.eq_ignore_ascii_case("file") => Err(format!(
+            "'{raw}' uses the scheme '{scheme}', which this version cannot read or write: use a plain path, a file:// URI or an hdfs:// URI"
+        )),
+        _ => local_path(raw).map(|p| p.display().to_string()),
+    }
+}
+
+/// [`check_client_path`] for a storage path (see [`storage_path`]): an HDFS path must be
+/// absolute, normalized and not the root too. `security.io.allowed-dirs` lists local
+/// directories, so when it is set an HDFS path is refused: no list of allowed HDFS directories
+/// exists yet, and the daemon's HDFS user may write where a client must not.
+pub fn check_client_storage_path(
+    path: &str,
+    what: &str,
+    allowed: &[PathBuf],
+) -> Result<(), String> {
+    let Some(uri) = HdfsUri::parse(path) else {
+        return check_client_path(std::path::Path::new(path), what, allowed);
+    };
+    let uri = uri.map_err(|e| format!("{what}: {e}"))?;
+    check_client_path(std::path::Path::new(&uri.path), what, &[])
+        .map_err(|e| e.replace(&format!("{:?}", uri.path), &format!("{path:?}")))?;
+    if !allowed.is_empty() {
+        return Err(format!(
+            "{what} {path:?} is on HDFS, and security.io.allowed-dirs allows local directories only"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a path a client chose (a savepoint target, a restore path, a job's input or output):
@@ -174,6 +289,77 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn storage_paths_keep_hdfs_uris_and_read_the_rest_as_local_paths() {
+        for (raw, want) in [
+            ("hdfs://nn:8020/flink/chk", "hdfs://nn:8020/flink/chk"),
+            (
+                "HDFS://NN.example.com:8020/a%20b/",
+                "hdfs://NN.example.com:8020/a%20b/",
+            ),
+            ("hdfs://MyCluster/x", "hdfs://MyCluster/x"),
+            ("hdfs://mycluster/chk", "hdfs://mycluster/chk"),
+            ("hdfs:///chk", "hdfs:///chk"),
+            ("hdfs://nn:8020", "hdfs://nn:8020/"),
+            ("file:///tmp/x", "/tmp/x"),
+            (" /tmp/x", "/tmp/x"),
+        ] {
+            assert_eq!(storage_path(raw).unwrap(), want, "{raw}");
+        }
+        let uri = HdfsUri::parse("hdfs://ns1/a/b").unwrap().unwrap();
+        assert_eq!((uri.authority.as_str(), uri.path.as_str()), ("ns1", "/a/b"));
+        // Escapes are decoded once, however often the canonical form is read again.
+        let once = storage_path("hdfs://nn/a%2541").unwrap();
+        let uri = HdfsUri::parse(&once).unwrap().unwrap();
+        assert_eq!(uri.path, "/a%41");
+        assert_eq!(
+            HdfsUri::parse(&uri.to_uri()).unwrap().unwrap().path,
+            "/a%41"
+        );
+        assert_eq!(HdfsUri::parse("/tmp/x"), None);
+        assert_eq!(HdfsUri::parse("file:///tmp/x"), None);
+        for (bad, needle) in [
+            ("s3://bucket/x", "scheme 's3'"),
+            ("hdfs:/x", "not an hdfs:// URI"),
+            ("hdfs:x", "not an hdfs:// URI"),
+            ("hdfs://nn:80x/x", "port '80x'"),
+            ("hdfs://bob@nn/x", "names a user"),
+            ("hdfs://nn/x?y=1", "query or fragment"),
+            ("hdfs://nn/%zz", "bad escape"),
+        ] {
+            let e = storage_path(bad).unwrap_err();
+            assert!(e.contains(needle) && e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn client_hdfs_paths_are_checked_as_local_ones_and_refused_beside_allowed_dirs() {
+        let none: &[PathBuf] = &[];
+        check_client_storage_path("hdfs://nn:8020/sp", "the target directory", none).unwrap();
+        check_client_storage_path("/data/sp", "the target directory", none).unwrap();
+        for (bad, needle) in [
+            ("hdfs://nn:8020/", "root"),
+            ("hdfs://nn/a/../b", "'..'"),
+            ("hdfs://nn", "root"),
+            ("hdfs:/x", "not an hdfs:// URI"),
+        ] {
+            let e = check_client_storage_path(bad, "the target directory", none).unwrap_err();
+            assert!(
+                e.contains("the target directory") && e.contains(needle),
+                "{bad}: {e}"
+            );
+        }
+        let e = check_client_storage_path("hdfs://nn/a/../b", "x", none).unwrap_err();
+        assert!(e.contains("hdfs://nn/a/../b"), "{e}");
+        let allowed = [PathBuf::from("/data")];
+        let e = check_client_storage_path("hdfs://nn/data", "x", &allowed).unwrap_err();
+        assert!(
+            e.contains("allowed-dirs") && e.contains("hdfs://nn/data"),
+            "{e}"
+        );
+        check_client_storage_path("/data/x", "x", &allowed).unwrap();
     }
 
     #[test]

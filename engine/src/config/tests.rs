@@ -635,13 +635,26 @@ fn path_keys_take_file_uris_and_refuse_other_schemes_naming_the_key() {
             "file:/tmp/sluice-sp",
         )
         .unwrap();
-    assert_eq!(
-        config.checkpointing.dir.as_deref(),
-        Some(std::path::Path::new("/tmp/sluice-chk"))
-    );
+    assert_eq!(config.checkpointing.dir.as_deref(), Some("/tmp/sluice-chk"));
     assert_eq!(
         config.checkpointing.savepoint_dir.as_deref(),
-        Some(std::path::Path::new("/tmp/sluice-sp"))
+        Some("/tmp/sluice-sp")
+    );
+    // Durable storage may also be on HDFS; its URI is kept for the file-system layer.
+    config
+        .set("execution.checkpointing.dir", "hdfs://nn:8020/chk")
+        .unwrap();
+    assert_eq!(
+        config.checkpointing.dir.as_deref(),
+        Some("hdfs://nn:8020/chk")
+    );
+    let e = config
+        .set("execution.checkpointing.savepoint-dir", "s3://bucket/sp")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("execution.checkpointing.savepoint-dir") && e.contains("scheme 's3'"),
+        "{e}"
     );
     let e = config
         .set("high-availability.storageDir", "hdfs://nn:8020/ha")

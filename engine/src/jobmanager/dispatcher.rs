@@ -72,20 +72,23 @@ pub fn check_job_paths(
     for file in &graph.files {
         check(&file.path, &format!("the path of the {}", file.operator))?;
     }
+    let check_storage = |path: &str, what: &str| {
+        crate::config::check_client_storage_path(path, what, allowed).map_err(SubmitError::BadPath)
+    };
     if let Some(raw) = savepoint {
-        let path = crate::config::local_path(raw).map_err(SubmitError::BadRestore)?;
-        check(&path, "the savepoint path")?;
+        let path = crate::config::storage_path(raw).map_err(SubmitError::BadRestore)?;
+        check_storage(&path, "the savepoint path")?;
     }
     let (mine, theirs) = (&job.checkpointing, &cluster.checkpointing);
     if let Some(dir) = &mine.dir
         && mine.dir != theirs.dir
     {
-        check(dir, "execution.checkpointing.dir")?;
+        check_storage(dir, "execution.checkpointing.dir")?;
     }
     if let Some(dir) = &mine.savepoint_dir
         && mine.savepoint_dir != theirs.savepoint_dir
     {
-        check(dir, "execution.checkpointing.savepoint-dir")?;
+        check_storage(dir, "execution.checkpointing.savepoint-dir")?;
     }
     Ok(())
 }

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::rpc::http::{self, HttpLimits};
 use crate::rpc::transport::{self, RpcError};
 use crate::security::ClusterSecret;
-use crate::state::{LocalFileStorage, StateStorage};
+use crate::state::{FileSystems, StateStorage};
 
 /// A running JobManager.
 pub struct JobManager {
@@ -106,10 +106,10 @@ impl JobManager {
             .map_err(|e| StartError::Unsupported(format!("high availability: {e}")))?
             .map(HaRuntime::new);
         // Checkpoints, savepoints and HA metadata live on the local (or a mounted, shared)
-        // file system.
-        let storage: Arc<dyn StateStorage> = Arc::new(LocalFileStorage);
+        // file system or on HDFS, by their directories' schemes.
+        let storage: Arc<dyn StateStorage> = Arc::new(FileSystems::new());
         if let Some(dir) = &config.checkpointing.savepoint_dir {
-            let (storage, root) = (storage.clone(), dir.display().to_string());
+            let (storage, root) = (storage.clone(), dir.clone());
             let removed = tokio::task::spawn_blocking(move || {
                 crate::checkpoint::io::remove_abandoned_savepoints(
                     storage.as_ref(),

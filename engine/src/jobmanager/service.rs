@@ -338,18 +338,18 @@ impl JobManagerShared {
         target: Option<String>,
         stop: bool,
     ) -> Result<String, SavepointError> {
-        // A target is a path or a file: URI, parsed as every configured path is, and one clients
-        // may name (the configured default is the operator's own choice).
+        // A target is a path, a file: or an hdfs: URI, parsed as every configured storage path
+        // is, and one clients may name (the configured default is the operator's own choice).
         let target = target
             .map(|t| {
-                let path = crate::config::local_path(&t).map_err(SavepointError::BadTarget)?;
-                crate::config::check_client_path(
+                let path = crate::config::storage_path(&t).map_err(SavepointError::BadTarget)?;
+                crate::config::check_client_storage_path(
                     &path,
                     "the target directory",
                     &self.config.security.io_allowed_dirs,
                 )
                 .map_err(SavepointError::BadTarget)?;
-                Ok(path.display().to_string())
+                Ok(path)
             })
             .transpose()?;
         let request_id = format!("{:032x}", rand::random::<u128>());

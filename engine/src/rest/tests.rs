@@ -692,6 +692,19 @@ async fn client_chosen_paths_outside_the_allowed_dirs_are_refused() {
         StatusCode::BAD_REQUEST,
         "execution.checkpointing.dir \"/etc/sluice-chk\"",
     );
+    // The allowed directories are local ones: no HDFS path is inside them.
+    let (status, answer) = c
+        .submit_json(json!({
+            "job": "stream-sum",
+            "config": { "execution.checkpointing.dir": "hdfs://nn:8020/chk" },
+        }))
+        .await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::BAD_REQUEST,
+        "\"hdfs://nn:8020/chk\" is on HDFS, and security.io.allowed-dirs allows local directories only",
+    );
     assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
 
     // Inside the allowed directory the job is accepted, and savepoint targets are checked.
@@ -705,6 +718,8 @@ async fn client_chosen_paths_outside_the_allowed_dirs_are_refused() {
         ("/", "file-system root"),
         ("/etc", "security.io.allowed-dirs"),
         ("savepoints", "not an absolute path"),
+        ("hdfs://nn:8020/sp", "is on HDFS"),
+        ("hdfs://nn:8020/sp/../x", "'.' or '..' parts"),
     ] {
         let (status, answer) = c
             .post_json(

@@ -22,6 +22,7 @@ mod backend;
 mod entries;
 mod error;
 mod format;
+pub mod fs;
 mod handles;
 mod heap;
 mod import;
@@ -41,6 +42,7 @@ mod write_buffer;
 pub use entries::StateEntry;
 use entries::{BytesVisitor, RawEntry, StorageKind};
 pub use error::StateError;
+pub use fs::FileSystems;
 pub use handles::{
     AggregateFunction, AggregatingState, ListState, MapState, ReducingState, ValueState,
 };

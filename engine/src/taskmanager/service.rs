@@ -159,7 +159,7 @@ impl TaskManager {
             ),
             partition_wait: settings.partition_wait,
             local_state_dir: config.state.local_dir(&resource_id, std::process::id()),
-            storage: Arc::new(crate::state::LocalFileStorage),
+            storage: Arc::new(crate::state::FileSystems::new()),
             rocks_memory: rocks_memory.clone(),
             programs,
         });

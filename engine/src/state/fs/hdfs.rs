@@ -1,0 +1,382 @@
+//! [`StateStorage`] on HDFS, through the pure-Rust `hdfs-native` client (no JVM, no libhdfs).
+//!
+//! Files are written whole and renamed into place: a reader sees the old file or the new one,
+//! never a prefix, and nothing relies on append. A write whose pipeline fails (a DataNode lost
+//! mid-block, a NameNode that refused to complete the file) is retried from the start as a new
+//! temporary file; the client itself already replaces DataNodes within one attempt.
+//!
+//! The client is asynchronous, the storage calls are not: they come from blocking threads
+//! (checkpoint I/O lanes, task threads, the JobManager's blocking pool). Each call runs its
+//! future with [`tokio::runtime::Runtime::block_on`] on a small runtime of the HDFS module's own
+//! ([`io_runtime`]), whose workers also carry the client's connection tasks. A call made on a
+//! worker thread of any runtime panics instead of blocking that worker, so a misplaced call is
+//! found by the first test that makes it.
+
+use std::future::Future;
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use hdfs_native::{Client, ClientBuilder, HdfsError, WriteOptions};
+
+use super::hadoop_conf::{HadoopConf, HdfsCluster};
+use crate::config::HdfsUri;
+use crate::state::storage::StateStorage;
+
+/// Whole-file attempts of a write before its error is returned.
+const WRITE_ATTEMPTS: u32 = 3;
+/// Bytes moved per client call when uploading or downloading a local file.
+const CHUNK: usize = 4 << 20;
+/// Worker threads of the HDFS runtime: they only shuttle bytes between sockets and buffers.
+const IO_THREADS: usize = 2;
+
+/// The process's HDFS runtime, made on first use and never dropped (dropping a runtime from
+/// async code panics, and storages are dropped wherever their last owner is).
+fn io_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(IO_THREADS)
+            .thread_name("hdfs-io")
+            .enable_all()
+            .build()
+            .expect("cannot start the HDFS client's runtime")
+    })
+}
+
+/// One HDFS cluster (a NameNode or a name service) as checkpoint storage. Paths given to it are
+/// full `hdfs:` URIs of this cluster; errors name them.
+pub struct HdfsStorage {
+    client: Client,
+    cluster: HdfsCluster,
+}
+
+impl std::fmt::Debug for HdfsStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HdfsStorage")
+            .field("cluster", &self.cluster)
+            .finish()
+    }
+}
+
+impl HdfsStorage {
+    /// A client of `cluster` configured with `conf` (which may ask for Kerberos, name-service
+    /// failover and timeouts as Hadoop's own client reads them). Connects lazily.
+    pub fn connect(cluster: HdfsCluster, conf: &HadoopConf) -> io::Result<HdfsStorage> {
+        let client = ClientBuilder::new()
+            .with_url(cluster.uri.clone())
+            .with_config(conf.settings())
+            .with_io_runtime(io_runtime().handle().clone())
+            .build()
+            .map_err(|e| {
+                io::Error::other(format!(
+                    "{} (NameNodes {}): cannot create a client: {e}",
+                    cluster.uri,
+                    cluster.namenodes.join(", ")
+                ))
+            })?;
+        tracing::info!(cluster = %cluster.uri, namenodes = ?cluster.namenodes, "HDFS client created");
+        Ok(HdfsStorage { client, cluster })
+    }
+
+    /// The path inside the cluster that the URI `path` names.
+    fn inner(path: &str) -> io::Result<String> {
+        match HdfsUri::parse(path) {
+            Some(Ok(uri)) => Ok(uri.path),
+            Some(Err(e)) => Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("'{path}' is not an hdfs:// URI"),
+            )),
+        }
+    }
+
+    /// Writes the bytes `source` yields (called again from the start for each attempt) to a
+    /// temporary file beside `path`, then renames it over `path`.
+    fn write_whole<'a, S>(&self, path: &str, mut source: S) -> io::Result<u64>
+    where
+        S: FnMut() -> io::Result<Box<dyn Read + 'a>>,
+    {
+        let target = Self::inner(path)?;
+        let mut attempt = 1;
+        loop {
+            let tmp = temp_beside(&target);
+            let reader = source()?;
+            match block_on(self.write_attempt(&tmp, &target, reader)) {
+                Ok(n) => return Ok(n),
+                Err(e) => {
+                    // The temporary file is not referenced by anything; drop it, quietly.
+                    let _ = block_on(self.client.delete(&tmp, false));
+                    if !retryable(&e) || attempt == WRITE_ATTEMPTS {
+                        return Err(to_io(path, "cannot write", e));
+                    }
+                    tracing::warn!(
+                        path,
+                        attempt,
+                        "HDFS write failed, retrying the whole file: {e}"
+                    );
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    async fn write_attempt<'a>(
+        &self,
+        tmp: &str,
+        target: &str,
+        mut reader: Box<dyn Read + 'a>,
+    ) -> Result<u64, HdfsError> {
+        let options = WriteOptions::default().overwrite(true).create_parent(true);
+        let mut writer = self.client.create(tmp, options).await?;
+        let mut total = 0u64;
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            // The reader is a local file or memory: reading it here blocks only the caller's
+            // (blocking) thread, which runs this future.
+            let n = reader.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            writer
+                .write_bytes(Bytes::copy_from_slice(&buf[..n]))
+                .await?;
+            total += n as u64;
+        }
+        writer.close().await?;
+        self.client.rename(tmp, target, true).await?;
+        Ok(total)
+    }
+
+    async fn status(
+        &self,
+        path: &str,
+    ) -> Result<Option<hdfs_native::client::FileStatus>, HdfsError> {
+        match self.client.get_file_info(path).await {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl StateStorage for HdfsStorage {
+    fn write(&self, path: &str, data: &[u8]) -> io::Result<()> {
+        self.write_whole(path, || Ok(Box::new(data))).map(|_| ())
+    }
+
+    fn upload(&self, from: &Path, path: &str) -> io::Result<u64> {
+        self.write_whole(path, || {
+            let file = std::fs::File::open(from).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot upload {}: {e}", from.display()))
+            })?;
+            Ok(Box::new(file))
+        })
+    }
+
+    fn read(&self, path: &str) -> io::Result<Vec<u8>> {
+        let inner = Self::inner(path)?;
+        block_on(async {
+            let reader = self.client.read(&inner).await?;
+            let bytes = reader.read_range(0, reader.file_length()).await?;
+            Ok(bytes.to_vec())
+        })
+        .map_err(|e| to_io(path, "cannot read", e))
+    }
+
+    fn download(&self, path: &str, to: &Path) -> io::Result<()> {
+        let inner = Self::inner(path)?;
+        if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut out = std::fs::File::create(to)?;
+        block_on(async {
+            let reader = self.client.read(&inner).await?;
+            let length = reader.file_length();
+            let mut offset = 0;
+            while offset < length {
+                let n = CHUNK.min(length - offset);
+                let bytes = reader.read_range(offset, n).await?;
+                out.write_all(&bytes)?;
+                offset += n;
+            }
+            Ok(())
+        })
+        .map_err(|e| to_io(path, "cannot download", e))?;
+        out.sync_all()
+    }
+
+    fn size(&self, path: &str) -> io::Result<Option<u64>> {
+        let inner = Self::inner(path)?;
+        block_on(self.status(&inner))
+            .map(|s| s.map(|s| s.length as u64))
+            .map_err(|e| to_io(path, "cannot look up", e))
+    }
+
+    fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+        let inner = Self::inner(dir)?;
+        let entries = match block_on(self.client.list_status(&inner, false)) {
+            Ok(entries) => entries,
+            Err(e) if not_found(&e) => return Ok(Vec::new()),
+            Err(e) => return Err(to_io(dir, "cannot list", e)),
+        };
+        let mut names: Vec<String> = entries
+            .into_iter()
+            .filter_map(|s| s.path.rsplit('/').next().map(str::to_string))
+            .filter(|n| !n.is_empty())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn delete_file(&self, path: &str) -> io::Result<()> {
+        let inner = Self::inner(path)?;
+        match block_on(self.client.delete(&inner, false)) {
+            Ok(_) => Ok(()),
+            Err(e) if not_found(&e) => Ok(()),
+            Err(e) => Err(to_io(path, "cannot delete", e)),
+        }
+    }
+
+    fn delete_dir(&self, path: &str) -> io::Result<()> {
+        let inner = Self::inner(path)?;
+        match block_on(self.client.delete(&inner, true)) {
+            Ok(_) => Ok(()),
+            Err(e) if not_found(&e) => Ok(()),
+            Err(e) => Err(to_io(path, "cannot delete", e)),
+        }
+    }
+}
+
+/// Runs `future` on the HDFS runtime from a blocking thread (see the module's doc).
+fn block_on<F: Future>(future: F) -> F::Output {
+    io_runtime().block_on(future)
+}
+
+/// A hidden name beside `path` for a file being written, unique per attempt. Readers skip
+/// dot-files, as they do on the local file system.
+fn temp_beside(path: &str) -> String {
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    format!("{dir}/.{name}.inprogress-{:016x}", rand::random::<u64>())
+}
+
+/// Whether the client reports a missing file or directory.
+fn not_found(e: &HdfsError) -> bool {
+    match e {
+        HdfsError::FileNotFound(_) => true,
+        HdfsError::RPCError(class, _) | HdfsError::FatalRPCError(class, _) => {
+            class.ends_with("FileNotFoundException")
+        }
+        HdfsError::IOError(io) => io.kind() == io::ErrorKind::NotFound,
+        _ => false,
+    }
+}
+
+/// Whether a failed write may succeed when tried again from the start: a broken pipeline or
+/// connection may, a refused path or permission may not.
+fn retryable(e: &HdfsError) -> bool {
+    match e {
+        // A refused connection was already retried by the client (its NameNode failover
+        // attempts); a NameNode that is down fails this write, and the next checkpoint tries.
+        HdfsError::IOError(io) => !matches!(
+            io.kind(),
+            io::ErrorKind::NotFound
+                | io::ErrorKind::ConnectionRefused
+                | io::ErrorKind::PermissionDenied
+        ),
+        HdfsError::DataTransferError(_)
+        | HdfsError::ChecksumError
+        | HdfsError::OperationFailed(_)
+        | HdfsError::BlocksNotFound(_)
+        | HdfsError::InternalError(_) => true,
+        HdfsError::RPCError(class, _) => {
+            !(class.ends_with("AccessControlException")
+                || class.ends_with("FileNotFoundException")
+                || class.ends_with("ParentNotDirectoryException")
+                || class.ends_with("DSQuotaExceededException")
+                || class.ends_with("NSQuotaExceededException"))
+        }
+        _ => false,
+    }
+}
+
+/// An `io::Error` naming the URI, what was being done and the client's cause, with the kind a
+/// caller can act on (a missing file is `NotFound`).
+fn to_io(path: &str, doing: &str, e: HdfsError) -> io::Error {
+    let kind = match &e {
+        _ if not_found(&e) => io::ErrorKind::NotFound,
+        HdfsError::AlreadyExists(_) => io::ErrorKind::AlreadyExists,
+        HdfsError::IOError(io) => io.kind(),
+        HdfsError::RPCError(class, _) if class.ends_with("AccessControlException") => {
+            io::ErrorKind::PermissionDenied
+        }
+        HdfsError::InvalidPath(_) | HdfsError::InvalidArgument(_) => io::ErrorKind::InvalidInput,
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(kind, format!("{path}: {doing}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_uri_and_keep_the_kind() {
+        let e = to_io(
+            "hdfs://nn:8020/chk/x",
+            "cannot read",
+            HdfsError::FileNotFound("/chk/x".into()),
+        );
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(
+            e.to_string()
+                .starts_with("hdfs://nn:8020/chk/x: cannot read: ")
+                && e.to_string().contains("/chk/x"),
+            "{e}"
+        );
+        let e = to_io(
+            "hdfs://nn/x",
+            "cannot write",
+            HdfsError::RPCError(
+                "org.apache.hadoop.security.AccessControlException".into(),
+                "Permission denied: user=a".into(),
+            ),
+        );
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+        assert!(e.to_string().contains("Permission denied: user=a"), "{e}");
+    }
+
+    #[test]
+    fn pipeline_failures_are_retried_and_refusals_are_not() {
+        assert!(retryable(&HdfsError::DataTransferError("pipeline".into())));
+        assert!(retryable(&HdfsError::IOError(
+            io::ErrorKind::ConnectionReset.into()
+        )));
+        assert!(!retryable(&HdfsError::RPCError(
+            "org.apache.hadoop.security.AccessControlException".into(),
+            String::new()
+        )));
+        assert!(!retryable(&HdfsError::InvalidPath("x".into())));
+        assert!(!retryable(&HdfsError::IOError(
+            io::ErrorKind::ConnectionRefused.into()
+        )));
+    }
+
+    #[test]
+    fn temporary_files_are_hidden_beside_their_target() {
+        let tmp = temp_beside("/chk/job/shared/a.sst");
+        assert!(
+            tmp.starts_with("/chk/job/shared/.a.sst.inprogress-"),
+            "{tmp}"
+        );
+        assert_ne!(tmp, temp_beside("/chk/job/shared/a.sst"));
+    }
+
+    #[test]
+    fn paths_must_be_hdfs_uris() {
+        let e = HdfsStorage::inner("/local/x").unwrap_err();
+        assert!(e.to_string().contains("'/local/x'"), "{e}");
+        assert_eq!(HdfsStorage::inner("hdfs://nn/a/b").unwrap(), "/a/b");
+    }
+}

@@ -1,0 +1,285 @@
+//! Checkpoints and savepoints on a real HDFS (a MiniDFSCluster shared by the tests of this
+//! binary): the engine's HDFS storage against the NameNode and DataNodes, RocksDB incremental
+//! checkpoints on `hdfs://` surviving a killed TaskManager exactly once, and a savepoint on HDFS
+//! that still restores, at another parallelism, after it was moved to another HDFS path.
+
+use std::io::ErrorKind;
+use std::path::Path;
+use std::time::Duration;
+
+use sluice::state::StateStorage;
+use sluice::state::fs::{FileSystems, HadoopConf};
+use sluice_integration::dfs::{MiniDfs, mini_dfs};
+use sluice_integration::{StandaloneCluster, signal, wait_for};
+
+/// The engine's storage with the mini cluster's Hadoop configuration.
+fn storage(dfs: &MiniDfs) -> FileSystems {
+    FileSystems::with_hadoop_conf(HadoopConf::load(&dfs.dir).expect("the mini cluster's conf"))
+}
+
+/// A directory of its own under the HDFS root for one test.
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("/{name}-{}-{nanos}", std::process::id())
+}
+
+fn cluster(dfs: &MiniDfs, taskmanagers: usize, slots: u32, extra: &str) -> StandaloneCluster {
+    let config = format!(
+        "state.backend.type: rocksdb\nexecution.checkpointing.incremental: true\nexecution.checkpointing.interval: 1 s\nrestart-strategy.type: fixed-delay\nrestart-strategy.fixed-delay.attempts: 5\nrestart-strategy.fixed-delay.delay: 200 ms\n{extra}"
+    );
+    let conf_dir = dfs.conf_dir();
+    StandaloneCluster::start_with_env(
+        taskmanagers,
+        slots,
+        &config,
+        &[("HADOOP_CONF_DIR", conf_dir.as_str())],
+    )
+}
+
+fn wait_state(cluster: &StandaloneCluster, id: &str, want: &str, within: Duration) {
+    wait_for(within, &format!("job {id} to be {want}"), || {
+        let s = cluster.job_state(id);
+        assert!(
+            s != "FAILED" || want == "FAILED",
+            "the job failed: {}",
+            cluster
+                .get(&format!("/jobs/{id}/exceptions"))
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        );
+        (s == want).then_some(())
+    });
+}
+
+fn counting_args(p: u32, records: u64, keys: u64, output: &Path, rate: u32) -> Vec<String> {
+    [
+        "-p",
+        &p.to_string(),
+        "counting",
+        "--records",
+        &records.to_string(),
+        "--keys",
+        &keys.to_string(),
+        "--output",
+        &output.display().to_string(),
+        "--rate",
+        &rate.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn submit(cluster: &StandaloneCluster, args: &[String]) -> String {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    cluster.submit_detached(&args)
+}
+
+fn assert_exactly_once(cluster: &StandaloneCluster, records: u64, keys: u64, output: &Path) {
+    let (ok, report) = cluster.check_counting(records, keys, output);
+    assert!(
+        ok && report.starts_with("OK"),
+        "not exactly once:\n{report}"
+    );
+}
+
+/// Copies the tree at `from` to `to`, file by file, with `storage` (a directory is what cannot
+/// be read as a file).
+fn copy_tree(storage: &dyn StateStorage, from: &str, to: &str) -> usize {
+    let mut copied = 0;
+    for name in storage.list(from).expect("list") {
+        let (src, dst) = (format!("{from}/{name}"), format!("{to}/{name}"));
+        match storage.read(&src) {
+            Ok(bytes) => {
+                storage.write(&dst, &bytes).expect("write");
+                copied += 1;
+            }
+            Err(_) => copied += copy_tree(storage, &src, &dst),
+        }
+    }
+    copied
+}
+
+#[test]
+fn hdfs_storage_writes_atomically_and_errors_name_the_path() {
+    let dfs = mini_dfs();
+    let fs = storage(dfs);
+    let root = dfs.uri(&unique("storage"));
+    let file = format!("{root}/a/b/file");
+    // Three blocks and a bit (the mini cluster's block size is 1 MiB).
+    let big: Vec<u8> = (0..3 * 1024 * 1024 + 17).map(|i| (i % 251) as u8).collect();
+    fs.write(&file, &big).unwrap();
+    assert_eq!(fs.read(&file).unwrap(), big);
+    assert_eq!(fs.size(&file).unwrap(), Some(big.len() as u64));
+    // Replacing is a rename over the old file; no temporary file stays beside it.
+    fs.write(&file, b"second").unwrap();
+    assert_eq!(fs.read(&file).unwrap(), b"second");
+    assert_eq!(fs.list(&format!("{root}/a/b")).unwrap(), vec!["file"]);
+    // The same file through fs.defaultFS and through the configured name service.
+    let path = file.strip_prefix(&dfs.uri("")).unwrap();
+    assert_eq!(fs.read(&format!("hdfs://{path}")).unwrap(), b"second");
+    let via_ns = format!("hdfs://{}{path}", dfs.nameservice);
+    assert_eq!(fs.read(&via_ns).unwrap(), b"second");
+
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("up");
+    std::fs::write(&src, &big).unwrap();
+    assert_eq!(
+        fs.upload(&src, &format!("{root}/up")).unwrap(),
+        big.len() as u64
+    );
+    let back = local.path().join("nested/down");
+    fs.download(&format!("{root}/up"), &back).unwrap();
+    assert_eq!(std::fs::read(&back).unwrap(), big);
+
+    let missing = format!("{root}/nope/_metadata");
+    assert_eq!(fs.size(&missing).unwrap(), None);
+    assert_eq!(
+        fs.list(&format!("{root}/nope")).unwrap(),
+        Vec::<String>::new()
+    );
+    let e = fs.read(&missing).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    assert!(
+        e.to_string().contains(&missing),
+        "the error names the path: {e}"
+    );
+    // Writing below a file fails, naming the path and HDFS's reason.
+    let below = format!("{file}/child");
+    let e = fs.write(&below, b"x").unwrap_err();
+    assert!(
+        e.to_string().contains(&below) && e.to_string().contains("cannot write"),
+        "{e}"
+    );
+
+    fs.delete_file(&file).unwrap();
+    fs.delete_file(&file).unwrap();
+    assert_eq!(fs.size(&file).unwrap(), None);
+    fs.delete_dir(&root).unwrap();
+    fs.delete_dir(&root).unwrap();
+    assert_eq!(fs.list(&root).unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn rocksdb_incremental_checkpoints_on_hdfs_survive_a_killed_taskmanager_exactly_once() {
+    let dfs = mini_dfs();
+    let fs = storage(dfs);
+    let checkpoints = dfs.uri(&unique("checkpoints"));
+    // Three TaskManagers of one slot for a job of parallelism 2: one is the spare.
+    let cluster = cluster(
+        dfs,
+        3,
+        1,
+        &format!(
+            "execution.checkpointing.dir: {checkpoints}\nexecution.checkpointing.num-retained: 2\n"
+        ),
+    );
+    let output = cluster.work_dir().join("out");
+    let (records, keys) = (40_000u64, 5u64);
+    let id = submit(&cluster, &counting_args(2, records, keys, &output, 5000));
+    wait_for(Duration::from_secs(40), "two completed checkpoints", || {
+        (cluster.completed_checkpoints(&id) >= 2).then_some(())
+    });
+    // The checkpoints are on HDFS: their metadata, and RocksDB's SST files in the job's shared
+    // directory, where incremental checkpoints reference them from.
+    let job_dir = format!("{checkpoints}/{id}");
+    let chk: Vec<String> = fs
+        .list(&job_dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with("chk-"))
+        .filter(|n| {
+            fs.size(&format!("{job_dir}/{n}/_metadata"))
+                .unwrap()
+                .is_some()
+        })
+        .collect();
+    assert!(!chk.is_empty(), "no completed checkpoint in {job_dir}");
+    let shared = fs.list(&format!("{job_dir}/shared")).unwrap();
+    assert!(
+        shared.iter().any(|n| n.ends_with(".sst")),
+        "no SST file in {job_dir}/shared: {shared:?}"
+    );
+
+    // Kill a TaskManager that runs the job's subtasks; the job restores from HDFS.
+    let victim = *cluster
+        .pids("taskmanager")
+        .iter()
+        .find(|&&pid| cluster.logs_of_pid_mention(pid, &id))
+        .expect("a TaskManager running the job");
+    signal("-9", victim);
+    wait_state(&cluster, &id, "FINISHED", Duration::from_secs(90));
+    let log = cluster.logs("jobmanager").concat();
+    assert!(
+        log.contains("restoring from a checkpoint"),
+        "the job restored a checkpoint"
+    );
+    assert_exactly_once(&cluster, records, keys, &output);
+    // A finished job's checkpoints are deleted from HDFS (NO_EXTERNALIZED_CHECKPOINTS).
+    let left: Vec<String> = fs
+        .list(&job_dir)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with("chk-"))
+        .collect();
+    assert!(left.is_empty(), "checkpoints left on HDFS: {left:?}");
+    fs.delete_dir(&checkpoints).unwrap();
+}
+
+#[test]
+fn a_savepoint_moved_to_another_hdfs_path_restores_at_another_parallelism() {
+    let dfs = mini_dfs();
+    let fs = storage(dfs);
+    let base = unique("savepoints");
+    let checkpoints = dfs.uri(&format!("{base}/checkpoints"));
+    let cluster = cluster(
+        dfs,
+        2,
+        2,
+        &format!("execution.checkpointing.dir: {checkpoints}\n"),
+    );
+    let output = cluster.work_dir().join("out");
+    let (records, keys) = (40_000u64, 7u64);
+    let id = submit(&cluster, &counting_args(2, records, keys, &output, 8000));
+    wait_for(Duration::from_secs(40), "a completed checkpoint", || {
+        (cluster.completed_checkpoints(&id) >= 1).then_some(())
+    });
+    // The target is named through fs.defaultFS (hdfs:///), as an operator would.
+    let target = format!("hdfs://{base}/sp");
+    let out = cluster.cli(&["stop", "-m", &cluster.rest(), "-p", &target, &id]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "stop failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
+        .unwrap_or_else(|| panic!("no savepoint path in: {stdout}"))
+        .trim()
+        .to_string();
+    assert!(path.starts_with(&target), "{path} is not under {target}");
+    wait_state(&cluster, &id, "FINISHED", Duration::from_secs(20));
+
+    // Move it, through the name service, to a path it was never written to, and delete the
+    // original and the job's checkpoints: the copy alone must restore.
+    let name = path.trim_end_matches('/').rsplit('/').next().unwrap();
+    let moved = format!("hdfs://{}{base}/moved/{name}", dfs.nameservice);
+    let copied = copy_tree(&fs, &path, &moved);
+    assert!(
+        copied >= 2,
+        "the savepoint has metadata and state files: {copied}"
+    );
+    fs.delete_dir(&path).unwrap();
+    fs.delete_dir(&checkpoints).unwrap();
+
+    let mut args = vec!["-s".to_string(), moved.clone()];
+    args.extend(counting_args(3, records, keys, &output, 8000));
+    let id2 = submit(&cluster, &args);
+    wait_state(&cluster, &id2, "FINISHED", Duration::from_secs(60));
+    assert_exactly_once(&cluster, records, keys, &output);
+    fs.delete_dir(&dfs.uri(&base)).unwrap();
+}
