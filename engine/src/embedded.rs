@@ -88,6 +88,8 @@ impl EmbeddedCluster {
 
 impl Drop for EmbeddedCluster {
     fn drop(&mut self) {
+        // The JobManager first: TaskManagers that go away after it are not failures to log.
+        self.jobmanager.shared.stop();
         for tm in &self.taskmanagers {
             tm.shutdown();
         }

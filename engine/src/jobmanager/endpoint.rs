@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::resourcemanager::TaskManagerInfo;
 use super::service::{JobManagerShared, now_ms};
@@ -59,11 +59,15 @@ pub(super) async fn accept_loop(
                 transport::accept(stream, &acceptor, &secret, handshake_timeout).await
             };
             let result = match authenticated.await {
-                Ok(stream) => serve_taskmanager(stream, peer, shared).await,
+                Ok(stream) => serve_taskmanager(stream, peer, shared.clone()).await,
                 Err(e) => Err(e),
             };
-            if let Err(e) = result {
-                warn!(%peer, error = %e, "control connection closed");
+            match result {
+                Err(e) if shared.is_stopped() => {
+                    debug!(%peer, error = %e, "control connection closed while stopping");
+                }
+                Err(e) => warn!(%peer, error = %e, "control connection closed"),
+                Ok(()) => {}
             }
             drop(place);
         });
@@ -270,7 +274,7 @@ async fn serve_taskmanager(
         }
         ours
     };
-    if still_ours {
+    if still_ours && !shared.is_stopped() {
         let reason = match &result {
             Err(e) => format!("its control connection broke ({e})"),
             Ok(()) => "its control connection closed".to_string(),

@@ -31,6 +31,7 @@ pub struct JobManager {
 
 impl Drop for JobManager {
     fn drop(&mut self) {
+        self.shared.stop();
         for t in &self.tasks {
             t.abort();
         }

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -59,6 +59,8 @@ pub struct JobManagerShared {
     lanes: Mutex<HashMap<JobId, mpsc::UnboundedSender<(u64, StorageWork)>>>,
     /// Bumped when leadership ends: file work and results of an earlier term are dropped.
     term: AtomicU64,
+    /// Set when the JobManager stops: connections that end then are not TaskManagers lost.
+    stopped: AtomicBool,
     /// Wakes the driver: the cores' deadline may have moved.
     wake: Notify,
     /// Wakes the HA recorder: a job may have ended.
@@ -80,6 +82,16 @@ impl std::ops::Deref for DispatcherView<'_> {
 }
 
 impl JobManagerShared {
+    /// The JobManager is stopping (its process ends or its embedded cluster is dropped).
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub(super) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
+    }
+
     pub(super) fn new(
         config: Config,
         programs: Arc<ProgramRegistry>,
@@ -98,6 +110,7 @@ impl JobManagerShared {
             next_connection: AtomicU64::new(0),
             lanes: Mutex::new(HashMap::new()),
             term: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
             wake: Notify::new(),
             job_changed: Notify::new(),
             rpc_address,
