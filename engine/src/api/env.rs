@@ -101,15 +101,16 @@ struct Decoder<T> {
 impl<T: Data> InputProcessor for Decoder<T> {
     fn process(&mut self, buffer: &[u8], written_here: bool) -> Result<u64, TaskError> {
         let mut n = 0;
+        let mut pool = record::Pool::new();
         for frame in record::Frames::new(buffer) {
             let (offset, bytes) = frame?;
             let record = if written_here {
                 // SAFETY: a writer of this process filled the buffer with records of `T`
                 // (the channel's producer is built from the same program, for this edge), and
                 // the frames are the archives it wrote, where it wrote them.
-                unsafe { record::decode_written::<T>(offset, bytes)? }
+                unsafe { record::decode_written::<T>(&mut pool, offset, bytes)? }
             } else {
-                record::decode::<T>(offset, bytes)?
+                record::decode_in::<T>(&mut pool, offset, bytes)?
             };
             self.next.push(record)?;
             n += 1;
