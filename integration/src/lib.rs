@@ -153,6 +153,9 @@ impl StandaloneCluster {
                 .collect(),
             http: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(10))
+                // Below the JobManager's close of idle keep-alive connections (10 s): a
+                // request never goes out on a connection the server is closing.
+                .pool_idle_timeout(Duration::from_secs(5))
                 .build()
                 .expect("http client"),
         };

@@ -107,6 +107,8 @@ impl<'a> YarnClient<'a> {
             tmp: tempfile::tempdir().expect("tmp"),
             http: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(10))
+                // Below the JobManager's close of idle keep-alive connections (10 s).
+                .pool_idle_timeout(Duration::from_secs(5))
                 .build()
                 .expect("http"),
         }

@@ -4,9 +4,9 @@
 use std::marker::PhantomData;
 use std::rc::Rc;
 
+use super::archives::decode;
 use super::backend::Backend;
 use super::rocks::RocksBackend;
-use super::store::decode;
 use super::{KeyedStateStore, StateError, StateId, StorageKind};
 use crate::record::Data;
 

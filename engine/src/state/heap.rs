@@ -5,11 +5,12 @@
 //! user key is looked up by its archive).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 
 use rkyv::util::AlignedVec;
 
+use super::archives::FastHasher;
 use super::format;
 use super::storage::{self, StateStorage};
 use super::values::{TableKey, ValueTables};
@@ -18,46 +19,6 @@ use super::{
     StateError, StateFile, StateId, StorageKind,
 };
 use crate::record::{Appender, Data};
-
-/// A fast hasher for the per-record path (SipHash costs more than the rest of a lookup).
-/// Multiply-rotate over 8-byte words, then a mix so that hashbrown's low bucket bits and high
-/// tag bits both depend on every input bit.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct FastHasher(u64);
-
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl FastHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(SEED);
-    }
-}
-
-impl Hasher for FastHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        crate::common::keys::for_each_word(bytes, |word| self.add(word));
-    }
-
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 32;
-        h = h.wrapping_mul(0xd6e8_feb8_6659_fd93);
-        h ^ (h >> 32)
-    }
-}
 
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 

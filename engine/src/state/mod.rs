@@ -18,6 +18,7 @@
 //! [`KeyHash`](crate::common::keys::KeyHash), exactly what the hash partitioner uses, so a key's
 //! state lives in the subtask its records are sent to.
 
+mod archives;
 mod backend;
 mod entries;
 mod error;

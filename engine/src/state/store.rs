@@ -7,7 +7,6 @@ use std::hash::Hash;
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use rkyv::rancor;
 use rkyv::util::AlignedVec;
 
 use super::backend::Backend;
@@ -113,22 +112,6 @@ impl Inner {
         let mut buf = AlignedVec::new();
         self.encode_into(value, &mut buf, state)?;
         Ok(buf)
-    }
-}
-
-/// Validates and deserializes an archive. rkyv needs the archive aligned; bytes from RocksDB or
-/// from inside a snapshot file may not be, and are copied first.
-pub(super) fn decode<T: Data>(bytes: &[u8], state: &str) -> Result<T, StateError> {
-    let err = |e: rancor::Error| StateError::Codec {
-        state: state.to_string(),
-        reason: e.to_string(),
-    };
-    if (bytes.as_ptr() as usize).is_multiple_of(16) {
-        rkyv::from_bytes::<T, rancor::Error>(bytes).map_err(err)
-    } else {
-        let mut aligned = AlignedVec::<16>::with_capacity(bytes.len());
-        aligned.extend_from_slice(bytes);
-        rkyv::from_bytes::<T, rancor::Error>(&aligned).map_err(err)
     }
 }
 

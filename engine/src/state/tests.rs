@@ -2,8 +2,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
+use super::archives::decode;
 use super::memory::MemorySplit;
-use super::store::decode;
 use super::*;
 use crate::common::keys::{KeyHash, key_group, operator_index_for_key_group};
 

@@ -13,8 +13,7 @@ use std::hash::Hasher;
 use hashbrown::HashTable;
 use rkyv::util::AlignedVec;
 
-use super::heap::FastHasher;
-use super::store::decode;
+use super::archives::{FastHasher, decode};
 use super::{BytesVisitor, StateError};
 use crate::record::{Appender, Data};
 

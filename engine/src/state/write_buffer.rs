@@ -14,7 +14,7 @@ use std::hash::{BuildHasher, BuildHasherDefault};
 
 use hashbrown::HashTable;
 
-use super::heap::FastHasher;
+use super::archives::FastHasher;
 
 /// One key's latest write: where its key and value are in the arena. 24 bytes: the index's
 /// share of an entry is about as large as a small key and value, so it decides how many keys a
