@@ -147,7 +147,7 @@ async fn stage(
 ) -> Result<BTreeMap<String, LocalResource>, YarnError> {
     let exe = std::env::current_exe().map_err(|cause| YarnError::Io {
         what: "cannot find the running binary",
-        path: String::new(),
+        path: "/proc/self/exe".into(),
         cause,
     })?;
     let yaml = container_config(config);
