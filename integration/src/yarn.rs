@@ -48,6 +48,13 @@ impl MiniYarn {
     /// Builds the launcher if needed and starts a cluster in a new directory named `prefix...`
     /// (or reuses `SLUICE_YARN_CLUSTER_DIR`).
     pub fn start(prefix: &str) -> MiniYarn {
+        Self::start_with_env(prefix, &[])
+    }
+
+    /// [`MiniYarn::start`] with extra environment for the cluster's JVM, which its
+    /// NodeManagers pass on to containers as YARN's whitelist allows (e.g. `HADOOP_CONF_DIR`,
+    /// as on a real node). A reused cluster keeps the environment it was started with.
+    pub fn start_with_env(prefix: &str, env: &[(&str, &str)]) -> MiniYarn {
         let built = Command::new(script())
             .arg("build")
             .status()
@@ -66,6 +73,7 @@ impl MiniYarn {
         let out = Command::new(script())
             .arg("start")
             .arg(&dir)
+            .envs(env.iter().copied())
             .output()
             .expect("start mini cluster");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -90,10 +98,13 @@ impl MiniYarn {
 }
 
 /// A test's client environment: HADOOP_CONF_DIR for the cluster, its own TMPDIR (so the
-/// properties file and staging directories are the test's own) and USER.
+/// properties file and staging directories are the test's own) and USER (and
+/// HADOOP_USER_NAME, the user YARN and HDFS see).
 pub struct YarnClient<'a> {
     /// The cluster.
     pub cluster: &'a MiniYarn,
+    /// The client's HADOOP_CONF_DIR (the cluster's directory unless given).
+    pub conf_dir: PathBuf,
     /// The client's own TMPDIR and working directory.
     pub tmp: tempfile::TempDir,
     http: reqwest::blocking::Client,
@@ -102,8 +113,15 @@ pub struct YarnClient<'a> {
 impl<'a> YarnClient<'a> {
     /// A client environment of its own for `cluster`.
     pub fn new(cluster: &'a MiniYarn) -> Self {
+        Self::with_conf_dir(cluster, cluster.dir.clone())
+    }
+
+    /// A client environment whose HADOOP_CONF_DIR is `conf_dir` (e.g. one that also names an
+    /// HDFS).
+    pub fn with_conf_dir(cluster: &'a MiniYarn, conf_dir: PathBuf) -> Self {
         YarnClient {
             cluster,
+            conf_dir,
             tmp: tempfile::tempdir().expect("tmp"),
             http: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(10))
@@ -115,11 +133,17 @@ impl<'a> YarnClient<'a> {
     }
 
     pub fn sluice(&self, args: &[&str]) -> Output {
-        Command::new(sluice_bin())
+        self.run(&sluice_bin(), args)
+    }
+
+    /// Runs the `sluice` binary at `bin` (e.g. a copy the test deletes later) as [`Self::sluice`].
+    pub fn run(&self, bin: &std::path::Path, args: &[&str]) -> Output {
+        Command::new(bin)
             .args(args)
-            .env("HADOOP_CONF_DIR", &self.cluster.dir)
+            .env("HADOOP_CONF_DIR", &self.conf_dir)
             .env("TMPDIR", self.tmp.path())
             .env("USER", "sluice-it")
+            .env("HADOOP_USER_NAME", "sluice-it")
             .env_remove("SLUICE_CONF_DIR")
             .current_dir(self.tmp.path())
             .output()

@@ -121,7 +121,7 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
     let staging = client
         .tmp
         .path()
-        .join("sluice-yarn-sluice-it")
+        .join("sluice-yarn-sluice-it/.sluice")
         .join(&doomed);
     wait_for(
         Duration::from_secs(20),

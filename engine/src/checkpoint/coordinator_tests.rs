@@ -32,8 +32,11 @@ impl StateStorage for FlakyStorage {
     fn download(&self, path: &str, to: &Path) -> io::Result<()> {
         self.inner.download(path, to)
     }
-    fn size(&self, path: &str) -> io::Result<Option<u64>> {
-        self.inner.size(path)
+    fn status(&self, path: &str) -> io::Result<Option<crate::state::FileInfo>> {
+        self.inner.status(path)
+    }
+    fn create_private_dir(&self, path: &str) -> io::Result<()> {
+        self.inner.create_private_dir(path)
     }
     fn list(&self, dir: &str) -> io::Result<Vec<String>> {
         self.inner.list(dir)

@@ -205,7 +205,7 @@ pub async fn run_application(
             return Ok(std::process::ExitCode::FAILURE);
         }
     };
-    remove_staging_dir(id);
+    remove_staging_dir(&config, id).await;
     println!(
         "YARN application {id} ended {:?}/{:?}: {}",
         report.state, report.final_status, report.diagnostics

@@ -125,6 +125,13 @@ pub struct YarnOptions {
     pub scheduler_address: Option<String>,
     /// `yarn.resourcemanager.webapp.address` (default unset: from yarn-site.xml).
     pub webapp_address: Option<String>,
+    /// `yarn.staging-directory` (default unset: the user's HDFS home `/user/<user>` when
+    /// `fs.defaultFS` is HDFS, else `$TMPDIR/sluice-yarn-<user>`): the client uploads the files
+    /// every container gets to `<this>/.sluice/<application id>/`.
+    pub staging_directory: Option<String>,
+    /// `yarn.provided.lib.dirs` (default none): storage directories, one of which may already
+    /// hold the `sluice` binary; it is then shipped from there instead of uploaded again.
+    pub provided_lib_dirs: Vec<String>,
 }
 
 /// Which keyed-state backend jobs use (`state.backend.type`).
@@ -651,6 +658,8 @@ impl Config {
                 maximum_failed_containers: 0,
                 scheduler_address: None,
                 webapp_address: None,
+                staging_directory: None,
+                provided_lib_dirs: Vec::new(),
             },
         }
     }

@@ -308,6 +308,25 @@ impl Codec for OptionalStoragePath {
     }
 }
 
+/// A semicolon-separated list (Flink's separator for `yarn.provided.lib.dirs`) of storage
+/// directories, each as [`super::storage_path`] reads it; empty means none.
+struct StoragePathList;
+
+impl Codec for StoragePathList {
+    type Value = Vec<String>;
+    const TYPE_NAME: &'static str = "semicolon-separated paths, file:// or hdfs:// URIs (optional)";
+    fn parse(&self, raw: &str) -> Result<Vec<String>, Rejection> {
+        raw.split(';')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| super::storage_path(p).map_err(Rejection::Invalid))
+            .collect()
+    }
+    fn render(&self, value: &Vec<String>) -> String {
+        value.join(";")
+    }
+}
+
 /// A comma-separated list of absolute, normalized directories (plain paths or `file:` URIs);
 /// empty means none.
 struct DirList;
@@ -1011,12 +1030,18 @@ options! {
     "yarn.maximum-failed-containers" => yarn.maximum_failed_containers: ANY_COUNT,
         default "10",
         doc "TaskManager containers that may end unasked (crash, fail to start) before the application fails.";
+    "yarn.provided.lib.dirs" => yarn.provided_lib_dirs: StoragePathList,
+        default "",
+        doc "Semicolon-separated directories (hdfs:// or local) one of which may already hold the sluice binary; it is then shipped to the containers from there instead of uploaded for each application.";
     "yarn.resourcemanager.scheduler.address" => yarn.scheduler_address: OptionalText,
         default "",
         doc "YARN scheduler address (host:port) the ApplicationMaster registers with; unset: from $HADOOP_CONF_DIR/yarn-site.xml, else the web address's host with port 8030.";
     "yarn.resourcemanager.webapp.address" => yarn.webapp_address: OptionalText,
         default "",
         doc "YARN ResourceManager web address (host:port) for submitting and killing; unset: from $HADOOP_CONF_DIR/yarn-site.xml.";
+    "yarn.staging-directory" => yarn.staging_directory: OptionalStoragePath,
+        default "",
+        doc "Where the client uploads the binary and configuration every container of an application gets, in .sluice/<application id>/ (deleted when the application ends); unset: the user's HDFS home /user/<user> when fs.defaultFS is HDFS, else $TMPDIR/sluice-yarn-<user>.";
 }
 
 #[cfg(test)]

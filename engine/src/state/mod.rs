@@ -52,5 +52,5 @@ pub use memory::RocksMemory;
 use registry::{Registry, StateId};
 pub use settings::{BackendKind, BackendSettings};
 pub use snapshot::{KeyedStateHandle, SnapshotKind, SnapshotLocation, StateFile};
-pub use storage::{LocalFileStorage, StateStorage};
+pub use storage::{FileInfo, LocalFileStorage, StateStorage};
 pub use store::KeyedStateStore;

@@ -17,13 +17,33 @@ pub trait StateStorage: Send + Sync {
     /// Copies `path` to the local file `to`.
     fn download(&self, path: &str, to: &Path) -> io::Result<()>;
     /// The file's size, or `None` if it does not exist.
-    fn size(&self, path: &str) -> io::Result<Option<u64>>;
+    fn size(&self, path: &str) -> io::Result<Option<u64>> {
+        Ok(self.status(path)?.map(|info| info.len))
+    }
+    /// The size and modification time of a file or directory, or `None` if it does not exist.
+    fn status(&self, path: &str) -> io::Result<Option<FileInfo>>;
+    /// Creates a directory (and missing parents) that only its owner may read or enter, or
+    /// restricts an existing one so: for files that must not be read by other users, such as a
+    /// cluster's secret shipped to its containers.
+    fn create_private_dir(&self, path: &str) -> io::Result<()>;
     /// The names of the entries of a directory (empty if it does not exist).
     fn list(&self, dir: &str) -> io::Result<Vec<String>>;
     /// Deletes a file; a missing file is not an error.
     fn delete_file(&self, path: &str) -> io::Result<()>;
     /// Deletes a directory and everything in it; a missing directory is not an error.
     fn delete_dir(&self, path: &str) -> io::Result<()>;
+}
+
+/// What [`StateStorage::status`] reports about a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileInfo {
+    /// Length in bytes (of a file; a directory's is whatever its file system says).
+    pub len: u64,
+    /// Last modification, in milliseconds since the Unix epoch: the value YARN compares before
+    /// it localizes a file.
+    pub modified_ms: i64,
+    /// Whether the path is a directory.
+    pub is_dir: bool,
 }
 
 /// The directory, beside a checkpoint's `chk-<n>`, that holds its incremental (shared) files,
@@ -151,12 +171,28 @@ impl StateStorage for LocalFileStorage {
         std::fs::copy(Self::path(path), to).map(|_| ())
     }
 
-    fn size(&self, path: &str) -> io::Result<Option<u64>> {
-        match std::fs::metadata(Self::path(path)) {
-            Ok(m) => Ok(Some(m.len())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
+    fn status(&self, path: &str) -> io::Result<Option<FileInfo>> {
+        let meta = match std::fs::metadata(Self::path(path)) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let modified_ms = meta
+            .modified()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        Ok(Some(FileInfo {
+            len: meta.len(),
+            modified_ms,
+            is_dir: meta.is_dir(),
+        }))
+    }
+
+    fn create_private_dir(&self, path: &str) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = Self::path(path);
+        std::fs::create_dir_all(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
     }
 
     fn list(&self, dir: &str) -> io::Result<Vec<String>> {
@@ -191,6 +227,30 @@ impl StateStorage for LocalFileStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_status_and_private_dirs() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let storage = LocalFileStorage;
+        let dir = format!("{}/a/private", tmp.path().display());
+        storage.create_private_dir(&dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let file = format!("{dir}/f");
+        storage.write(&file, b"12345").unwrap();
+        let info = storage.status(&file).unwrap().unwrap();
+        let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+        let want = mtime
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        assert_eq!((info.len, info.modified_ms, info.is_dir), (5, want, false));
+        assert_eq!(storage.size(&file).unwrap(), Some(5));
+        assert!(storage.status(&dir).unwrap().unwrap().is_dir);
+        assert_eq!(storage.status(&format!("{dir}/none")).unwrap(), None);
+        assert_eq!(storage.size(&format!("{dir}/none")).unwrap(), None);
+    }
 
     #[test]
     fn state_files_resolve_inside_their_snapshot_only() {

@@ -4,7 +4,7 @@
 //! demand to [`TaskManagerPool`] and carries out its commands over Hadoop RPC.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,9 +14,11 @@ use yarn_am::{
     LaunchContext, NmClient,
 };
 
-use super::cluster::{scheduler_address, shipped_resources, taskmanager_capability};
+use super::cluster::{HADOOP_USER_ENV, scheduler_address, taskmanager_capability, user};
 use super::pool::{Command, SlotView, TASKMANAGER_PRIORITY, TaskManagerPool};
-use super::{ApplicationJob, JOB_ENV, SCHEDULER_ENV, SHIP_DIR_ENV, YarnError};
+use super::{
+    ApplicationJob, JOB_ENV, RESOURCES_ENV, SCHEDULER_ENV, SHIP_DIR_ENV, YarnError, staging,
+};
 use crate::common::ids::JobId;
 use crate::config::Config;
 use crate::ha::JobRecord;
@@ -274,14 +276,17 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
     ] {
         config.set(key, value)?;
     }
-    let ship_dir = std::env::var_os(SHIP_DIR_ENV)
-        .map(PathBuf::from)
-        .ok_or_else(|| {
-            YarnError::Container(format!(
-                "{SHIP_DIR_ENV} is not set: submit with `sluice yarn-session`"
-            ))
-        })?;
-    let resources = shipped_resources(&ship_dir)?;
+    let not_set = |name: &str| {
+        YarnError::Container(format!(
+            "{name} is not set: submit with `sluice yarn-session`"
+        ))
+    };
+    let ship_dir = std::env::var(SHIP_DIR_ENV).map_err(|_| not_set(SHIP_DIR_ENV))?;
+    // The files the client staged, as this container got them: every TaskManager container
+    // localizes the same ones (from HDFS on a multi-host cluster).
+    let resources = std::env::var(RESOURCES_ENV)
+        .map_err(|_| not_set(RESOURCES_ENV))
+        .and_then(|v| staging::resources_from_env(&v).map_err(YarnError::Container))?;
     let secret = ClusterSecret::resolve(&config, conf_dir)?;
 
     let application = env.attempt().application.to_string();
@@ -324,10 +329,16 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
     let capability = taskmanager_capability(&config);
     let launch = LaunchContext {
         local_resources: resources,
-        environment: BTreeMap::from([(
-            "RUST_LOG".to_string(),
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-        )]),
+        // HADOOP_CONF_DIR comes from each NodeManager (YARN's environment whitelist): the
+        // node's own Hadoop configuration, as for the AM.
+        environment: BTreeMap::from([
+            (
+                "RUST_LOG".to_string(),
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+            ),
+            // HDFS as the application's user, who staged the files, not as the NodeManager's.
+            (HADOOP_USER_ENV.to_string(), user()),
+        ]),
         ..Default::default()
     };
     let mut pool = TaskManagerPool::new(
@@ -373,7 +384,7 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
     };
     // Once the application is over for good, nothing will localize the shipped files again.
     if unregistered || last_attempt {
-        remove_ship_dir(&ship_dir, &env);
+        remove_ship_dir(ship_dir, &env).await;
     }
     drop(jm);
     Ok(code)
@@ -402,15 +413,25 @@ async fn unregister(
     }
 }
 
-/// Removes the client's staging directory, but only one named after this application: the
-/// path comes from the environment, and the AM must never delete anything else.
-fn remove_ship_dir(dir: &Path, env: &ContainerEnv) {
+/// Removes the client's staging directory (local or on HDFS), but only one named after this
+/// application: the path comes from the environment, and the AM must never delete anything
+/// else.
+async fn remove_ship_dir(dir: String, env: &ContainerEnv) {
     let ours = env.container_id.attempt.application.to_string();
-    if dir.file_name().is_some_and(|n| n.to_string_lossy() == ours) {
-        match std::fs::remove_dir_all(dir) {
-            Ok(()) => info!(dir = %dir.display(), "removed the shipped files"),
-            Err(e) => warn!(dir = %dir.display(), error = %e, "cannot remove the shipped files"),
-        }
+    if !staging::belongs_to(&dir, &ours) {
+        warn!(%dir, "not removing a staging directory named after another application");
+        return;
+    }
+    let removing = dir.clone();
+    // The storage blocks (HDFS's client in particular): not on a runtime worker.
+    let result = tokio::task::spawn_blocking(move || {
+        staging::remove(&crate::state::fs::FileSystems::new(), &removing)
+    })
+    .await;
+    match result {
+        Ok(Ok(())) => info!(%dir, "removed the shipped files"),
+        Ok(Err(e)) => warn!(%dir, error = %e, "cannot remove the shipped files"),
+        Err(e) => warn!(%dir, error = %e, "removing the shipped files panicked"),
     }
 }
 

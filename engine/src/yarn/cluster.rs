@@ -1,18 +1,21 @@
 //! What the ApplicationMaster and the client both take from the configuration and the
-//! environment: the ResourceManager's addresses, the user YARN acts as, container sizes, and
-//! the files shipped to every container.
+//! environment: the ResourceManager's addresses, the user YARN acts as and container sizes.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use yarn_am::{Resource, YarnSite};
 
-use yarn_am::{LocalResource, Resource, YarnSite};
-
-use super::{SHIPPED_FILES, YarnError};
+use super::YarnError;
 use crate::config::Config;
 
-/// The user YARN's simple authentication acts as.
+/// Environment variable naming the user Hadoop's simple authentication acts as (YARN and
+/// HDFS alike); the HDFS client reads it too.
+pub const HADOOP_USER_ENV: &str = "HADOOP_USER_NAME";
+
+/// The user YARN's simple authentication acts as: `HADOOP_USER_NAME`, as Hadoop's own clients
+/// read it, else the login user. The client passes it to the containers, so the AM and the
+/// TaskManagers reach HDFS as the user that staged the files and owns the application.
 pub(crate) fn user() -> String {
-    std::env::var("USER")
+    std::env::var(HADOOP_USER_ENV)
+        .or_else(|_| std::env::var("USER"))
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_else(|_| "sluice".into())
 }
@@ -61,23 +64,6 @@ pub fn taskmanager_capability(config: &Config) -> Resource {
         container_mb(config.network.process_size),
         config.yarn.vcores as i32,
     )
-}
-
-/// The files every container gets, from the directory the client shipped them from.
-pub fn shipped_resources(dir: &Path) -> Result<BTreeMap<String, LocalResource>, YarnError> {
-    SHIPPED_FILES
-        .iter()
-        .map(|name| {
-            let path = dir.join(name);
-            LocalResource::local_file(&path)
-                .map(|r| (name.to_string(), r))
-                .map_err(|cause| YarnError::Io {
-                    what: "cannot ship",
-                    path: path.display().to_string(),
-                    cause,
-                })
-        })
-        .collect()
 }
 
 #[cfg(test)]

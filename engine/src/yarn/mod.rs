@@ -9,7 +9,9 @@
 //!   and killing;
 //! - [`properties`]: the file later commands find a detached session with;
 //! - [`cluster`]: what the AM and the client both derive from the configuration (addresses,
-//!   container sizes, shipped files).
+//!   container sizes);
+//! - [`staging`]: the staging directory (local or on HDFS) the shipped files are uploaded to,
+//!   and the YARN local resources that name them.
 //!
 //! The command-line verbs (`yarn-session`, `run -t yarn-application`) are in `crate::cli::yarn`;
 //! the YARN protocols themselves live in the `yarn-am` crate.
@@ -22,14 +24,20 @@ pub mod cluster;
 pub mod error;
 pub mod pool;
 pub mod properties;
+pub mod staging;
 
 pub use error::YarnError;
 
 /// Environment variable (set at submission) with the scheduler address the AM registers with.
 pub const SCHEDULER_ENV: &str = "SLUICE_YARN_SCHEDULER";
-/// Environment variable (set at submission) naming the directory holding the files shipped to
-/// every container: the `sluice` binary, `config.yaml` and `.cluster-secret`.
+/// Environment variable (set at submission) naming the application's staging directory (a
+/// local path or an `hdfs://` URI), which the AM removes when the application ends.
 pub const SHIP_DIR_ENV: &str = "SLUICE_YARN_SHIP_DIR";
+/// Environment variable (set at submission) with the local resources the AM was started with,
+/// which it gives every TaskManager container unchanged (hex-encoded JSON, see [`JOB_ENV`]).
+pub const RESOURCES_ENV: &str = "SLUICE_YARN_RESOURCES";
+/// The link name of the shipped binary in every container's working directory.
+pub const BINARY: &str = "sluice";
 /// The YARN application type of sluice applications.
 pub const APPLICATION_TYPE: &str = "sluice";
 /// File names shipped to each container (their link names in its working directory).
@@ -68,26 +76,37 @@ pub struct ApplicationJob {
 impl ApplicationJob {
     /// The value of [`JOB_ENV`].
     pub fn to_env(&self) -> String {
-        serde_json::to_vec(self)
-            .unwrap_or_default()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        to_hex_json(self)
     }
 
     /// Parses the value of [`JOB_ENV`].
     pub fn from_env(value: &str) -> Result<Self, String> {
-        let bytes = (0..value.len())
-            .step_by(2)
-            .map(|i| {
-                value
-                    .get(i..i + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| format!("{JOB_ENV} is not hex"))
-            })
-            .collect::<Result<Vec<u8>, String>>()?;
-        serde_json::from_slice(&bytes).map_err(|e| format!("{JOB_ENV} is not a job: {e}"))
+        from_hex_json(JOB_ENV, value)
     }
+}
+
+/// `value` as hex-encoded JSON: an environment value survives the NodeManager's launch
+/// script, which does not preserve quotes.
+fn to_hex_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_vec(value)
+        .unwrap_or_default()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Parses what [`to_hex_json`] wrote into the environment variable `name`.
+fn from_hex_json<T: serde::de::DeserializeOwned>(name: &str, value: &str) -> Result<T, String> {
+    let bytes = (0..value.len())
+        .step_by(2)
+        .map(|i| {
+            value
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("{name} is not hex"))
+        })
+        .collect::<Result<Vec<u8>, String>>()?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("{name} is not valid: {e}"))
 }
 
 #[cfg(test)]

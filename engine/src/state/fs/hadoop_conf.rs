@@ -150,6 +150,14 @@ impl HadoopConf {
         })
     }
 
+    /// `hdfs://authority` of `fs.defaultFS` if that names an HDFS cluster.
+    pub fn default_hdfs(&self) -> Option<String> {
+        match HdfsUri::parse(self.get(DEFAULT_FS)?) {
+            Some(Ok(uri)) if !uri.authority.is_empty() => Some(format!("hdfs://{}", uri.authority)),
+            _ => None,
+        }
+    }
+
     /// The authority of `fs.defaultFS`, which must be an `hdfs://` URI with one.
     fn default_authority(&self, raw: &str) -> Result<String, String> {
         let default = self.get(DEFAULT_FS).ok_or_else(|| {

@@ -22,12 +22,14 @@ use hdfs_native::{Client, ClientBuilder, HdfsError, WriteOptions};
 
 use super::hadoop_conf::{HadoopConf, HdfsCluster};
 use crate::config::HdfsUri;
-use crate::state::storage::StateStorage;
+use crate::state::storage::{FileInfo, StateStorage};
 
 /// Whole-file attempts of a write before its error is returned.
 const WRITE_ATTEMPTS: u32 = 3;
 /// Bytes moved per client call when uploading or downloading a local file.
 const CHUNK: usize = 4 << 20;
+/// The permission of a directory only its owner may read or enter (`rwx------`).
+const PRIVATE_DIR: u32 = 0o700;
 /// Worker threads of the HDFS runtime: they only shuttle bytes between sockets and buffers.
 const IO_THREADS: usize = 2;
 
@@ -207,11 +209,27 @@ impl StateStorage for HdfsStorage {
         out.sync_all()
     }
 
-    fn size(&self, path: &str) -> io::Result<Option<u64>> {
+    fn status(&self, path: &str) -> io::Result<Option<FileInfo>> {
         let inner = Self::inner(path)?;
         block_on(self.status(&inner))
-            .map(|s| s.map(|s| s.length as u64))
+            .map(|s| {
+                s.map(|s| FileInfo {
+                    len: s.length as u64,
+                    modified_ms: s.modification_time as i64,
+                    is_dir: s.isdir,
+                })
+            })
             .map_err(|e| to_io(path, "cannot look up", e))
+    }
+
+    fn create_private_dir(&self, path: &str) -> io::Result<()> {
+        let inner = Self::inner(path)?;
+        block_on(async {
+            self.client.mkdirs(&inner, PRIVATE_DIR, true).await?;
+            // mkdirs leaves an existing directory's permission as it was.
+            self.client.set_permission(&inner, PRIVATE_DIR).await
+        })
+        .map_err(|e| to_io(path, "cannot create a private directory", e))
     }
 
     fn list(&self, dir: &str) -> io::Result<Vec<String>> {

@@ -20,7 +20,7 @@ pub use hadoop_conf::{HadoopConf, HdfsCluster};
 pub use hdfs::HdfsStorage;
 
 use crate::config::HdfsUri;
-use crate::state::storage::{LocalFileStorage, StateStorage};
+use crate::state::storage::{FileInfo, LocalFileStorage, StateStorage};
 
 /// Durable storage by scheme: local paths and `hdfs://` URIs.
 #[derive(Default)]
@@ -62,6 +62,29 @@ impl FileSystems {
         self.hadoop
             .get_or_init(|| HadoopConf::from_env().map(Arc::new))
             .clone()
+    }
+
+    /// `hdfs://authority` of `fs.defaultFS` when the default file system is HDFS; `None` when
+    /// it is another one or no Hadoop configuration is set. Errors name a malformed site file.
+    pub fn default_hdfs(&self) -> Result<Option<String>, String> {
+        Ok(self.hadoop()?.default_hdfs())
+    }
+
+    /// `path` with the authority of `fs.defaultFS` filled in when it is an `hdfs:///` URI, so
+    /// that another process reading it (a YARN NodeManager with a configuration of its own)
+    /// finds the same cluster; any other path unchanged.
+    pub fn qualify(&self, path: &str) -> io::Result<String> {
+        match HdfsUri::parse(path) {
+            Some(Ok(mut uri)) if uri.authority.is_empty() => {
+                let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+                let conf = self.hadoop().map_err(|e| invalid(format!("{path}: {e}")))?;
+                let cluster = conf.resolve(path, &uri).map_err(invalid)?;
+                uri.authority = cluster.uri.trim_start_matches("hdfs://").to_string();
+                Ok(uri.to_uri())
+            }
+            Some(Err(e)) => Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
+            _ => Ok(path.to_string()),
+        }
     }
 
     fn route(&self, path: &str) -> io::Result<Route> {
@@ -115,8 +138,12 @@ impl StateStorage for FileSystems {
         routed!(self, path, |s| s.download(path, to))
     }
 
-    fn size(&self, path: &str) -> io::Result<Option<u64>> {
-        routed!(self, path, |s| s.size(path))
+    fn status(&self, path: &str) -> io::Result<Option<FileInfo>> {
+        routed!(self, path, |s| s.status(path))
+    }
+
+    fn create_private_dir(&self, path: &str) -> io::Result<()> {
+        routed!(self, path, |s| s.create_private_dir(path))
     }
 
     fn list(&self, dir: &str) -> io::Result<Vec<String>> {
@@ -147,6 +174,32 @@ mod tests {
             fs.hdfs.lock().unwrap().is_empty(),
             "no HDFS client for local paths"
         );
+    }
+
+    #[test]
+    fn hdfs_uris_without_authority_are_qualified_with_the_default_file_system() {
+        let mut conf = HadoopConf::default();
+        conf.add_site(
+            "<configuration><property><name>fs.defaultFS</name>\
+             <value>hdfs://nn.example.com:9000</value></property></configuration>",
+        )
+        .unwrap();
+        let fs = FileSystems::with_hadoop_conf(conf);
+        assert_eq!(
+            fs.default_hdfs().unwrap().as_deref(),
+            Some("hdfs://nn.example.com:9000")
+        );
+        assert_eq!(
+            fs.qualify("hdfs:///user/a%20b/.sluice").unwrap(),
+            "hdfs://nn.example.com:9000/user/a%20b/.sluice"
+        );
+        for kept in ["hdfs://other:8020/x", "/local/x"] {
+            assert_eq!(fs.qualify(kept).unwrap(), kept);
+        }
+        let bare = FileSystems::with_hadoop_conf(HadoopConf::default());
+        assert_eq!(bare.default_hdfs().unwrap(), None);
+        let e = bare.qualify("hdfs:///x").unwrap_err();
+        assert!(e.to_string().contains("fs.defaultFS"), "{e}");
     }
 
     #[test]
