@@ -267,6 +267,28 @@ impl StandaloneCluster {
         self.job(id)["state"].as_str().unwrap_or("").to_string()
     }
 
+    /// Waits until the job is in state `want`; a job that fails meanwhile (when `want` is not
+    /// FAILED) fails the test with its exceptions.
+    pub fn wait_state(&self, id: &str, want: &str, within: Duration) {
+        wait_for(within, &format!("job {id} to be {want}"), || {
+            let s = self.job_state(id);
+            assert!(
+                s != "FAILED" || want == "FAILED",
+                "the job failed: {}",
+                self.get(&format!("/jobs/{id}/exceptions"))
+                    .map(|e| e.to_string())
+                    .unwrap_or_default()
+            );
+            (s == want).then_some(())
+        });
+    }
+
+    /// Submits detached with owned arguments (as [`counting_args`] makes them).
+    pub fn submit_args(&self, args: &[String]) -> String {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.submit_detached(&args)
+    }
+
     /// How many checkpoints of the job have completed.
     pub fn completed_checkpoints(&self, id: &str) -> u64 {
         self.get(&format!("/jobs/{id}/checkpoints"))
@@ -480,4 +502,23 @@ pub fn make_text(bytes: usize) -> String {
         text.push_str("--end.\n");
     }
     text
+}
+
+/// The `sluice run` arguments of a `counting` job at parallelism `p` writing to `output`.
+pub fn counting_args(p: u32, records: u64, keys: u64, output: &Path, rate: u64) -> Vec<String> {
+    [
+        "-p",
+        &p.to_string(),
+        "counting",
+        "--records",
+        &records.to_string(),
+        "--keys",
+        &keys.to_string(),
+        "--output",
+        &output.display().to_string(),
+        "--rate",
+        &rate.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
 }

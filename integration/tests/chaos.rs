@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sluice_integration::{StandaloneCluster, all_running, signal};
+use sluice_integration::{StandaloneCluster, all_running, counting_args, signal};
 
 /// The seed of this run: `SLUICE_CHAOS_SEED`, or one drawn from the clock. A panic hook prints it
 /// with every failure, whichever assertion fails.
@@ -145,30 +145,6 @@ fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Pa
     report
 }
 
-fn counting_args(p: u32, records: u64, keys: u64, output: &Path, rate: u64) -> Vec<String> {
-    [
-        "-p",
-        &p.to_string(),
-        "counting",
-        "--records",
-        &records.to_string(),
-        "--keys",
-        &keys.to_string(),
-        "--output",
-        &output.display().to_string(),
-        "--rate",
-        &rate.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
-fn submit(cluster: &StandaloneCluster, args: &[String]) -> String {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    cluster.submit_detached(&args)
-}
-
 /// Restart every time, at once: the schedule, not the strategy, decides how often the job fails.
 const RESTART_ALWAYS: &str = "restart-strategy.type: fixed-delay\nrestart-strategy.fixed-delay.attempts: 1000\nrestart-strategy.fixed-delay.delay: 100 ms\n";
 
@@ -208,7 +184,7 @@ fn counting_survives_chaos(backend: &str) {
     // when the schedule ends (checked below), and finishes some 15 s later if nothing failed.
     let rate = 2_000u64;
     let (records, keys) = (rate * (secs + 15), 13u64);
-    let id = submit(&cluster, &counting_args(2, records, keys, &output, rate));
+    let id = cluster.submit_args(&counting_args(2, records, keys, &output, rate));
     wait(Duration::from_secs(60), "the job to run", || {
         all_running(&cluster.job(&id)).then_some(())
     });
@@ -522,7 +498,7 @@ fn measure_failover(rng: &mut Rng, backend: &'static str, interval_s: u64) -> Fa
     let cluster = StandaloneCluster::start(3, 1, &config);
     let rate = 5_000u64;
     let (records, keys) = (rate * (2 * interval_s + 10), 7u64);
-    let id = submit(&cluster, &counting_args(2, records, keys, &output, rate));
+    let id = cluster.submit_args(&counting_args(2, records, keys, &output, rate));
     wait(Duration::from_secs(60), "a completed checkpoint", || {
         let c = cluster.get(&format!("/jobs/{id}/checkpoints")).ok()?;
         (c["counts"]["completed"].as_u64() >= Some(1)).then_some(())

@@ -13,21 +13,6 @@ fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Pa
     text
 }
 
-fn wait_state(cluster: &StandaloneCluster, id: &str, want: &str, within: Duration) {
-    wait_for(within, &format!("job {id} to be {want}"), || {
-        let s = cluster.job_state(id);
-        assert!(
-            s != "FAILED" || want == "FAILED",
-            "the job failed: {}",
-            cluster
-                .get(&format!("/jobs/{id}/exceptions"))
-                .map(|e| e.to_string())
-                .unwrap_or_default()
-        );
-        (s == want).then_some(())
-    });
-}
-
 /// The job's completed checkpoint directories (with their `_metadata`; a checkpoint being
 /// written has a directory too).
 fn chk_dirs(root: &Path, job: &str) -> Vec<String> {
@@ -105,7 +90,7 @@ fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32) {
         .unwrap_or_else(|| panic!("no savepoint path in: {stdout}"))
         .trim()
         .to_string();
-    wait_state(&cluster, &id, "FINISHED", Duration::from_secs(20));
+    cluster.wait_state(&id, "FINISHED", Duration::from_secs(20));
     assert!(
         Path::new(&path).join("_metadata").is_file(),
         "savepoint {path} has no _metadata"
@@ -117,7 +102,7 @@ fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32) {
     second.extend(args(after));
     let second: Vec<&str> = second.iter().map(String::as_str).collect();
     let id2 = cluster.submit_detached(&second);
-    wait_state(&cluster, &id2, "FINISHED", Duration::from_secs(60));
+    cluster.wait_state(&id2, "FINISHED", Duration::from_secs(60));
     let report = check_counting(&cluster, records, keys, &output);
     assert!(report.starts_with("OK"), "{report}");
     // A finished job's checkpoints are deleted (NO_EXTERNALIZED_CHECKPOINTS), also any
@@ -211,7 +196,7 @@ fn a_damaged_latest_checkpoint_falls_back_to_the_previous_one_and_loses_nothing(
     for &pid in tms.iter().filter(|&&p| p != victim) {
         signal("-CONT", pid);
     }
-    wait_state(&cluster, &id, "FINISHED", Duration::from_secs(90));
+    cluster.wait_state(&id, "FINISHED", Duration::from_secs(90));
     let name = victim_file.display().to_string();
     let log = cluster.logs("jobmanager").concat();
     assert!(
@@ -260,7 +245,7 @@ fn resuming_from_a_savepoint_with_a_missing_file_is_refused_naming_the_file() {
         "--rate",
         "5000",
     ]);
-    wait_state(&cluster, &id, "RUNNING", Duration::from_secs(30));
+    cluster.wait_state(&id, "RUNNING", Duration::from_secs(30));
     let savepoints = scratch.path().join("sp");
     let out = cluster.cli(&[
         "savepoint",

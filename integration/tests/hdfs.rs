@@ -10,7 +10,7 @@ use std::time::Duration;
 use sluice::state::StateStorage;
 use sluice::state::fs::{FileSystems, HadoopConf};
 use sluice_integration::dfs::{MiniDfs, mini_dfs};
-use sluice_integration::{StandaloneCluster, signal, wait_for};
+use sluice_integration::{StandaloneCluster, counting_args, signal, wait_for};
 
 /// The engine's storage with the mini cluster's Hadoop configuration.
 fn storage(dfs: &MiniDfs) -> FileSystems {
@@ -37,44 +37,6 @@ fn cluster(dfs: &MiniDfs, taskmanagers: usize, slots: u32, extra: &str) -> Stand
         &config,
         &[("HADOOP_CONF_DIR", conf_dir.as_str())],
     )
-}
-
-fn wait_state(cluster: &StandaloneCluster, id: &str, want: &str, within: Duration) {
-    wait_for(within, &format!("job {id} to be {want}"), || {
-        let s = cluster.job_state(id);
-        assert!(
-            s != "FAILED" || want == "FAILED",
-            "the job failed: {}",
-            cluster
-                .get(&format!("/jobs/{id}/exceptions"))
-                .map(|e| e.to_string())
-                .unwrap_or_default()
-        );
-        (s == want).then_some(())
-    });
-}
-
-fn counting_args(p: u32, records: u64, keys: u64, output: &Path, rate: u32) -> Vec<String> {
-    [
-        "-p",
-        &p.to_string(),
-        "counting",
-        "--records",
-        &records.to_string(),
-        "--keys",
-        &keys.to_string(),
-        "--output",
-        &output.display().to_string(),
-        "--rate",
-        &rate.to_string(),
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
-fn submit(cluster: &StandaloneCluster, args: &[String]) -> String {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    cluster.submit_detached(&args)
 }
 
 fn assert_exactly_once(cluster: &StandaloneCluster, records: u64, keys: u64, output: &Path) {
@@ -178,7 +140,7 @@ fn rocksdb_incremental_checkpoints_on_hdfs_survive_a_killed_taskmanager_exactly_
     );
     let output = cluster.work_dir().join("out");
     let (records, keys) = (40_000u64, 5u64);
-    let id = submit(&cluster, &counting_args(2, records, keys, &output, 5000));
+    let id = cluster.submit_args(&counting_args(2, records, keys, &output, 5000));
     wait_for(Duration::from_secs(40), "two completed checkpoints", || {
         (cluster.completed_checkpoints(&id) >= 2).then_some(())
     });
@@ -210,7 +172,7 @@ fn rocksdb_incremental_checkpoints_on_hdfs_survive_a_killed_taskmanager_exactly_
         .find(|&&pid| cluster.logs_of_pid_mention(pid, &id))
         .expect("a TaskManager running the job");
     signal("-9", victim);
-    wait_state(&cluster, &id, "FINISHED", Duration::from_secs(90));
+    cluster.wait_state(&id, "FINISHED", Duration::from_secs(90));
     let log = cluster.logs("jobmanager").concat();
     assert!(
         log.contains("restoring from a checkpoint"),
@@ -242,7 +204,7 @@ fn a_savepoint_moved_to_another_hdfs_path_restores_at_another_parallelism() {
     );
     let output = cluster.work_dir().join("out");
     let (records, keys) = (40_000u64, 7u64);
-    let id = submit(&cluster, &counting_args(2, records, keys, &output, 8000));
+    let id = cluster.submit_args(&counting_args(2, records, keys, &output, 8000));
     wait_for(Duration::from_secs(40), "a completed checkpoint", || {
         (cluster.completed_checkpoints(&id) >= 1).then_some(())
     });
@@ -262,7 +224,7 @@ fn a_savepoint_moved_to_another_hdfs_path_restores_at_another_parallelism() {
         .trim()
         .to_string();
     assert!(path.starts_with(&target), "{path} is not under {target}");
-    wait_state(&cluster, &id, "FINISHED", Duration::from_secs(20));
+    cluster.wait_state(&id, "FINISHED", Duration::from_secs(20));
 
     // Move it, through the name service, to a path it was never written to, and delete the
     // original and the job's checkpoints: the copy alone must restore.
@@ -278,8 +240,8 @@ fn a_savepoint_moved_to_another_hdfs_path_restores_at_another_parallelism() {
 
     let mut args = vec!["-s".to_string(), moved.clone()];
     args.extend(counting_args(3, records, keys, &output, 8000));
-    let id2 = submit(&cluster, &args);
-    wait_state(&cluster, &id2, "FINISHED", Duration::from_secs(60));
+    let id2 = cluster.submit_args(&args);
+    cluster.wait_state(&id2, "FINISHED", Duration::from_secs(60));
     assert_exactly_once(&cluster, records, keys, &output);
     fs.delete_dir(&dfs.uri(&base)).unwrap();
 }
