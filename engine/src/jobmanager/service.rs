@@ -307,6 +307,20 @@ impl JobManagerShared {
         // Paths a recovered job uses were checked when it was first submitted.
         if !recover {
             check_job_paths(&graph, savepoint.as_deref(), &config, &self.config)?;
+            let dirs = [
+                ("execution.checkpointing.dir", &job.checkpoints.dir),
+                (
+                    "execution.checkpointing.savepoint-dir",
+                    &job.checkpoints.savepoint_dir,
+                ),
+            ];
+            for (key, dir) in dirs {
+                if let Some(dir) = dir {
+                    self.storage
+                        .check_path(dir)
+                        .map_err(|e| SubmitError::BadConfig(format!("{key}: {e}")))?;
+                }
+            }
         }
         if let Some(path) = savepoint {
             let storage = self.storage.clone();

@@ -649,6 +649,31 @@ async fn a_savepoint_pointing_outside_itself_is_refused_naming_the_path() {
     assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
 }
 
+/// A checkpoint directory no configuration resolves is refused at submission, naming the key
+/// and what is missing, instead of failing every checkpoint of a running job.
+#[tokio::test]
+async fn a_checkpoint_directory_that_names_no_file_system_is_refused() {
+    let c = cluster_with(&[]).await;
+    let mut cases = vec![("hdfs://nn:bad-port/chk", "which is not a port number")];
+    // `hdfs:///` needs fs.defaultFS from the Hadoop configuration of the environment.
+    if std::env::var_os("HADOOP_CONF_DIR").is_none() && std::env::var_os("HADOOP_HOME").is_none() {
+        cases.push((
+            "hdfs:///chk",
+            "execution.checkpointing.dir: 'hdfs:///chk' names no NameNode and fs.defaultFS is not set",
+        ));
+    }
+    for (dir, needle) in cases {
+        let (status, answer) = c
+            .submit_json(json!({
+                "job": "stream-sum",
+                "config": { "execution.checkpointing.dir": dir },
+            }))
+            .await;
+        is_error(status, &answer, StatusCode::BAD_REQUEST, needle);
+    }
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+}
+
 /// An unauthenticated client used to read and write any file the daemon could (`--input
 /// /path/.cluster-secret`, `--output` anywhere) and to write savepoints to `""` (the file-system
 /// root) or `/etc`. Now client paths must be absolute, normalized and, with

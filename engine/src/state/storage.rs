@@ -32,6 +32,12 @@ pub trait StateStorage: Send + Sync {
     fn delete_file(&self, path: &str) -> io::Result<()>;
     /// Deletes a directory and everything in it; a missing directory is not an error.
     fn delete_dir(&self, path: &str) -> io::Result<()>;
+    /// Whether `path` can name a place on this storage at all, without touching it: an error
+    /// for a path no configuration resolves (an `hdfs:///` path while no `fs.defaultFS` is
+    /// set), so a job is refused at submission rather than failing every checkpoint.
+    fn check_path(&self, _path: &str) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// What [`StateStorage::status`] reports about a path.

@@ -40,11 +40,11 @@ pub struct HdfsCluster {
 impl HadoopConf {
     /// The configuration of `HADOOP_CONF_DIR`, else of `$HADOOP_HOME/etc/hadoop`, else none.
     pub fn from_env() -> Result<HadoopConf, String> {
-        let dir = std::env::var_os("HADOOP_CONF_DIR")
+        // An empty variable is an unset one, as for Hadoop's own scripts.
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let dir = var("HADOOP_CONF_DIR")
             .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HADOOP_HOME").map(|h| PathBuf::from(h).join("etc/hadoop"))
-            });
+            .or_else(|| var("HADOOP_HOME").map(|h| PathBuf::from(h).join("etc/hadoop")));
         match dir {
             Some(dir) => Self::load(&dir),
             None => Ok(HadoopConf::default()),

@@ -122,6 +122,10 @@ macro_rules! routed {
 }
 
 impl StateStorage for FileSystems {
+    fn check_path(&self, path: &str) -> io::Result<()> {
+        self.qualify(path).map(|_| ())
+    }
+
     fn write(&self, path: &str, data: &[u8]) -> io::Result<()> {
         routed!(self, path, |s| s.write(path, data))
     }
