@@ -7,7 +7,7 @@
 //! restore imports archives; the first handle that reads the state turns its tables into tables
 //! of the handle's type, decoding every entry once.
 
-use std::any::Any;
+use std::any::TypeId;
 use std::hash::Hasher;
 
 use hashbrown::HashTable;
@@ -30,7 +30,7 @@ pub(crate) struct KeyProbe {
 }
 
 impl KeyProbe {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn of(bytes: &[u8]) -> Self {
         let head = head_of(bytes);
         let mut h = FastHasher::default();
@@ -186,8 +186,7 @@ impl<V> Tables<V> {
 }
 
 /// A state's typed tables, with their type erased.
-pub(crate) trait TypedTables: Any {
-    fn as_any_mut(&mut self) -> &mut dyn Any;
+pub(crate) trait TypedTables {
     fn remove(&mut self, index: usize, key: TableKey<'_>);
     /// Visits key group `index`'s keys and value archives.
     fn visit_group(
@@ -200,10 +199,6 @@ pub(crate) trait TypedTables: Any {
 }
 
 impl<T: Data> TypedTables for Tables<T> {
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
-
     fn remove(&mut self, index: usize, key: TableKey<'_>) {
         Tables::remove(self, index, key)
     }
@@ -233,7 +228,8 @@ impl<T: Data> TypedTables for Tables<T> {
 /// yet, or values of the handles' type.
 pub(crate) enum ValueTables {
     Imported(Tables<Vec<u8>>),
-    Typed(Box<dyn TypedTables>),
+    /// With the tables' type, checked on every access without a call through the vtable.
+    Typed(TypeId, Box<dyn TypedTables>),
 }
 
 impl ValueTables {
@@ -250,7 +246,9 @@ impl ValueTables {
             let archives = std::mem::replace(imported, Tables::new(0));
             let groups = archives.groups.len();
             match archives.try_map(|bytes| decode::<T>(&bytes, name)) {
-                Ok(tables) => *self = ValueTables::Typed(Box::new(tables)),
+                Ok(tables) => {
+                    *self = ValueTables::Typed(TypeId::of::<Tables<T>>(), Box::new(tables))
+                }
                 Err(e) => {
                     *self = ValueTables::new(groups);
                     return Err(e);
@@ -258,17 +256,21 @@ impl ValueTables {
             }
         }
         match self {
-            ValueTables::Typed(tables) => tables
-                .as_any_mut()
-                .downcast_mut::<Tables<T>>()
-                .ok_or_else(|| StateError::Codec {
-                    state: name.to_string(),
-                    reason: format!(
-                        "the state holds values of another type than {} (is its name \
-                             used for two states?)",
-                        std::any::type_name::<T>()
-                    ),
-                }),
+            ValueTables::Typed(type_id, tables) if *type_id == TypeId::of::<Tables<T>>() => {
+                let tables: *mut dyn TypedTables = &mut **tables;
+                // SAFETY: `type_id` is the type of the boxed tables (set together with them
+                // just above and never apart), so the box holds a `Tables<T>`: what
+                // `downcast_mut` would check through the vtable, checked here without a call.
+                Ok(unsafe { &mut *tables.cast::<Tables<T>>() })
+            }
+            ValueTables::Typed(..) => Err(StateError::Codec {
+                state: name.to_string(),
+                reason: format!(
+                    "the state holds values of another type than {} (is its name used for two \
+                     states?)",
+                    std::any::type_name::<T>()
+                ),
+            }),
             ValueTables::Imported(_) => unreachable!("converted just above"),
         }
     }
@@ -286,7 +288,7 @@ impl ValueTables {
                 tables.put(index, TableKey::new(key, KeyProbe::of(key)), value.to_vec());
                 Ok(())
             }
-            ValueTables::Typed(_) => Err(StateError::Config(format!(
+            ValueTables::Typed(..) => Err(StateError::Config(format!(
                 "state {name} was imported into after it was read"
             ))),
         }
@@ -295,7 +297,7 @@ impl ValueTables {
     pub(crate) fn remove(&mut self, index: usize, key: TableKey<'_>) {
         match self {
             ValueTables::Imported(tables) => tables.remove(index, key),
-            ValueTables::Typed(tables) => tables.remove(index, key),
+            ValueTables::Typed(_, tables) => tables.remove(index, key),
         }
     }
 
@@ -315,7 +317,7 @@ impl ValueTables {
                 }
                 Ok(())
             }
-            ValueTables::Typed(tables) => tables.visit_group(index, encoder, scratch, f),
+            ValueTables::Typed(_, tables) => tables.visit_group(index, encoder, scratch, f),
         };
         result.map_err(|e| match e {
             StateError::Codec { state, reason } if state.is_empty() => StateError::Codec {
