@@ -232,6 +232,25 @@ impl StandaloneCluster {
             .expect("run sluice")
     }
 
+    /// `sluice ARGS` of a command that takes a savepoint (`savepoint`, `stop`): asserts it
+    /// succeeded and returns the path it printed.
+    pub fn cli_savepoint(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{} failed: {stdout}{}",
+            args.first().unwrap_or(&""),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
+            .unwrap_or_else(|| panic!("no savepoint path in: {stdout}"))
+            .trim()
+            .to_string()
+    }
+
     /// `sluice run -m <this cluster> -d ARGS`; returns the job id.
     pub fn submit_detached(&self, args: &[&str]) -> String {
         let rest = self.rest();

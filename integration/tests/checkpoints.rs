@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sluice_integration::{StandaloneCluster, signal, wait_for};
+use sluice_integration::{StandaloneCluster, counting_args, signal, wait_for};
 
 /// `check-counting` must pass; its report.
 fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) -> String {
@@ -70,7 +70,7 @@ fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32) {
     wait_for(Duration::from_secs(5), "one retained checkpoint", || {
         (chk_dirs(&checkpoints, &id).len() == 1).then_some(())
     });
-    let out = cluster.cli(&[
+    let path = cluster.cli_savepoint(&[
         "stop",
         "-m",
         &cluster.rest(),
@@ -78,18 +78,6 @@ fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32) {
         &savepoints.display().to_string(),
         &id,
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "stop failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
-        .unwrap_or_else(|| panic!("no savepoint path in: {stdout}"))
-        .trim()
-        .to_string();
     cluster.wait_state(&id, "FINISHED", Duration::from_secs(20));
     assert!(
         Path::new(&path).join("_metadata").is_file(),
@@ -155,19 +143,7 @@ fn a_damaged_latest_checkpoint_falls_back_to_the_previous_one_and_loses_nothing(
     let cluster = StandaloneCluster::start(3, 1, &config("rocksdb", &checkpoints, 2));
     let output = scratch.path().join("out");
     let (records, keys) = (50_000u64, 5u64);
-    let id = cluster.submit_detached(&[
-        "-p",
-        "2",
-        "counting",
-        "--records",
-        &records.to_string(),
-        "--keys",
-        &keys.to_string(),
-        "--output",
-        &output.display().to_string(),
-        "--rate",
-        "6000",
-    ]);
+    let id = cluster.submit_args(&counting_args(2, records, keys, &output, 6000));
     wait_for(Duration::from_secs(40), "two retained checkpoints", || {
         (chk_dirs(&checkpoints, &id).len() == 2).then_some(())
     });
@@ -232,40 +208,16 @@ fn resuming_from_a_savepoint_with_a_missing_file_is_refused_naming_the_file() {
     let checkpoints = scratch.path().join("checkpoints");
     let cluster = StandaloneCluster::start(1, 2, &config("hashmap", &checkpoints, 1));
     let output = scratch.path().join("out");
-    let id = cluster.submit_detached(&[
-        "-p",
-        "2",
-        "counting",
-        "--records",
-        "1000000",
-        "--keys",
-        "3",
-        "--output",
-        &output.display().to_string(),
-        "--rate",
-        "5000",
-    ]);
+    let id = cluster.submit_args(&counting_args(2, 1_000_000, 3, &output, 5000));
     cluster.wait_state(&id, "RUNNING", Duration::from_secs(30));
     let savepoints = scratch.path().join("sp");
-    let out = cluster.cli(&[
+    let path = cluster.cli_savepoint(&[
         "savepoint",
         "-m",
         &cluster.rest(),
         &id,
         &savepoints.display().to_string(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
-        .expect("savepoint path")
-        .trim()
-        .to_string();
     // A savepoint leaves the job running.
     assert_eq!(cluster.job_state(&id), "RUNNING");
     let out = cluster.cli(&["cancel", "-m", &cluster.rest(), &id]);

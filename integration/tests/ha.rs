@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sluice_integration::{StandaloneCluster, all_running, signal, wait_for};
+use sluice_integration::{StandaloneCluster, all_running, counting_args, signal, wait_for};
 use zk_ha::testkit::{ZkEnsemble, ZkServer};
 
 fn ha_config(zk: &ZkServer, scratch: &Path) -> String {
@@ -44,19 +44,7 @@ fn check_exactly_once(cluster: &StandaloneCluster, records: u64, keys: u64, dir:
 }
 
 fn start_counting(cluster: &StandaloneCluster, records: u64, keys: u64, out: &Path) -> String {
-    cluster.submit_detached(&[
-        "-p",
-        "2",
-        "counting",
-        "--records",
-        &records.to_string(),
-        "--keys",
-        &keys.to_string(),
-        "--output",
-        &out.display().to_string(),
-        "--rate",
-        "5000",
-    ])
+    cluster.submit_args(&counting_args(2, records, keys, out, 5000))
 }
 
 #[test]

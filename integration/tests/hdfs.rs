@@ -210,19 +210,7 @@ fn a_savepoint_moved_to_another_hdfs_path_restores_at_another_parallelism() {
     });
     // The target is named through fs.defaultFS (hdfs:///), as an operator would.
     let target = format!("hdfs://{base}/sp");
-    let out = cluster.cli(&["stop", "-m", &cluster.rest(), "-p", &target, &id]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "stop failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("Savepoint completed. Path: "))
-        .unwrap_or_else(|| panic!("no savepoint path in: {stdout}"))
-        .trim()
-        .to_string();
+    let path = cluster.cli_savepoint(&["stop", "-m", &cluster.rest(), "-p", &target, &id]);
     assert!(path.starts_with(&target), "{path} is not under {target}");
     cluster.wait_state(&id, "FINISHED", Duration::from_secs(20));
 

@@ -106,15 +106,7 @@ impl Cluster {
 
     /// `POST /sluice/jobs` with a JSON body.
     async fn submit_json(&self, body: Value) -> (StatusCode, Value) {
-        let response = self
-            .http
-            .post(format!("{}/sluice/jobs", self.base))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let status = response.status();
-        (status, response.json().await.unwrap())
+        self.post_json("/sluice/jobs", body).await
     }
 
     fn client(&self) -> RestClient {

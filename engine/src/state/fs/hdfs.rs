@@ -12,7 +12,6 @@
 //! worker thread of any runtime panics instead of blocking that worker, so a misplaced call is
 //! found by the first test that makes it.
 
-use std::future::Future;
 use std::io::{self, Read, Write};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -35,16 +34,20 @@ const IO_THREADS: usize = 2;
 
 /// The process's HDFS runtime, made on first use and never dropped (dropping a runtime from
 /// async code panics, and storages are dropped wherever their last owner is).
-fn io_runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(IO_THREADS)
-            .thread_name("hdfs-io")
-            .enable_all()
-            .build()
-            .expect("cannot start the HDFS client's runtime")
-    })
+/// A runtime that could not be made (no threads to be had) is an error of every connect.
+fn io_runtime() -> io::Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(IO_THREADS)
+                .thread_name("hdfs-io")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| io::Error::other(format!("cannot start the HDFS client's runtime: {e}")))
 }
 
 /// One HDFS cluster (a NameNode or a name service) as checkpoint storage. Paths given to it are
@@ -52,6 +55,8 @@ fn io_runtime() -> &'static tokio::runtime::Runtime {
 pub struct HdfsStorage {
     client: Client,
     cluster: HdfsCluster,
+    /// Where the client's calls run (see the module's doc).
+    runtime: &'static tokio::runtime::Runtime,
 }
 
 impl std::fmt::Debug for HdfsStorage {
@@ -66,10 +71,11 @@ impl HdfsStorage {
     /// A client of `cluster` configured with `conf` (which may ask for Kerberos, name-service
     /// failover and timeouts as Hadoop's own client reads them). Connects lazily.
     pub fn connect(cluster: HdfsCluster, conf: &HadoopConf) -> io::Result<HdfsStorage> {
+        let runtime = io_runtime()?;
         let client = ClientBuilder::new()
             .with_url(cluster.uri.clone())
             .with_config(conf.settings())
-            .with_io_runtime(io_runtime().handle().clone())
+            .with_io_runtime(runtime.handle().clone())
             .build()
             .map_err(|e| {
                 io::Error::other(format!(
@@ -79,7 +85,11 @@ impl HdfsStorage {
                 ))
             })?;
         tracing::info!(cluster = %cluster.uri, namenodes = ?cluster.namenodes, "HDFS client created");
-        Ok(HdfsStorage { client, cluster })
+        Ok(HdfsStorage {
+            client,
+            cluster,
+            runtime,
+        })
     }
 
     /// The path inside the cluster that the URI `path` names.
@@ -105,11 +115,14 @@ impl HdfsStorage {
         loop {
             let tmp = temp_beside(&target);
             let reader = source()?;
-            match block_on(self.write_attempt(&tmp, &target, reader)) {
+            match self
+                .runtime
+                .block_on(self.write_attempt(&tmp, &target, reader))
+            {
                 Ok(n) => return Ok(n),
                 Err(e) => {
                     // The temporary file is not referenced by anything; drop it, quietly.
-                    let _ = block_on(self.client.delete(&tmp, false));
+                    let _ = self.runtime.block_on(self.client.delete(&tmp, false));
                     if !retryable(&e) || attempt == WRITE_ATTEMPTS {
                         return Err(to_io(path, "cannot write", e));
                     }
@@ -179,12 +192,13 @@ impl StateStorage for HdfsStorage {
 
     fn read(&self, path: &str) -> io::Result<Vec<u8>> {
         let inner = Self::inner(path)?;
-        block_on(async {
-            let reader = self.client.read(&inner).await?;
-            let bytes = reader.read_range(0, reader.file_length()).await?;
-            Ok(bytes.to_vec())
-        })
-        .map_err(|e| to_io(path, "cannot read", e))
+        self.runtime
+            .block_on(async {
+                let reader = self.client.read(&inner).await?;
+                let bytes = reader.read_range(0, reader.file_length()).await?;
+                Ok(bytes.to_vec())
+            })
+            .map_err(|e| to_io(path, "cannot read", e))
     }
 
     fn download(&self, path: &str, to: &Path) -> io::Result<()> {
@@ -193,25 +207,27 @@ impl StateStorage for HdfsStorage {
             std::fs::create_dir_all(parent)?;
         }
         let mut out = std::fs::File::create(to)?;
-        block_on(async {
-            let reader = self.client.read(&inner).await?;
-            let length = reader.file_length();
-            let mut offset = 0;
-            while offset < length {
-                let n = CHUNK.min(length - offset);
-                let bytes = reader.read_range(offset, n).await?;
-                out.write_all(&bytes)?;
-                offset += n;
-            }
-            Ok(())
-        })
-        .map_err(|e| to_io(path, "cannot download", e))?;
+        self.runtime
+            .block_on(async {
+                let reader = self.client.read(&inner).await?;
+                let length = reader.file_length();
+                let mut offset = 0;
+                while offset < length {
+                    let n = CHUNK.min(length - offset);
+                    let bytes = reader.read_range(offset, n).await?;
+                    out.write_all(&bytes)?;
+                    offset += n;
+                }
+                Ok(())
+            })
+            .map_err(|e| to_io(path, "cannot download", e))?;
         out.sync_all()
     }
 
     fn status(&self, path: &str) -> io::Result<Option<FileInfo>> {
         let inner = Self::inner(path)?;
-        block_on(self.status(&inner))
+        self.runtime
+            .block_on(self.status(&inner))
             .map(|s| {
                 s.map(|s| FileInfo {
                     len: s.length as u64,
@@ -224,17 +240,21 @@ impl StateStorage for HdfsStorage {
 
     fn create_private_dir(&self, path: &str) -> io::Result<()> {
         let inner = Self::inner(path)?;
-        block_on(async {
-            self.client.mkdirs(&inner, PRIVATE_DIR, true).await?;
-            // mkdirs leaves an existing directory's permission as it was.
-            self.client.set_permission(&inner, PRIVATE_DIR).await
-        })
-        .map_err(|e| to_io(path, "cannot create a private directory", e))
+        self.runtime
+            .block_on(async {
+                self.client.mkdirs(&inner, PRIVATE_DIR, true).await?;
+                // mkdirs leaves an existing directory's permission as it was.
+                self.client.set_permission(&inner, PRIVATE_DIR).await
+            })
+            .map_err(|e| to_io(path, "cannot create a private directory", e))
     }
 
     fn list(&self, dir: &str) -> io::Result<Vec<String>> {
         let inner = Self::inner(dir)?;
-        let entries = match block_on(self.client.list_status(&inner, false)) {
+        let entries = match self
+            .runtime
+            .block_on(self.client.list_status(&inner, false))
+        {
             Ok(entries) => entries,
             Err(e) if not_found(&e) => return Ok(Vec::new()),
             Err(e) => return Err(to_io(dir, "cannot list", e)),
@@ -250,7 +270,7 @@ impl StateStorage for HdfsStorage {
 
     fn delete_file(&self, path: &str) -> io::Result<()> {
         let inner = Self::inner(path)?;
-        match block_on(self.client.delete(&inner, false)) {
+        match self.runtime.block_on(self.client.delete(&inner, false)) {
             Ok(_) => Ok(()),
             Err(e) if not_found(&e) => Ok(()),
             Err(e) => Err(to_io(path, "cannot delete", e)),
@@ -259,17 +279,12 @@ impl StateStorage for HdfsStorage {
 
     fn delete_dir(&self, path: &str) -> io::Result<()> {
         let inner = Self::inner(path)?;
-        match block_on(self.client.delete(&inner, true)) {
+        match self.runtime.block_on(self.client.delete(&inner, true)) {
             Ok(_) => Ok(()),
             Err(e) if not_found(&e) => Ok(()),
             Err(e) => Err(to_io(path, "cannot delete", e)),
         }
     }
-}
-
-/// Runs `future` on the HDFS runtime from a blocking thread (see the module's doc).
-fn block_on<F: Future>(future: F) -> F::Output {
-    io_runtime().block_on(future)
 }
 
 /// A hidden name beside `path` for a file being written, unique per attempt. Readers skip
