@@ -248,6 +248,21 @@ fn archive_with<T: Data>(
 ) -> Result<(), RecordError> {
     use rkyv::ser::{Serializer, WriterExt, sharing::Share};
     let serialize_err = |e: rancor::Error| RecordError::Serialize(e.to_string());
+    if T::COPY_OPTIMIZATION.is_enabled() && std::mem::align_of::<T::Archived>() <= 16 {
+        // An integer, or an array of them: rkyv attests that the value's bytes are its archive,
+        // so they are copied where its serializer would write them, without running it.
+        let pos = buf
+            .len()
+            .next_multiple_of(std::mem::align_of::<T::Archived>());
+        buf.resize(pos, 0);
+        // SAFETY: `record` is a live value of `size_of::<T>()` initialized bytes (a copy-
+        // optimized type has no padding: rkyv requires that of the types it enables it for).
+        let bytes = unsafe {
+            std::slice::from_raw_parts((record as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        };
+        buf.extend_from_slice(bytes);
+        return Ok(());
+    }
     if std::mem::align_of::<T::Archived>() > 16 {
         // Over-aligned archives (beyond the buffer's 16-byte storage alignment) take rkyv's path.
         rkyv::api::high::to_bytes_in_with_alloc::<_, _, rancor::Error>(
@@ -528,6 +543,43 @@ mod tests {
             let theirs = rkyv::to_bytes::<rancor::Error>(r).unwrap();
             assert_eq!(&bare[..], &theirs[..]);
         }
+    }
+
+    /// Integers and arrays of them are copied, not serialized: the bytes must be rkyv's,
+    /// bare and in runs, after records of other alignments.
+    #[test]
+    fn copied_integers_are_what_rkyv_writes() {
+        macro_rules! same {
+            ($value:expr, $t:ty) => {{
+                let value: $t = $value;
+                assert!(<$t as rkyv::Archive>::COPY_OPTIMIZATION.is_enabled());
+                let mut appender = Appender::default();
+                let mut bare = AlignedVec::new();
+                appender.encode(&mut bare, &value).unwrap();
+                assert_eq!(
+                    &bare[..],
+                    &rkyv::to_bytes::<rancor::Error>(&value).unwrap()[..]
+                );
+                roundtrip(&[value]);
+            }};
+        }
+        same!(7, u8);
+        same!(-3, i32);
+        same!(u64::MAX - 5, u64);
+        same!(1 << 40, i64);
+        same!(u128::MAX / 3, u128);
+        same!([1, 2, 3], [u32; 3]);
+        same!([9; 5], [u16; 5]);
+        let mut buf = AlignedVec::new();
+        let mut appender = Appender::default();
+        appender.encode(&mut buf, &1u8).unwrap();
+        appender.encode(&mut buf, &2u64).unwrap();
+        let mut theirs = AlignedVec::<16>::new();
+        rkyv::api::high::to_bytes_in::<_, rancor::Error>(&1u8, &mut theirs).unwrap();
+        rkyv::api::high::to_bytes_in::<_, rancor::Error>(&2u64, &mut theirs).unwrap();
+        assert_eq!(&buf[..], &theirs[..]);
+        let runs = via_runs(&[5u64, 6, 7]);
+        assert_eq!(read_all::<u64>(&runs), vec![5, 6, 7]);
     }
 
     /// Appends `records` as a network writer does (joined into runs) and reads them back.

@@ -96,12 +96,23 @@ impl<T, S: SourceFunction<T>> SourceTask for RunSource<T, S> {
 
 struct Decoder<T> {
     next: BoxOutput<T>,
+    /// A buffer's records, reused.
+    batch: Vec<T>,
+}
+
+impl<T> Decoder<T> {
+    fn new(next: BoxOutput<T>) -> Self {
+        Decoder {
+            next,
+            batch: Vec::new(),
+        }
+    }
 }
 
 impl<T: Data> InputProcessor for Decoder<T> {
     fn process(&mut self, buffer: &[u8], written_here: bool) -> Result<u64, TaskError> {
-        let mut n = 0;
         let mut pool = record::Pool::new();
+        self.batch.clear();
         for frame in record::Frames::new(buffer) {
             let (offset, bytes) = frame?;
             let record = if written_here {
@@ -112,9 +123,10 @@ impl<T: Data> InputProcessor for Decoder<T> {
             } else {
                 record::decode_in::<T>(&mut pool, offset, bytes)?
             };
-            self.next.push(record)?;
-            n += 1;
+            self.batch.push(record);
         }
+        let n = self.batch.len() as u64;
+        self.next.push_batch(&mut self.batch)?;
         Ok(n)
     }
     fn finish(&mut self) -> Result<(), TaskError> {
@@ -201,7 +213,10 @@ fn fanout<T: Data>(outputs: Vec<AnyBox>) -> AnyBox {
     let out: BoxOutput<T> = match outs.len() {
         0 => Box::new(Discard),
         1 => outs.pop().unwrap_or_else(|| Box::new(Discard)),
-        _ => Box::new(Fanout { outputs: outs }),
+        _ => Box::new(Fanout {
+            outputs: outs,
+            copy: Vec::new(),
+        }),
     };
     Box::new(out)
 }
@@ -395,9 +410,7 @@ impl<T: Data> DataStream<T> {
                 match any.downcast::<Op>() {
                     Ok(op) => decode(*op),
                     // Unreachable by construction: the node's own factory made the box.
-                    Err(_) => Box::new(Decoder::<T> {
-                        next: Box::new(Discard),
-                    }),
+                    Err(_) => Box::new(Decoder::<T>::new(Box::new(Discard))),
                 }
             });
         let node = self.env.add_node::<O>(name, kind, Some(decoder));
@@ -425,7 +438,7 @@ impl<T: Data> DataStream<T> {
             selector,
             false,
             make,
-            |next: BoxOutput<T>| Box::new(Decoder { next }),
+            |next: BoxOutput<T>| Box::new(Decoder::new(next)),
         )
     }
 
@@ -546,7 +559,7 @@ impl<T: Data> DataStream<T> {
     pub fn map<O: Data>(&self, f: impl Fn(T) -> O + Send + Sync + 'static) -> DataStream<O> {
         let f = Arc::new(f);
         self.plain("Map", move |_, next| {
-            Ok(Box::new(Map { f: f.clone(), next }))
+            Ok(Box::new(Map::new(f.clone(), next)))
         })
     }
 
@@ -565,7 +578,7 @@ impl<T: Data> DataStream<T> {
     ) -> DataStream<O> {
         let f = Arc::new(f);
         self.plain("Flat Map", move |_, next| {
-            Ok(Box::new(FlatMap { f: f.clone(), next }))
+            Ok(Box::new(FlatMap::new(f.clone(), next)))
         })
     }
 
@@ -665,7 +678,7 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
     pub fn map<O: Data>(&self, f: impl Fn(T) -> O + Send + Sync + 'static) -> DataStream<O> {
         let f = Arc::new(f);
         self.keyed("Map", move |_, next| {
-            Ok(Box::new(Map { f: f.clone(), next }))
+            Ok(Box::new(Map::new(f.clone(), next)))
         })
     }
 
@@ -711,6 +724,7 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
                 value: store.value_state("reduce")?,
                 store,
                 operator_id: ctx.operator_id,
+                out: Vec::new(),
                 next,
                 _k: PhantomData,
             }))
@@ -734,6 +748,7 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
                 function,
                 store,
                 operator_id: ctx.operator_id,
+                out: Vec::new(),
                 next,
                 _t: PhantomData,
             }))

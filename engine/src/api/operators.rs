@@ -1,6 +1,8 @@
 //! The operators behind the `DataStream` methods. Each one is an [`Output`] of its input type
 //! that pushes into the next operator's `Output`, so a chain of operators is a chain of direct
-//! calls inside one thread.
+//! calls inside one thread. Records travel a chain in batches (all records of a received
+//! buffer, or of a source's few dozen collects): one dynamic call per operator and batch, and a
+//! tight loop inside each operator (docs/architecture.md, "The operator interface").
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -18,6 +20,15 @@ use crate::state::{KeyedStateStore, ValueState};
 pub(crate) trait Output<T> {
     /// Takes one record.
     fn push(&mut self, record: T) -> Result<(), TaskError>;
+    /// Takes the records of `batch` in order, leaving it empty with its capacity kept, so the
+    /// caller fills it again without allocating. What `push` of each record would do; an
+    /// operator overrides it to run its loop without a dynamic call per record.
+    fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        for record in batch.drain(..) {
+            self.push(record)?;
+        }
+        Ok(())
+    }
     /// The input has ended: emit what is held back, then pass the end on.
     fn finish(&mut self) -> Result<(), TaskError>;
     /// A checkpoint barrier reached this operator: snapshot its state, then pass the barrier on.
@@ -48,6 +59,12 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
     fn push(&mut self, record: T) -> Result<(), TaskError> {
         NetworkOutput::push(self, record)
     }
+    fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        for record in batch.drain(..) {
+            NetworkOutput::push(self, record)?;
+        }
+        Ok(())
+    }
     fn finish(&mut self) -> Result<(), TaskError> {
         NetworkOutput::finish(self)
     }
@@ -60,13 +77,29 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
 }
 
 pub(crate) struct Map<F, O> {
-    pub(crate) f: Arc<F>,
-    pub(crate) next: BoxOutput<O>,
+    f: Arc<F>,
+    /// The mapped batch, reused.
+    out: Vec<O>,
+    next: BoxOutput<O>,
+}
+
+impl<F, O> Map<F, O> {
+    pub(crate) fn new(f: Arc<F>, next: BoxOutput<O>) -> Self {
+        Map {
+            f,
+            out: Vec::new(),
+            next,
+        }
+    }
 }
 
 impl<I, O, F: Fn(I) -> O> Output<I> for Map<F, O> {
     fn push(&mut self, record: I) -> Result<(), TaskError> {
         self.next.push((self.f)(record))
+    }
+    fn push_batch(&mut self, batch: &mut Vec<I>) -> Result<(), TaskError> {
+        self.out.extend(batch.drain(..).map(&*self.f));
+        self.next.push_batch(&mut self.out)
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
@@ -87,6 +120,10 @@ impl<T, F: Fn(&T) -> bool> Output<T> for Filter<F, T> {
             Ok(())
         }
     }
+    fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        batch.retain(|record| (self.f)(record));
+        self.next.push_batch(batch)
+    }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
     }
@@ -94,16 +131,40 @@ impl<T, F: Fn(&T) -> bool> Output<T> for Filter<F, T> {
 }
 
 pub(crate) struct FlatMap<F, O> {
-    pub(crate) f: Arc<F>,
-    pub(crate) next: BoxOutput<O>,
+    f: Arc<F>,
+    /// The records made from a batch, reused.
+    out: Vec<O>,
+    next: BoxOutput<O>,
 }
+
+impl<F, O> FlatMap<F, O> {
+    pub(crate) fn new(f: Arc<F>, next: BoxOutput<O>) -> Self {
+        FlatMap {
+            f,
+            out: Vec::new(),
+            next,
+        }
+    }
+}
+
+/// How many records an operator that makes several of one record (a flat map, a process
+/// function) gathers before passing them on, so that an exploding input does not build one
+/// huge batch.
+const MAX_BATCH: usize = 4096;
 
 impl<I, O, It: IntoIterator<Item = O>, F: Fn(I) -> It> Output<I> for FlatMap<F, O> {
     fn push(&mut self, record: I) -> Result<(), TaskError> {
-        for out in (self.f)(record) {
-            self.next.push(out)?;
+        self.out.extend((self.f)(record));
+        self.next.push_batch(&mut self.out)
+    }
+    fn push_batch(&mut self, batch: &mut Vec<I>) -> Result<(), TaskError> {
+        for record in batch.drain(..) {
+            self.out.extend((self.f)(record));
+            if self.out.len() >= MAX_BATCH {
+                self.next.push_batch(&mut self.out)?;
+            }
         }
-        Ok(())
+        self.next.push_batch(&mut self.out)
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
@@ -119,20 +180,40 @@ pub(crate) struct KeyedReduce<T: Data, K, KF: ?Sized, RF: ?Sized> {
     pub(crate) store: KeyedStateStore,
     pub(crate) value: ValueState<T>,
     pub(crate) operator_id: u32,
+    /// The new aggregates of a batch, reused.
+    pub(crate) out: Vec<T>,
     pub(crate) next: BoxOutput<T>,
     pub(crate) _k: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<T: Data, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized>
+    KeyedReduce<T, K, KF, RF>
+{
+    #[inline]
+    fn aggregate(&self, record: T) -> Result<T, TaskError> {
+        self.store.set_current_key(&(self.key)(&record))?;
+        Ok(self.value.update_with(|acc| match acc {
+            Some(acc) => (self.reduce)(acc, record),
+            None => record,
+        })?)
+    }
 }
 
 impl<T: Data, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Output<T>
     for KeyedReduce<T, K, KF, RF>
 {
     fn push(&mut self, record: T) -> Result<(), TaskError> {
-        self.store.set_current_key(&(self.key)(&record))?;
-        let value = self.value.update_with(|acc| match acc {
-            Some(acc) => (self.reduce)(acc, record),
-            None => record,
-        })?;
+        let value = self.aggregate(record)?;
         self.next.push(value)
+    }
+    fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        let mut out = std::mem::take(&mut self.out);
+        for record in batch.drain(..) {
+            out.push(self.aggregate(record)?);
+        }
+        let result = self.next.push_batch(&mut out);
+        self.out = out;
+        result
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
@@ -184,20 +265,38 @@ pub(crate) struct KeyedProcess<T, O, K, KF: ?Sized, F> {
     pub(crate) function: F,
     pub(crate) store: KeyedStateStore,
     pub(crate) operator_id: u32,
+    /// What the function emitted for a batch, reused.
+    pub(crate) out: Vec<O>,
     pub(crate) next: BoxOutput<O>,
     pub(crate) _t: std::marker::PhantomData<fn(T) -> K>,
+}
+
+impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, T, O>>
+    KeyedProcess<T, O, K, KF, F>
+{
+    fn process(&mut self, record: T) -> Result<(), TaskError> {
+        let key = (self.key)(&record);
+        self.store.set_current_key(&key)?;
+        let mut out = Collector { out: &mut self.out };
+        self.function.process(&key, record, &mut out)
+    }
 }
 
 impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, T, O>> Output<T>
     for KeyedProcess<T, O, K, KF, F>
 {
     fn push(&mut self, record: T) -> Result<(), TaskError> {
-        let key = (self.key)(&record);
-        self.store.set_current_key(&key)?;
-        let mut out = Collector {
-            next: &mut *self.next,
-        };
-        self.function.process(&key, record, &mut out)
+        self.process(record)?;
+        self.next.push_batch(&mut self.out)
+    }
+    fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        for record in batch.drain(..) {
+            self.process(record)?;
+            if self.out.len() >= MAX_BATCH {
+                self.next.push_batch(&mut self.out)?;
+            }
+        }
+        self.next.push_batch(&mut self.out)
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
@@ -212,15 +311,17 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
     }
 }
 
-/// Where a process function emits its results.
+/// Where a process function emits its results: they go downstream together when the
+/// function has seen the batch its input came in.
 pub struct Collector<'a, O> {
-    next: &'a mut dyn Output<O>,
+    out: &'a mut Vec<O>,
 }
 
 impl<O> Collector<'_, O> {
     /// Emits one record downstream.
     pub fn collect(&mut self, record: O) -> Result<(), TaskError> {
-        self.next.push(record)
+        self.out.push(record);
+        Ok(())
     }
 }
 
@@ -243,6 +344,9 @@ impl<T, S: SinkFunction<T>> Output<T> for Sink<S> {
     fn push(&mut self, record: T) -> Result<(), TaskError> {
         self.sink.invoke(record)
     }
+    fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        self.sink.invoke_batch(batch)
+    }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.sink.finish()
     }
@@ -259,6 +363,8 @@ impl<T, S: SinkFunction<T>> Output<T> for Sink<S> {
 /// Copies each record to several outputs (an operator with more than one consumer).
 pub(crate) struct Fanout<T> {
     pub(crate) outputs: Vec<BoxOutput<T>>,
+    /// A batch's copy for one output, reused.
+    pub(crate) copy: Vec<T>,
 }
 
 impl<T: Clone> Output<T> for Fanout<T> {
@@ -268,6 +374,16 @@ impl<T: Clone> Output<T> for Fanout<T> {
                 out.push(record.clone())?;
             }
             last.push(record)?;
+        }
+        Ok(())
+    }
+    fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        if let Some((last, rest)) = self.outputs.split_last_mut() {
+            for out in rest {
+                self.copy.extend_from_slice(batch);
+                out.push_batch(&mut self.copy)?;
+            }
+            last.push_batch(batch)?;
         }
         Ok(())
     }
@@ -296,6 +412,10 @@ pub(crate) struct Discard;
 
 impl<T> Output<T> for Discard {
     fn push(&mut self, _record: T) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        batch.clear();
         Ok(())
     }
     fn finish(&mut self) -> Result<(), TaskError> {
@@ -367,6 +487,7 @@ mod tests {
                     value: store.value_state("reduce").unwrap(),
                     store,
                     operator_id: 0,
+                    out: Vec::new(),
                     next,
                     _k: std::marker::PhantomData,
                 })
@@ -395,14 +516,9 @@ mod tests {
             f: Arc::new(|x: &u32| x.is_multiple_of(2)),
             next: sink,
         });
-        let flat: BoxOutput<u32> = Box::new(FlatMap {
-            f: Arc::new(|x: u32| vec![x, x + 1]),
-            next: filter,
-        });
-        let mut map: BoxOutput<u32> = Box::new(Map {
-            f: Arc::new(|x: u32| x * 10),
-            next: flat,
-        });
+        let flat: BoxOutput<u32> =
+            Box::new(FlatMap::new(Arc::new(|x: u32| vec![x, x + 1]), filter));
+        let mut map: BoxOutput<u32> = Box::new(Map::new(Arc::new(|x: u32| x * 10), flat));
         for x in 0..3 {
             map.push(x).unwrap();
         }

@@ -12,6 +12,14 @@ use crate::common::error::TaskError;
 pub trait SinkFunction<T>: 'static {
     /// Takes one record.
     fn invoke(&mut self, record: T) -> Result<(), TaskError>;
+    /// Takes the records of `batch` in order, leaving it empty: `invoke` for each, unless the
+    /// sink has a faster way to take many.
+    fn invoke_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        for record in batch.drain(..) {
+            self.invoke(record)?;
+        }
+        Ok(())
+    }
     /// The input has ended: make everything written durable.
     fn finish(&mut self) -> Result<(), TaskError> {
         Ok(())
@@ -263,6 +271,10 @@ pub(crate) struct DiscardSink;
 
 impl<T> SinkFunction<T> for DiscardSink {
     fn invoke(&mut self, _record: T) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn invoke_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        batch.clear();
         Ok(())
     }
 }

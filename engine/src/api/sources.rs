@@ -35,12 +35,19 @@ pub(crate) trait SourceHooks {
     fn idled(&mut self, _elapsed: Duration) {}
 }
 
+/// How many records a source collects before passing them on together: a batch small enough
+/// that a slow source's records do not wait (they also go when the source waits, see
+/// [`SourceContext::idle`]), large enough that the chain's dynamic calls are a small share.
+const SOURCE_BATCH: usize = 64;
+
 /// What a source uses to emit records and to take part in checkpoints.
 pub struct SourceContext<'a, T> {
     pub(crate) out: &'a mut dyn Output<T>,
     pub(crate) runtime: &'a RuntimeContext,
     pub(crate) hooks: &'a mut dyn SourceHooks,
-    pub(crate) since_tick: u32,
+    /// Records collected and not yet passed on: they go downstream together, every
+    /// [`SOURCE_BATCH`] records and before anything else happens (a barrier, a wait, the end).
+    pub(crate) batch: Vec<T>,
     /// A triggered checkpoint the source has not yet reached a snapshot point for.
     pub(crate) pending: Option<Arc<CheckpointBarrier>>,
 }
@@ -55,24 +62,33 @@ impl<'a, T> SourceContext<'a, T> {
             out,
             runtime,
             hooks,
-            since_tick: 0,
+            batch: Vec::with_capacity(SOURCE_BATCH),
             pending: None,
         }
     }
 
     /// Emits one record downstream. Blocks while downstream is backpressured.
+    #[inline]
     pub fn collect(&mut self, record: T) -> Result<(), TaskError> {
-        self.out.push(record)?;
-        self.since_tick += 1;
-        if self.since_tick >= 64 {
-            self.since_tick = 0;
+        self.batch.push(record);
+        if self.batch.len() >= SOURCE_BATCH {
             self.poll()?;
         }
         Ok(())
     }
 
-    /// Flushes due buffers, notices cancellation and takes in checkpoint messages.
+    /// Passes the collected records on.
+    pub(crate) fn flush(&mut self) -> Result<(), TaskError> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        self.out.push_batch(&mut self.batch)
+    }
+
+    /// Passes the collected records on, flushes due buffers, notices cancellation and takes in
+    /// checkpoint messages.
     fn poll(&mut self) -> Result<(), TaskError> {
+        self.flush()?;
         self.hooks.tick()?;
         while let Some(message) = self.hooks.control() {
             self.handle(message)?;
@@ -121,6 +137,7 @@ impl<'a, T> SourceContext<'a, T> {
         barrier: &Arc<CheckpointBarrier>,
         state: Vec<Vec<u8>>,
     ) -> Result<(), TaskError> {
+        self.flush()?;
         let (storage, prefix) = self.hooks.storage();
         let mut snap = SnapshotContext::new(barrier, storage, prefix);
         snap.set_operator_state(self.runtime.operator_id, state);
@@ -144,6 +161,7 @@ impl<'a, T> SourceContext<'a, T> {
     /// take it with an empty state (nothing left to emit), so that a restore of any later
     /// checkpoint knows this source is done; then the caller ends the outputs.
     pub(crate) fn final_checkpoint(&mut self) -> Result<(), TaskError> {
+        self.flush()?;
         if !self.hooks.checkpointing() {
             return Ok(());
         }
@@ -512,6 +530,7 @@ mod tests {
                 let mut hooks = NoHooks;
                 let mut ctx = SourceContext::new(&mut out, &runtime, &mut hooks);
                 make().run(&mut ctx).unwrap();
+                ctx.flush().unwrap();
                 got.take()
             })
             .collect()
@@ -605,6 +624,7 @@ mod tests {
             };
             let mut ctx = SourceContext::new(&mut out, &runtime, &mut hooks);
             make().run(&mut ctx).unwrap();
+            ctx.flush().unwrap();
             if acked.borrow().is_none() {
                 // The source ended before the trigger: its final checkpoint takes it.
                 ctx.final_checkpoint().unwrap();
@@ -654,6 +674,7 @@ mod tests {
         let mut hooks = NoHooks;
         let mut ctx = SourceContext::new(&mut out, &runtime, &mut hooks);
         source.run(&mut ctx)?;
+        ctx.flush()?;
         Ok(got.take())
     }
 

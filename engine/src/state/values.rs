@@ -22,50 +22,76 @@ use crate::record::{Appender, Data};
 const INLINE_KEY: usize = 16;
 
 /// What the tables need of a key besides its archive: the archive's in-memory hash and its
-/// first [`INLINE_KEY`] bytes (zero-padded). Computed once per record, when the key is set.
+/// first [`INLINE_KEY`] bytes (zero-padded) as two little-endian words. Computed once per
+/// record, when the key is set.
+///
+/// The words are read from the archive with loads of the key's own size, never through a
+/// zeroed array patched with a shorter copy: a wide load of memory just written by narrower
+/// stores cannot take its value from the store buffer and waits until they retire, which cost
+/// more than the rest of a look-up.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct KeyProbe {
     hash: u64,
-    head: [u8; INLINE_KEY],
+    head: [u64; 2],
 }
 
 impl KeyProbe {
     #[inline(always)]
     pub(crate) fn of(bytes: &[u8]) -> Self {
         let head = head_of(bytes);
-        let mut h = FastHasher::default();
-        if bytes.len() <= INLINE_KEY {
-            // The zero-padded head and the length say everything: two words and a length.
-            h.write_usize(bytes.len());
-            let (lo, hi) = head.split_at(8);
-            h.write_u64(u64::from_le_bytes(lo.try_into().unwrap_or_default()));
-            h.write_u64(u64::from_le_bytes(hi.try_into().unwrap_or_default()));
+        let hash = if bytes.len() <= INLINE_KEY {
+            // The zero-padded words and the length say everything. Two multiplications side
+            // by side, not a chain of them: the hash is on the critical path of every record.
+            fold(head[0] ^ SEED_LO, MIX_LO ^ bytes.len() as u64) ^ fold(head[1] ^ SEED_HI, MIX_HI)
         } else {
+            let mut h = FastHasher::default();
             h.write(bytes);
-        }
-        KeyProbe {
-            hash: h.finish(),
-            head,
+            h.finish()
+        };
+        KeyProbe { hash, head }
+    }
+}
+
+const SEED_LO: u64 = 0x243f_6a88_85a3_08d3;
+const SEED_HI: u64 = 0x1319_8a2e_0370_7344;
+const MIX_LO: u64 = 0xa409_3822_299f_31d0;
+const MIX_HI: u64 = 0x082e_fa98_ec4e_6c89;
+
+/// The high and low halves of the 128-bit product, folded: every bit of either factor
+/// reaches both the low bits (hashbrown's bucket index) and the high bits (its tag).
+#[inline(always)]
+fn fold(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    (product as u64) ^ ((product >> 64) as u64)
+}
+
+/// The first [`INLINE_KEY`] bytes of `bytes`, zero-padded, as little-endian words. The common
+/// lengths load with their own size.
+#[inline(always)]
+fn head_of(bytes: &[u8]) -> [u64; 2] {
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+    match bytes.len() {
+        4 => [
+            u64::from(u32::from_le_bytes(bytes.try_into().unwrap_or_default())),
+            0,
+        ],
+        8 => [word(bytes), 0],
+        16 => [word(&bytes[..8]), word(&bytes[8..])],
+        n => {
+            let mut head = [0u8; INLINE_KEY];
+            let n = n.min(INLINE_KEY);
+            head[..n].copy_from_slice(&bytes[..n]);
+            [word(&head[..8]), word(&head[8..])]
         }
     }
 }
 
-/// The first [`INLINE_KEY`] bytes of `bytes`, zero-padded. The common lengths copy with
-/// constant sizes (a move or two, not a call to `memcpy` followed by loads of what it stored).
-#[inline]
-fn head_of(bytes: &[u8]) -> [u8; INLINE_KEY] {
-    let mut head = [0u8; INLINE_KEY];
-    if let Ok(word) = <[u8; 8]>::try_from(bytes) {
-        head[..8].copy_from_slice(&word);
-    } else if let Ok(whole) = <[u8; INLINE_KEY]>::try_from(bytes) {
-        head = whole;
-    } else if let Ok(half) = <[u8; 4]>::try_from(bytes) {
-        head[..4].copy_from_slice(&half);
-    } else {
-        let n = bytes.len().min(INLINE_KEY);
-        head[..n].copy_from_slice(&bytes[..n]);
-    }
-    head
+/// The bytes of a key's head words, for an entry.
+fn head_bytes(head: [u64; 2]) -> [u8; INLINE_KEY] {
+    let mut bytes = [0u8; INLINE_KEY];
+    bytes[..8].copy_from_slice(&head[0].to_le_bytes());
+    bytes[8..].copy_from_slice(&head[1].to_le_bytes());
+    bytes
 }
 
 /// A key as the tables look it up: its archive and its probe.
@@ -102,8 +128,15 @@ impl<V> Entry<V> {
     #[inline]
     fn is(&self, key: &TableKey<'_>) -> bool {
         self.len as usize == key.bytes.len()
-            && self.head == key.probe.head
+            && self.head_words() == key.probe.head
             && self.long.as_deref().is_none_or(|long| long == key.bytes)
+    }
+
+    #[inline(always)]
+    fn head_words(&self) -> [u64; 2] {
+        let (lo, hi) = self.head.split_at(8);
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+        [word(lo), word(hi)]
     }
 
     /// The key's archive.
@@ -141,7 +174,7 @@ impl<V> Tables<V> {
         let entry = Entry {
             hash: key.probe.hash,
             len: key.bytes.len() as u32,
-            head: key.probe.head,
+            head: head_bytes(key.probe.head),
             long: (key.bytes.len() > INLINE_KEY).then(|| key.bytes.into()),
             value,
         };
