@@ -207,13 +207,17 @@ impl<T: Data, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Siz
         self.next.push(value)
     }
     fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
-        let mut out = std::mem::take(&mut self.out);
-        for record in batch.drain(..) {
-            out.push(self.aggregate(record)?);
-        }
-        let result = self.next.push_batch(&mut out);
-        self.out = out;
-        result
+        let (key, reduce, out) = (&self.key, &self.reduce, &mut self.out);
+        self.value.update_each(
+            batch.drain(..),
+            |record| key(record),
+            |record, acc| match acc {
+                Some(acc) => reduce(acc, record),
+                None => record,
+            },
+            |value| out.push(value),
+        )?;
+        self.next.push_batch(&mut self.out)
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()

@@ -1,6 +1,7 @@
 //! The typed state handles keyed operators use: value, list, map, reducing and aggregating
 //! state. Each acts on the store's current key.
 
+use std::hash::Hash;
 use std::marker::PhantomData;
 use std::rc::Rc;
 
@@ -114,6 +115,33 @@ impl<T: Data> ValueState<T> {
     /// Removes the current key's value.
     pub fn clear(&self) -> Result<(), StateError> {
         self.cell.clear()
+    }
+
+    /// [`update_with`](Self::update_with) for a batch of items in a row: for each, makes its
+    /// key (`key` of it) the current key, replaces that key's value by `f(item, value)` and
+    /// hands the new value to `out`. The store is borrowed once for the batch, not twice per
+    /// item. The last item's key stays current.
+    pub fn update_each<I, K: Hash + Data>(
+        &self,
+        items: impl Iterator<Item = I>,
+        key: impl Fn(&I) -> K,
+        mut f: impl FnMut(I, Option<T>) -> T,
+        mut out: impl FnMut(T),
+    ) -> Result<(), StateError> {
+        let cell = &self.cell;
+        cell.store
+            .with_each_key(items, key, |backend, kg, k, item| {
+                let new = match backend {
+                    Backend::Heap(h) => h.value_update(kg, &cell.id, k, |v| f(item, v))?,
+                    Backend::Rocks(r) => {
+                        let new = f(item, cell.rocks_get(r, kg, k.bytes())?);
+                        cell.rocks_put(r, kg, k.bytes(), &new)?;
+                        new
+                    }
+                };
+                out(new);
+                Ok(())
+            })
     }
 }
 

@@ -107,6 +107,30 @@ impl Inner {
         Ok(())
     }
 
+    /// Makes `key` the current key: its key group (as the hash partitioner computes it; one of
+    /// another subtask's key groups is an error, the operator and the partitioner disagree on
+    /// max parallelism), its archive and its probe.
+    #[inline]
+    fn make_current<K: Hash + Data>(
+        &self,
+        current: &mut CurrentKey,
+        key: &K,
+    ) -> Result<(), StateError> {
+        let kg = self.key_groups.of(self.key_hash.hash(key));
+        if !self.range.contains(kg) {
+            return Err(StateError::KeyGroupOutOfRange {
+                key_group: kg,
+                range: self.range,
+            });
+        }
+        current.set = false;
+        self.encode_into(key, &mut current.bytes, "key")?;
+        current.probe = KeyProbe::of(&current.bytes);
+        current.key_group = kg;
+        current.set = true;
+        Ok(())
+    }
+
     /// Serializes `value` into a new buffer.
     pub(super) fn encode<T: Data>(&self, value: &T, state: &str) -> Result<AlignedVec, StateError> {
         let mut buf = AlignedVec::new();
@@ -265,19 +289,30 @@ impl KeyedStateStore {
     /// partitioner does; a key of another subtask's key groups is an error (the operator and the
     /// partitioner disagree on max parallelism).
     pub fn set_current_key<K: Hash + Data>(&self, key: &K) -> Result<(), StateError> {
-        let kg = self.inner.key_groups.of(self.inner.key_hash.hash(key));
-        if !self.inner.range.contains(kg) {
-            return Err(StateError::KeyGroupOutOfRange {
-                key_group: kg,
-                range: self.inner.range,
-            });
-        }
+        self.inner
+            .make_current(&mut self.inner.current.borrow_mut(), key)
+    }
+
+    /// Runs `f` for each item with the item's key (`key` of it) as the current key and the
+    /// backend borrowed once for all of them: what [`set_current_key`](Self::set_current_key)
+    /// and a handle's call do per record, for a batch of records. The last item's key stays
+    /// current.
+    #[inline]
+    pub(super) fn with_each_key<I, K: Hash + Data>(
+        &self,
+        items: impl Iterator<Item = I>,
+        key: impl Fn(&I) -> K,
+        mut f: impl FnMut(&mut Backend, u32, TableKey<'_>, I) -> Result<(), StateError>,
+    ) -> Result<(), StateError> {
         let mut current = self.inner.current.borrow_mut();
-        current.set = false;
-        self.inner.encode_into(key, &mut current.bytes, "key")?;
-        current.probe = KeyProbe::of(&current.bytes);
-        current.key_group = kg;
-        current.set = true;
+        let mut backend = self.inner.backend.borrow_mut();
+        let Some(backend) = backend.as_mut() else {
+            return Err(StateError::Config("the state store is closed".into()));
+        };
+        for item in items {
+            self.inner.make_current(&mut current, &key(&item))?;
+            f(backend, current.key_group, current.table_key(), item)?;
+        }
         Ok(())
     }
 

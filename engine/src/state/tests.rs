@@ -291,6 +291,68 @@ fn update_with_and_keys_longer_than_a_table_entry_holds_inline() -> Result<(), S
     Ok(())
 }
 
+/// A batch through `update_each` leaves what the same records one by one would: the same new
+/// values in order, the same state, and the last record's key current.
+#[test]
+fn update_each_is_update_with_record_by_record() -> Result<(), StateError> {
+    let env = Env::new();
+    for kind in BOTH {
+        let batched = env.fresh(kind, &format!("each-{kind}"));
+        let single = env.fresh(kind, &format!("single-{kind}"));
+        let (sum_b, sum_s) = (
+            batched.value_state::<u64>("sum")?,
+            single.value_state::<u64>("sum")?,
+        );
+        let records: Vec<(String, u64)> =
+            (0..300u64).map(|i| (format!("key-{}", i % 7), i)).collect();
+        let mut out_b = Vec::new();
+        sum_b.update_each(
+            records.clone().into_iter(),
+            |(k, _)| k.clone(),
+            |(_, v), old| old.unwrap_or(0) + v,
+            |new| out_b.push(new),
+        )?;
+        let mut out_s = Vec::new();
+        for (k, v) in &records {
+            single.set_current_key(k)?;
+            out_s.push(sum_s.update_with(|old| old.unwrap_or(0) + v)?);
+        }
+        assert_eq!(out_b, out_s, "{kind}");
+        assert_eq!(
+            sum_b.value()?,
+            sum_s.value()?,
+            "{kind}: the last key is current"
+        );
+        for k in 0..7 {
+            batched.set_current_key(&format!("key-{k}"))?;
+            single.set_current_key(&format!("key-{k}"))?;
+            assert_eq!(sum_b.value()?, sum_s.value()?, "{kind} key-{k}");
+        }
+        // A key of another subtask's key groups stops the batch with the error.
+        let narrow = env.open(
+            kind,
+            &format!("narrow-{kind}"),
+            KeyGroupRange::new(0, 0),
+            &[],
+            "",
+        )?;
+        let sum_n = narrow.value_state::<u64>("sum")?;
+        let err = sum_n
+            .update_each(
+                (0..100u64).map(|i| (i, i)),
+                |(k, _)| *k,
+                |(_, v), _| v,
+                |_| {},
+            )
+            .unwrap_err();
+        assert!(
+            matches!(err, StateError::KeyGroupOutOfRange { .. }),
+            "{err}"
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn set_current_key_uses_the_partitioners_key_group() -> Result<(), StateError> {
     let env = Env::new();
