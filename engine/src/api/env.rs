@@ -129,6 +129,12 @@ impl<T: Data> InputProcessor for Decoder<T> {
         self.next.push_batch(&mut self.batch)?;
         Ok(n)
     }
+    fn process_batch(&mut self, records: Box<dyn std::any::Any + Send>) -> Result<u64, TaskError> {
+        let mut records = typed_batch::<T>(records)?;
+        let n = records.len() as u64;
+        self.next.push_batch(&mut records)?;
+        Ok(n)
+    }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
     }
@@ -138,6 +144,17 @@ impl<T: Data> InputProcessor for Decoder<T> {
     fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
         self.next.checkpoint_complete(checkpoint_id)
     }
+}
+
+/// The `Vec<T>` in a typed batch from a local producer.
+fn typed_batch<T: 'static>(records: Box<dyn std::any::Any + Send>) -> Result<Vec<T>, TaskError> {
+    records.downcast::<Vec<T>>().map(|b| *b).map_err(|_| {
+        TaskError::Setup(format!(
+            "a local producer sent records of another type than {} (the job program is not \
+             deterministic?)",
+            std::any::type_name::<T>()
+        ))
+    })
 }
 
 /// Handles one archived record in place.
@@ -172,6 +189,9 @@ impl<O> ChainRest for Rc<RefCell<BoxOutput<O>>> {
 /// Validates each frame of a buffer and hands the archived record to an in-place operator.
 struct InPlaceDecoder<T: Data> {
     op: InPlace<T>,
+    /// Where a typed record is archived for the operator.
+    scratch: rkyv::util::AlignedVec,
+    appender: record::Appender,
 }
 
 impl<T: Data> InputProcessor for InPlaceDecoder<T> {
@@ -187,6 +207,22 @@ impl<T: Data> InputProcessor for InPlaceDecoder<T> {
             };
             (self.op.on_record)(archived)?;
             n += 1;
+        }
+        Ok(n)
+    }
+    fn process_batch(&mut self, records: Box<dyn std::any::Any + Send>) -> Result<u64, TaskError> {
+        // A typed batch for an operator that reads archives: archive each record here (the
+        // producer does not know what its consumer reads).
+        let records = typed_batch::<T>(records)?;
+        let n = records.len() as u64;
+        for record in &records {
+            self.scratch.clear();
+            self.appender
+                .encode(&mut self.scratch, record)
+                .map_err(TaskError::from)?;
+            // SAFETY: the scratch holds the bare archive of a `T` just written by this process.
+            let archived = unsafe { record::access_written::<T>(&self.scratch) };
+            (self.op.on_record)(archived)?;
         }
         Ok(n)
     }
@@ -452,7 +488,11 @@ impl<T: Data> DataStream<T> {
         make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<InPlace<T>, TaskError> + 'static,
     ) -> DataStream<O> {
         self.add_operator(name, strategy, selector, true, make, |op: InPlace<T>| {
-            Box::new(InPlaceDecoder { op })
+            Box::new(InPlaceDecoder {
+                op,
+                scratch: Default::default(),
+                appender: Default::default(),
+            })
         })
     }
 

@@ -60,10 +60,7 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
         NetworkOutput::push(self, record)
     }
     fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
-        for record in batch.drain(..) {
-            NetworkOutput::push(self, record)?;
-        }
-        Ok(())
+        NetworkOutput::push_batch(self, batch)
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         NetworkOutput::finish(self)

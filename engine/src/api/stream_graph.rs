@@ -39,6 +39,9 @@ pub(crate) trait InputProcessor {
     /// record writer of this process filled the buffer (`Buffer::produced_here`), so its
     /// archives need no validation.
     fn process(&mut self, buffer: &[u8], written_here: bool) -> Result<u64, TaskError>;
+    /// Pushes a typed batch from a producer in this TaskManager (a `Vec` of the input's
+    /// record type) through the chain.
+    fn process_batch(&mut self, records: Box<dyn std::any::Any + Send>) -> Result<u64, TaskError>;
     /// All inputs ended.
     fn finish(&mut self) -> Result<(), TaskError>;
     /// A checkpoint barrier was aligned: snapshot the chain and pass the barrier downstream.

@@ -341,9 +341,19 @@ mod tests {
         // Validated (from a peer) or not (written by this process), the same records.
         assert_eq!(input.process(&buffer, false).unwrap(), 10);
         assert_eq!(input.process(&buffer, true).unwrap(), 10);
+        // A typed batch from a producer of this process: archived here, the same records.
+        assert_eq!(input.process_batch(Box::new(records.clone())).unwrap(), 10);
+        let wrong = input
+            .process_batch(Box::new(vec![1u32]))
+            .unwrap_err()
+            .to_string();
+        assert!(wrong.contains("another type"), "{wrong}");
         input.finish().unwrap();
         let kept = vec![(0, "r0".into()), (3, "r3".into()), (9, "r9".into())];
-        assert_eq!(*got.lock().unwrap(), [kept.clone(), kept].concat());
+        assert_eq!(
+            *got.lock().unwrap(),
+            [kept.clone(), kept.clone(), kept].concat()
+        );
         // Garbage is rejected by validation, not read.
         let mut garbage = rkyv::util::AlignedVec::<16>::new();
         garbage.extend_from_slice(&[

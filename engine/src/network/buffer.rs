@@ -11,10 +11,35 @@ use rkyv::util::AlignedVec;
 pub(crate) enum NetBuffer {
     /// Frames written by [`crate::record::append`].
     Data(Buffer),
+    /// Records handed to a consumer in the same TaskManager as they are, without serializing.
+    Batch(LocalBatch),
     /// The producer has finished; nothing follows.
     EndOfPartition,
     /// A checkpoint barrier: everything before it belongs to the checkpoint, nothing after.
     Barrier(std::sync::Arc<CheckpointBarrier>),
+}
+
+/// A batch of records for a consumer in the same TaskManager: a `Vec` of the edge's record
+/// type, moved from producer to consumer instead of serialized and decoded. Only records that
+/// own no heap memory go this way (their `size_of` is all they take), so a batch holds at most a
+/// segment's worth of bytes, and it holds one of the producer's pool buffers while it exists:
+/// typed batches count against network memory, and backpressure, as the serialized buffers they
+/// replace.
+pub(crate) struct LocalBatch {
+    /// A `Vec<T>` of the edge's record type.
+    pub(crate) records: Box<dyn std::any::Any + Send>,
+    /// How many records.
+    pub(crate) count: usize,
+    /// The records' bytes (`count` times their size), for the byte counters.
+    pub(crate) bytes: usize,
+    /// The producer's pool buffer this batch stands for; returned when the batch is dropped.
+    pub(crate) _memory: Buffer,
+}
+
+impl std::fmt::Debug for LocalBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LocalBatch({} records)", self.count)
+    }
 }
 
 /// What a checkpoint barrier carries from the sources through every channel of the job.

@@ -4,13 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::buffer::{Buffer, CheckpointBarrier, IoCounters, NetBuffer};
+use super::buffer::{Buffer, CheckpointBarrier, IoCounters, LocalBatch, NetBuffer};
 
 /// What the next read from the inputs gave.
 #[derive(Debug)]
 pub(crate) enum GateEvent {
     /// A buffer of records from one channel.
     Buffer(Buffer),
+    /// A typed batch of records from a producer in this TaskManager.
+    Batch(LocalBatch),
     /// A checkpoint barrier has arrived on every open channel (aligned): snapshot now.
     Barrier(Arc<CheckpointBarrier>),
     /// A newer barrier overtook the alignment of an older checkpoint, which is given up.
@@ -144,6 +146,7 @@ impl InputGate {
     fn accept(&mut self, i: usize, item: Result<NetBuffer, ()>) -> Option<GateEvent> {
         match item {
             Ok(NetBuffer::Data(buf)) => Some(GateEvent::Buffer(buf)),
+            Ok(NetBuffer::Batch(batch)) => Some(GateEvent::Batch(batch)),
             Ok(NetBuffer::Barrier(barrier)) => self.on_barrier(i, barrier),
             Ok(NetBuffer::EndOfPartition) => {
                 self.ended[i] = true;
@@ -262,6 +265,7 @@ mod tests {
         loop {
             match gate.next(Duration::from_millis(5)) {
                 GateEvent::Buffer(b) => seen.push(format!("d{}", b[0])),
+                GateEvent::Batch(b) => seen.push(format!("t{}", b.count)),
                 GateEvent::Barrier(b) => seen.push(format!("B{}", b.id())),
                 GateEvent::Aborted(id) => seen.push(format!("A{id}")),
                 GateEvent::Finished => {

@@ -1,7 +1,8 @@
 //! The result partitions a TaskManager's running subtasks produce, waiting for their consumers.
 
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::buffer::NetBuffer;
@@ -10,8 +11,16 @@ use crate::common::ids::{JobId, PartitionId};
 /// Subpartition queues by partition; a consumer takes its queue's receiving end once.
 #[derive(Default)]
 pub(crate) struct PartitionRegistry {
-    partitions: Mutex<HashMap<PartitionId, Vec<Option<flume::Receiver<NetBuffer>>>>>,
+    partitions: Mutex<HashMap<PartitionId, Vec<Subpartition>>>,
     changed: Condvar,
+}
+
+/// A subpartition's queue, until its consumer takes it.
+pub(crate) struct Subpartition {
+    pub(crate) queue: Option<flume::Receiver<NetBuffer>>,
+    /// Set when a consumer of this TaskManager takes the queue (not the transport for a
+    /// remote one): the producer may then hand it typed batches (see `NetBuffer::Batch`).
+    pub(crate) local_reader: Arc<AtomicBool>,
 }
 
 /// Why a consumer could not get its subpartition.
@@ -27,18 +36,20 @@ pub(crate) enum TakeError {
 
 impl PartitionRegistry {
     /// Makes a producer's subpartitions available to consumers.
-    pub(crate) fn register(&self, id: PartitionId, receivers: Vec<flume::Receiver<NetBuffer>>) {
+    pub(crate) fn register(&self, id: PartitionId, subpartitions: Vec<Subpartition>) {
         let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
-        map.insert(id, receivers.into_iter().map(Some).collect());
+        map.insert(id, subpartitions);
         self.changed.notify_all();
     }
 
     /// Takes the receiving end of one subpartition, waiting up to `timeout` for its producer to
-    /// be deployed; `cancelled` is polled while waiting.
+    /// be deployed; `cancelled` is polled while waiting. `local`: the taker is a consumer in
+    /// this TaskManager (it reads typed batches), not the transport serving a remote one.
     pub(crate) fn take(
         &self,
         id: PartitionId,
         subpartition: u32,
+        local: bool,
         timeout: Duration,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<flume::Receiver<NetBuffer>, TakeError> {
@@ -46,10 +57,14 @@ impl PartitionRegistry {
         let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(subs) = map.get_mut(&id) {
-                return subs
+                let sub = subs
                     .get_mut(subpartition as usize)
-                    .and_then(Option::take)
-                    .ok_or(TakeError::Taken(id, subpartition));
+                    .filter(|s| s.queue.is_some())
+                    .ok_or(TakeError::Taken(id, subpartition))?;
+                if local {
+                    sub.local_reader.store(true, Ordering::Release);
+                }
+                return sub.queue.take().ok_or(TakeError::Taken(id, subpartition));
             }
             if cancelled() {
                 return Err(TakeError::Cancelled);

@@ -717,7 +717,7 @@ async fn serve_channel(
     let rx = {
         let registry = registry.clone();
         let (partition, sub) = (request.partition, request.subpartition);
-        tokio::task::spawn_blocking(move || registry.take(partition, sub, wait, &|| false))
+        tokio::task::spawn_blocking(move || registry.take(partition, sub, false, wait, &|| false))
             .await
             .map_err(|e| stream_err(&e))?
     };
@@ -770,6 +770,13 @@ async fn serve_channel(
                 send.write_all_chunks(&mut [header, bytes::Bytes::from_owner(buf)])
                     .await
                     .map_err(|e| stream_err(&e))?;
+            }
+            Ok(NetBuffer::Batch(_)) => {
+                // A producer sends typed batches only to a queue a local consumer took.
+                return Err(TransportError::Stream(
+                    "a batch for a consumer in the producer's TaskManager reached the transport"
+                        .into(),
+                ));
             }
             Ok(NetBuffer::Barrier(barrier)) => {
                 // Barriers need no credit: they are rare and tiny, and the consumer's reader

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rkyv::util::AlignedVec;
 
-use super::buffer::{Buffer, BufferPool, IoCounters, NetBuffer};
+use super::buffer::{Buffer, BufferPool, IoCounters, LocalBatch, NetBuffer};
 use super::partitioner::ChannelSelector;
 use crate::common::error::TaskError;
 use crate::common::keys::{KeyGroups, KeyHash, operator_index_for_key_group};
@@ -34,6 +34,48 @@ pub(crate) struct RecordWriter {
     /// whenever a buffer ships, not per record).
     unpublished_records: u64,
     finished: bool,
+    /// Per subpartition: set once a consumer in this TaskManager took its queue.
+    local_readers: Vec<Arc<AtomicBool>>,
+    /// Per subpartition: whether its records go as a typed batch (its consumer is local and the
+    /// record type owns no heap memory) rather than serialized into `buffers`. Decided when the
+    /// subpartition's buffer is empty, so the two never interleave out of order.
+    typed: Vec<bool>,
+    /// The typed batches being filled, installed by the typed output when its records can go
+    /// typed (`None` keeps every subpartition serialized; the output takes it out while it
+    /// writes).
+    stage: Option<Box<dyn Stage>>,
+    /// Whether a stage was installed.
+    can_type: bool,
+}
+
+/// The typed batches of a network output, one per subpartition, behind a type-erased face so
+/// that the untyped writer can ship them (on a timeout, before a barrier, at the end).
+pub(crate) trait Stage {
+    /// Takes the batch of `channel` if it holds records: the `Vec<T>`, its length and bytes.
+    fn take(&mut self, channel: usize) -> Option<(Box<dyn std::any::Any + Send>, usize, usize)>;
+    fn as_any(&mut self) -> &mut dyn std::any::Any;
+}
+
+/// The typed batches of records of type `T`.
+struct TypedStage<T> {
+    batches: Vec<Vec<T>>,
+    /// Records per batch: a segment's worth of bytes.
+    capacity: usize,
+}
+
+impl<T: Send + 'static> Stage for TypedStage<T> {
+    fn take(&mut self, channel: usize) -> Option<(Box<dyn std::any::Any + Send>, usize, usize)> {
+        let batch = &mut self.batches[channel];
+        if batch.is_empty() {
+            return None;
+        }
+        let full = std::mem::replace(batch, Vec::with_capacity(self.capacity));
+        let count = full.len();
+        Some((Box::new(full), count, count * std::mem::size_of::<T>()))
+    }
+    fn as_any(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
 }
 
 /// Shared between the typed output in the chain and the task loop that flushes on time.
@@ -46,6 +88,7 @@ impl RecordWriter {
     /// subpartitions.
     pub(crate) fn new(
         subpartitions: Vec<flume::Sender<NetBuffer>>,
+        local_readers: Vec<Arc<AtomicBool>>,
         segment_size: usize,
         max_buffers: usize,
         consumer_max_parallelism: u32,
@@ -72,11 +115,68 @@ impl RecordWriter {
             counters,
             unpublished_records: 0,
             finished: false,
+            typed: vec![false; local_readers.len()],
+            local_readers,
+            stage: None,
+            can_type: false,
         }
     }
 
     fn channels(&self) -> usize {
         self.subpartitions.len()
+    }
+
+    /// Lets records of type `T` go to local consumers as typed batches, if `T` owns no heap
+    /// memory (no drop glue): then a record's `size_of` is all the memory it holds and a batch
+    /// of a segment's size in records is bounded as a serialized buffer is. Records with
+    /// strings, vectors or boxes stay serialized.
+    fn install_stage<T: Send + 'static>(&mut self) {
+        if std::mem::needs_drop::<T>() || self.can_type {
+            return;
+        }
+        self.can_type = true;
+        let capacity = (self.segment_size / std::mem::size_of::<T>().max(1)).max(1);
+        self.stage = Some(Box::new(TypedStage::<T> {
+            batches: (0..self.channels())
+                .map(|_| Vec::with_capacity(capacity))
+                .collect(),
+            capacity,
+        }));
+    }
+
+    /// Whether `channel`'s next records go typed: decided while its buffer is empty.
+    fn refresh_typed(&mut self, channel: usize) {
+        if self.can_type && !self.typed[channel] && self.buffers[channel].is_empty() {
+            self.typed[channel] = self.local_readers[channel].load(Ordering::Acquire);
+        }
+    }
+
+    /// Ships `channel`'s typed batch, if it holds records, with the channel's pool buffer as
+    /// its memory; takes the next buffer from the pool (waiting while all are lent out).
+    fn ship_batch(&mut self, channel: usize, stage: &mut dyn Stage) -> Result<(), TaskError> {
+        let Some((records, count, bytes)) = stage.take(channel) else {
+            return Ok(());
+        };
+        self.counters
+            .bytes_out
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+        let memory = std::mem::take(&mut self.buffers[channel]);
+        self.send(
+            channel,
+            NetBuffer::Batch(LocalBatch {
+                records,
+                count,
+                bytes,
+                _memory: Buffer::pooled(memory, self.pool.clone()),
+            }),
+        )?;
+        let (next, waited) = self
+            .pool
+            .take_within(&self.cancelled)
+            .ok_or(TaskError::Cancelled)?;
+        self.buffers[channel] = next;
+        self.count_back_pressure(waited);
+        Ok(())
     }
 
     fn write<T: Data>(&mut self, channel: usize, record: &T) -> Result<(), TaskError> {
@@ -149,7 +249,16 @@ impl RecordWriter {
     /// the pool (waiting while all are lent out: backpressure).
     pub(crate) fn flush(&mut self, channel: usize) -> Result<(), TaskError> {
         self.publish_records();
+        if self.typed[channel] {
+            if let Some(mut stage) = self.stage.take() {
+                let shipped = self.ship_batch(channel, &mut *stage);
+                self.stage = Some(stage);
+                shipped?;
+            }
+            return Ok(());
+        }
         if self.buffers[channel].is_empty() {
+            self.refresh_typed(channel);
             return Ok(());
         }
         self.appender.trim();
@@ -168,6 +277,7 @@ impl RecordWriter {
             .ok_or(TaskError::Cancelled)?;
         self.buffers[channel] = next;
         self.count_back_pressure(waited);
+        self.refresh_typed(channel);
         Ok(())
     }
 
@@ -223,6 +333,11 @@ impl RecordWriter {
 /// output).
 pub(crate) struct NetworkOutput<T> {
     writer: RecordWriterHandle,
+    route: Route<T>,
+}
+
+/// How a network output picks the channels of its records.
+struct Route<T> {
     selector: ChannelSelector<T>,
     /// The job's key hash (for a key selector).
     key_hash: KeyHash,
@@ -237,49 +352,54 @@ impl<T: Data> NetworkOutput<T> {
         subtask_index: usize,
         key_hash: KeyHash,
     ) -> Self {
-        let channels = writer.borrow().channels().max(1);
+        let channels = {
+            let mut w = writer.borrow_mut();
+            w.install_stage::<T>();
+            w.channels().max(1)
+        };
         // Start round-robin at our own index so that parallel producers do not all hit channel 0.
         let next_channel = subtask_index % channels;
         NetworkOutput {
             writer,
-            selector,
-            key_hash,
-            next_channel,
-            scratch: AlignedVec::new(),
+            route: Route {
+                selector,
+                key_hash,
+                next_channel,
+                scratch: AlignedVec::new(),
+            },
         }
     }
 
     /// Writes one record to the channel (or channels) its selector picks.
     #[inline]
     pub(crate) fn push(&mut self, record: T) -> Result<(), TaskError> {
-        let mut w = self.writer.borrow_mut();
-        w.unpublished_records += 1;
-        let channels = w.channels();
-        match &self.selector {
-            ChannelSelector::RoundRobin => {
-                let channel = self.next_channel;
-                self.next_channel = if channel + 1 == channels {
-                    0
-                } else {
-                    channel + 1
-                };
-                w.write(channel, &record)
-            }
-            ChannelSelector::Key(hash) => {
-                let group = w.key_groups.of(hash(&record, self.key_hash));
-                let channel = w.key_group_owner[group as usize] as usize;
-                w.write(channel, &record)
-            }
-            ChannelSelector::Broadcast => {
-                // Serialize once, copy the frame to every channel.
-                self.scratch.clear();
-                record::append(&mut self.scratch, &record)?;
-                for channel in 0..channels {
-                    w.write_bytes(channel, &self.scratch)?;
-                }
-                Ok(())
+        self.write(std::iter::once(record))
+    }
+
+    /// Writes a batch of records, leaving it empty.
+    pub(crate) fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        self.write(batch.drain(..))
+    }
+
+    /// Writes records with the writer borrowed, and its typed batches taken out and given
+    /// their type, once for all of them.
+    #[inline]
+    fn write(&mut self, records: impl ExactSizeIterator<Item = T>) -> Result<(), TaskError> {
+        let mut guard = self.writer.borrow_mut();
+        let w = &mut *guard;
+        w.unpublished_records += records.len() as u64;
+        let mut stage = w.stage.take();
+        let mut typed: Option<&mut TypedStage<T>> =
+            stage.as_deref_mut().and_then(|s| s.as_any().downcast_mut());
+        let mut result = Ok(());
+        for record in records {
+            result = self.route.write(w, &mut typed, record);
+            if result.is_err() {
+                break;
             }
         }
+        w.stage = stage;
+        result
     }
 
     /// Ships what is left and ends every subpartition.
@@ -296,6 +416,70 @@ impl<T: Data> NetworkOutput<T> {
     }
 }
 
+impl<T: Data> Route<T> {
+    #[inline]
+    fn write(
+        &mut self,
+        w: &mut RecordWriter,
+        typed: &mut Option<&mut TypedStage<T>>,
+        record: T,
+    ) -> Result<(), TaskError> {
+        let channels = w.channels();
+        match &self.selector {
+            ChannelSelector::RoundRobin => {
+                let channel = self.next_channel;
+                self.next_channel = if channel + 1 == channels {
+                    0
+                } else {
+                    channel + 1
+                };
+                write_to(w, typed, channel, record)
+            }
+            ChannelSelector::Key(hash) => {
+                let group = w.key_groups.of(hash(&record, self.key_hash));
+                let channel = w.key_group_owner[group as usize] as usize;
+                write_to(w, typed, channel, record)
+            }
+            ChannelSelector::Broadcast => {
+                // Serialize once (if any channel takes bytes), copy the frame to every channel.
+                self.scratch.clear();
+                for channel in 0..channels {
+                    if w.typed[channel] {
+                        write_to(w, typed, channel, record.clone())?;
+                    } else {
+                        if self.scratch.is_empty() {
+                            record::append(&mut self.scratch, &record)?;
+                        }
+                        w.write_bytes(channel, &self.scratch)?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Appends `record` to `channel`'s typed batch or serializes it into its buffer.
+#[inline]
+fn write_to<T: Data>(
+    w: &mut RecordWriter,
+    typed: &mut Option<&mut TypedStage<T>>,
+    channel: usize,
+    record: T,
+) -> Result<(), TaskError> {
+    if w.typed[channel]
+        && let Some(stage) = typed
+    {
+        let batch = &mut stage.batches[channel];
+        batch.push(record);
+        if batch.len() >= stage.capacity {
+            w.ship_batch(channel, &mut **stage)?;
+        }
+        return Ok(());
+    }
+    w.write(channel, &record)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,11 +487,24 @@ mod tests {
     use crate::record::Frames;
 
     fn writer(channels: usize) -> (RecordWriterHandle, Vec<flume::Receiver<NetBuffer>>) {
+        writer_with(channels, 64 * channels, &[])
+    }
+
+    /// A writer of `max_buffers` whose subpartitions in `local` have a local reader.
+    fn writer_with(
+        channels: usize,
+        max_buffers: usize,
+        local: &[usize],
+    ) -> (RecordWriterHandle, Vec<flume::Receiver<NetBuffer>>) {
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..channels).map(|_| flume::unbounded()).unzip();
+        let readers = (0..channels)
+            .map(|c| Arc::new(AtomicBool::new(local.contains(&c))))
+            .collect();
         let w = RecordWriter::new(
             txs,
+            readers,
             1024,
-            64 * channels,
+            max_buffers,
             128,
             Arc::new(AtomicBool::new(false)),
             Arc::new(IoCounters::default()),
@@ -315,21 +512,49 @@ mod tests {
         (Rc::new(RefCell::new(w)), rxs)
     }
 
-    fn drain(rx: &flume::Receiver<NetBuffer>) -> (Vec<u64>, bool) {
-        let (mut records, mut ended) = (Vec::new(), false);
+    /// What a channel received: its records in order, and what came as typed batches.
+    #[derive(Default, Debug)]
+    struct Received<T> {
+        records: Vec<T>,
+        typed: usize,
+        barriers: Vec<usize>,
+        ended: bool,
+    }
+
+    fn drain_any<T: Data>(rx: &flume::Receiver<NetBuffer>) -> Received<T> {
+        let mut got = Received {
+            records: Vec::new(),
+            typed: 0,
+            barriers: Vec::new(),
+            ended: false,
+        };
         while let Ok(item) = rx.try_recv() {
+            assert!(!got.ended, "nothing follows the end");
             match item {
                 NetBuffer::Data(buf) => {
                     for frame in Frames::new(&buf) {
                         let (offset, bytes) = frame.unwrap();
-                        records.push(crate::record::decode::<u64>(offset, bytes).unwrap());
+                        got.records
+                            .push(crate::record::decode::<T>(offset, bytes).unwrap());
                     }
                 }
-                NetBuffer::EndOfPartition => ended = true,
-                NetBuffer::Barrier(_) => {}
+                NetBuffer::Batch(batch) => {
+                    assert_eq!(batch.bytes, batch.count * std::mem::size_of::<T>());
+                    let records = batch.records.downcast::<Vec<T>>().unwrap();
+                    assert_eq!(records.len(), batch.count);
+                    got.typed += records.len();
+                    got.records.extend(*records);
+                }
+                NetBuffer::EndOfPartition => got.ended = true,
+                NetBuffer::Barrier(_) => got.barriers.push(got.records.len()),
             }
         }
-        (records, ended)
+        got
+    }
+
+    fn drain(rx: &flume::Receiver<NetBuffer>) -> (Vec<u64>, bool) {
+        let got = drain_any::<u64>(rx);
+        (got.records, got.ended)
     }
 
     fn run(selector: ChannelSelector<u64>, channels: usize, records: u64) -> Vec<Vec<u64>> {
@@ -375,5 +600,110 @@ mod tests {
             }
         }
         assert_eq!(got.iter().map(Vec::len).sum::<usize>(), 1000);
+    }
+
+    fn barrier() -> Arc<super::super::buffer::CheckpointBarrier> {
+        Arc::new(super::super::buffer::CheckpointBarrier {
+            timestamp: 0,
+            location: crate::state::SnapshotLocation {
+                checkpoint_id: 1,
+                kind: crate::state::SnapshotKind::Checkpoint,
+                dir: "/unused".into(),
+                shared_dir: None,
+            },
+        })
+    }
+
+    /// Records for a local reader go as typed batches once the channel's first buffer has
+    /// shipped; a remote reader's channel stays serialized; per channel the order holds across
+    /// the switch, and a barrier follows exactly the records written before it.
+    #[test]
+    fn local_readers_get_typed_batches_in_order_with_barriers_after_their_records() {
+        let (handle, rxs) = writer_with(2, 64, &[0]);
+        let mut out = NetworkOutput::new(
+            handle.clone(),
+            ChannelSelector::RoundRobin,
+            0,
+            KeyHash::CURRENT,
+        );
+        let mut batch: Vec<u64> = (0..3000).collect();
+        out.push_batch(&mut batch).unwrap();
+        assert!(batch.is_empty());
+        out.broadcast_barrier(&barrier()).unwrap();
+        for r in 3000..3100 {
+            out.push(r).unwrap();
+        }
+        // A timeout's flush ships the partial typed batch.
+        handle.borrow_mut().flush_all().unwrap();
+        out.push(3100).unwrap();
+        out.finish().unwrap();
+        let local = drain_any::<u64>(&rxs[0]);
+        let remote = drain_any::<u64>(&rxs[1]);
+        assert_eq!(local.records, (0..=3100).step_by(2).collect::<Vec<_>>());
+        assert_eq!(remote.records, (1..3100).step_by(2).collect::<Vec<_>>());
+        assert!(local.typed > 1000, "local: {} typed", local.typed);
+        assert_eq!(remote.typed, 0);
+        assert_eq!(local.barriers, vec![1500]);
+        assert_eq!(remote.barriers, vec![1500]);
+        assert!(local.ended && remote.ended);
+    }
+
+    /// Records that own heap memory (a `String`) stay serialized even for a local reader: a
+    /// batch of them would hold memory the network budget does not count.
+    #[test]
+    fn records_owning_heap_memory_stay_serialized() {
+        let (handle, rxs) = writer_with(1, 64, &[0]);
+        let mut out = NetworkOutput::new(handle, ChannelSelector::RoundRobin, 0, KeyHash::CURRENT);
+        let mut batch: Vec<String> = (0..2000).map(|i| i.to_string()).collect();
+        out.push_batch(&mut batch).unwrap();
+        out.finish().unwrap();
+        let got = drain_any::<String>(&rxs[0]);
+        assert_eq!(got.typed, 0);
+        assert_eq!(got.records.len(), 2000);
+    }
+
+    /// A typed batch holds one of the partition's pool buffers until the consumer drops it:
+    /// with every buffer lent out the writer waits (backpressure), as for serialized buffers.
+    #[test]
+    fn typed_batches_hold_pool_buffers_until_consumed() {
+        let (handle, mut rxs) = writer_with(1, 3, &[0]);
+        let rx = rxs.remove(0);
+        let mut out = NetworkOutput::new(
+            handle.clone(),
+            ChannelSelector::RoundRobin,
+            0,
+            KeyHash::CURRENT,
+        );
+        // The first buffer goes serialized; once it has shipped the channel turns typed.
+        out.push(0u64).unwrap();
+        handle.borrow_mut().flush_all().unwrap();
+        assert!(matches!(rx.try_recv(), Ok(NetBuffer::Data(_))));
+        // Batches of 128 records (1024-byte segments, 8-byte records). Of the 3 buffers, two
+        // go with the first two batches and one is being filled: the third batch's shipment
+        // waits until the consumer drops a batch.
+        let consumed = Arc::new(AtomicBool::new(false));
+        let consumer = {
+            let consumed = consumed.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                let first = rx.recv_timeout(Duration::from_secs(10));
+                assert!(matches!(first, Ok(NetBuffer::Batch(_))));
+                consumed.store(true, Ordering::SeqCst);
+                drop(first);
+                rx
+            })
+        };
+        for r in 1..=3 * 128 {
+            out.push(r).unwrap();
+        }
+        assert!(
+            consumed.load(Ordering::SeqCst),
+            "the third batch shipped while two batches and a buffer held the whole pool"
+        );
+        let rx = consumer.join().unwrap();
+        out.finish().unwrap();
+        let rest = drain_any::<u64>(&rx);
+        assert_eq!(rest.records, (129..=3 * 128).collect::<Vec<_>>());
+        assert!(rest.ended);
     }
 }

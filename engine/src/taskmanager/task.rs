@@ -27,7 +27,7 @@ use crate::network::buffer::CheckpointBarrier;
 use crate::network::buffer::IoCounters;
 use crate::network::channel::RemoteChannels;
 use crate::network::gate::{GateEvent, InputGate};
-use crate::network::registry::PartitionRegistry;
+use crate::network::registry::{PartitionRegistry, Subpartition};
 use crate::network::writer::{RecordWriter, RecordWriterHandle};
 use crate::rpc::messages::{
     ChannelDeployment, ExecutionState, TaskDeployment, TaskMetrics, TmToJm,
@@ -424,15 +424,27 @@ fn run(
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..out.subpartitions)
             .map(|_| flume::bounded(shares.subpartition_queue(out.subpartitions as usize)))
             .unzip();
+        let local_readers: Vec<_> = receivers
+            .iter()
+            .map(|_| Arc::new(AtomicBool::new(false)))
+            .collect();
         services.registry.register(
             PartitionId {
                 producer: d.execution,
                 output: k as u32,
             },
-            receivers,
+            receivers
+                .into_iter()
+                .zip(&local_readers)
+                .map(|(queue, local_reader)| Subpartition {
+                    queue: Some(queue),
+                    local_reader: local_reader.clone(),
+                })
+                .collect(),
         );
         let writer = Rc::new(RefCell::new(RecordWriter::new(
             senders,
+            local_readers,
             services.segment_size,
             shares.partition_pool(out.subpartitions as usize),
             out.consumer_max_parallelism,
@@ -497,6 +509,7 @@ fn run(
                         .take(
                             channel.partition,
                             channel.subpartition,
+                            true,
                             services.partition_wait,
                             &is_cancelled,
                         )
@@ -603,6 +616,17 @@ impl Input<'_> {
                     let n = self.processor.process(&buf, buf.produced_here())?;
                     self.counters.records_in.fetch_add(n, Ordering::Relaxed);
                     self.dirty = true;
+                }
+                GateEvent::Batch(mut batch) => {
+                    self.counters
+                        .bytes_in
+                        .fetch_add(batch.bytes as u64, Ordering::Relaxed);
+                    let records = std::mem::replace(&mut batch.records, Box::new(()));
+                    let n = self.processor.process_batch(records)?;
+                    self.counters.records_in.fetch_add(n, Ordering::Relaxed);
+                    self.dirty = true;
+                    // Dropping the batch now gives its pool buffer back to the producer.
+                    drop(batch);
                 }
                 GateEvent::Barrier(barrier) => self.snapshot(hooks, &barrier)?,
                 GateEvent::Aborted(id) => {
