@@ -1065,6 +1065,7 @@ mod views_of_a_running_cluster {
                     back_pressured_ms: 5,
                     idle_ms: 30,
                     busy_ms: 65,
+                    out_pool_usage_permille: 250,
                 };
                 let _ = d.task_state(id, ExecutionState::Running, None, metrics, 3_000);
             }

@@ -144,27 +144,7 @@ pub struct OutputDeployment {
 }
 
 /// Per-task I/O counters reported with heartbeats.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct TaskMetrics {
-    /// Records read from inputs.
-    pub records_in: u64,
-    /// Bytes read from inputs.
-    pub bytes_in: u64,
-    /// Records written to outputs.
-    pub records_out: u64,
-    /// Bytes written to outputs.
-    pub bytes_out: u64,
-    /// Milliseconds spent blocked on full outputs.
-    pub back_pressured_ms: u64,
-    /// Milliseconds spent waiting for input (an operator waiting for a buffer, a source
-    /// pausing between records).
-    #[serde(default)]
-    pub idle_ms: u64,
-    /// Milliseconds since the task started processing, less the idle and back-pressured time
-    /// (Flink's definition of busy time).
-    #[serde(default)]
-    pub busy_ms: u64,
-}
+pub use crate::metrics::TaskMetrics;
 
 /// Hardware facts a TaskManager reports (REST `hardware`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
