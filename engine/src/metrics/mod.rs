@@ -21,6 +21,14 @@ pub use process::{
     CpuLoad, ProcessMetrics, parse_stat_cpu_ticks, parse_status, read as read_process,
 };
 pub use prometheus::{Exposition, Sample, metric_name};
-pub use reporter::{PortRange, Render, router};
+pub use reporter::{PortRange, Render, bind, router};
 pub use store::{MetricStore, RETENTION_MS, TaskManagerMetrics};
 pub use task::{BackPressureLevel, TASK_METRICS, TaskMeters, TaskMetrics, TimeRatios};
+
+/// Milliseconds since the Unix epoch: the time meters are sampled at.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

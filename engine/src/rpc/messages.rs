@@ -101,6 +101,9 @@ pub struct TaskDeployment {
     pub slot: u32,
     /// The job's name.
     pub job_name: String,
+    /// The job vertex's name (the `task_name` of the task's metrics).
+    #[serde(default)]
+    pub vertex_name: String,
     /// The program to rebuild the operators from.
     pub program: ProgramSpec,
     /// The parallelism operators get when they set none.
@@ -189,11 +192,17 @@ pub enum TmToJm {
         /// JobManager whose term differs refuses it.
         #[serde(default)]
         leader_session: Option<String>,
+        /// The port of its Prometheus reporter (`metrics.reporter.prom.port`), if it runs one.
+        #[serde(default)]
+        metrics_port: Option<u16>,
     },
     /// Periodic liveness signal with task metrics.
     Heartbeat {
         /// Metrics of running and recently ended tasks.
         metrics: Vec<(ExecutionId, TaskMetrics)>,
+        /// The TaskManager process's metrics (`Status.Process.*`).
+        #[serde(default)]
+        process: Option<crate::metrics::ProcessMetrics>,
     },
     /// A subtask took its snapshot for a checkpoint.
     AcknowledgeCheckpoint {
