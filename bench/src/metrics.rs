@@ -31,7 +31,7 @@ pub fn run(bin: &Path, quick: bool) -> Result<()> {
         "no reporter",
         "Prometheus reporter scraped every 1 s + REST metrics every 1 s",
     ];
-    let mut clusters = vec![
+    let mut clusters = [
         Cluster::start(bin, 2, CLUSTER_CONFIG)?,
         Cluster::start(
             bin,
