@@ -49,8 +49,14 @@ impl TaskManagerMetrics {
         self.state().labels.insert(id, labels);
     }
 
-    /// Samples the counters of the running tasks at `now_ms` (tasks no longer among them are
-    /// forgotten) and reads the process metrics.
+    /// A task ended: its labels go (its meters go at the next sample).
+    pub(crate) fn task_ended(&self, id: &ExecutionId) {
+        self.state().labels.remove(id);
+    }
+
+    /// Samples the counters of the running tasks at `now_ms` (the meters of tasks no longer
+    /// among them are dropped) and reads the process metrics. Labels stay until
+    /// [`task_ended`](Self::task_ended): a task is deployed before it is among the running.
     pub(crate) fn sample(
         &self,
         now_ms: u64,
@@ -59,7 +65,6 @@ impl TaskManagerMetrics {
         let mut state = self.state();
         let running: std::collections::HashSet<_> = tasks.iter().map(|(id, _)| *id).collect();
         state.meters.retain(|id, _| running.contains(id));
-        state.labels.retain(|id, _| running.contains(id));
         for (id, m) in tasks {
             state.meters.entry(*id).or_default().update(now_ms, m);
         }
@@ -137,7 +142,11 @@ mod tests {
         assert!(text.contains(
             "flink_taskmanager_Status_Process_Memory_RSS{host=\"host-a\",tm_id=\"tm-1\"}"
         ));
-        // An ended task leaves the exposition.
+        // An ended task leaves the exposition; one deployed but not yet running keeps its
+        // labels for when it runs.
         assert!(!m.render(3000, &[]).contains("job_task"));
+        assert!(m.render(4000, &[(id, at(600))]).contains("job_task"));
+        m.task_ended(&id);
+        assert!(!m.render(5000, &[(id, at(700))]).contains("job_task"));
     }
 }

@@ -448,13 +448,6 @@ impl TaskManager {
             JmToTm::Producers(group) => groups.insert(group),
             JmToTm::Deploy(deployment) => {
                 let execution = deployment.execution;
-                self.metrics.task_deployed(
-                    execution,
-                    TaskLabels {
-                        job_name: deployment.job_name.clone(),
-                        task_name: deployment.vertex_name.clone(),
-                    },
-                );
                 let inputs = match groups.expand(execution.job, &deployment.inputs) {
                     Ok(inputs) => inputs,
                     Err(e) => {
@@ -482,8 +475,10 @@ impl TaskManager {
                 }
                 let report_tx = tx.clone();
                 let tasks = self.tasks.clone();
+                let task_metrics = self.metrics.clone();
                 let report = Box::new(move |execution, state: ExecutionState, error, metrics| {
                     if state.is_terminal() {
+                        task_metrics.task_ended(&execution);
                         tasks
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
@@ -500,6 +495,13 @@ impl TaskManager {
                 let acknowledge = Box::new(move |msg: TmToJm| {
                     let _ = ack_tx.send(msg);
                 });
+                self.metrics.task_deployed(
+                    execution,
+                    TaskLabels {
+                        job_name: deployment.job_name.clone(),
+                        task_name: deployment.vertex_name.clone(),
+                    },
+                );
                 match task::spawn(
                     task::Assignment {
                         deployment: *deployment,
@@ -516,6 +518,7 @@ impl TaskManager {
                             .insert(execution, handle);
                     }
                     Err(e) => {
+                        self.metrics.task_ended(&execution);
                         let _ = tx.send(TmToJm::TaskState {
                             execution,
                             state: ExecutionState::Failed,
