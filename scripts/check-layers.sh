@@ -12,7 +12,7 @@ declare -A layer=(
   [allocator]=0 [logfile]=0 [pids]=0 [threads]=0 [timezone]=0
   [config]=1
   [common]=2 [security]=2
-  [record]=3
+  [record]=3 [metrics]=3
   [state]=4
   [network]=5
   [checkpoint]=6

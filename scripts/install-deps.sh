@@ -29,6 +29,8 @@ if [ "$what" = test ]; then
   apt_install chromium
   # A real ZooKeeper for the HA tests.
   [ -x scripts/zookeeper.sh ] && scripts/zookeeper.sh install
+  # A real Prometheus that scrapes the metric reporters in the metrics test.
+  [ -x scripts/prometheus.sh ] && scripts/prometheus.sh install
   # A real YARN (MiniYARNCluster) and HDFS (MiniDFSCluster) for the tests, built with Maven.
   [ -x scripts/yarn-minicluster.sh ] && scripts/yarn-minicluster.sh build
 fi

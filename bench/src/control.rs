@@ -343,6 +343,7 @@ pub async fn run_stand_ins(jobmanager: String, count: u32, slots: u32) -> Result
                 managed_memory: 0,
                 running: vec![],
                 leader_session: None,
+                metrics_port: None,
             },
         )
         .await?;
@@ -362,7 +363,13 @@ pub async fn run_stand_ins(jobmanager: String, count: u32, slots: u32) -> Result
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                if beat.send(TmToJm::Heartbeat { metrics: vec![] }).is_err() {
+                if beat
+                    .send(TmToJm::Heartbeat {
+                        metrics: vec![],
+                        process: None,
+                    })
+                    .is_err()
+                {
                     return;
                 }
             }

@@ -17,6 +17,7 @@ mod cluster;
 mod control;
 mod flink;
 mod hostile;
+mod metrics;
 mod procs;
 mod state;
 
@@ -73,6 +74,9 @@ enum Sub {
     /// What checkpointing costs stream-sum on a cluster: none vs every second (hashmap,
     /// RocksDB).
     Checkpoints,
+    /// What serving metrics costs stream-sum on a cluster: no reporter vs the Prometheus
+    /// reporter scraped every second with the REST metric endpoints read every second.
+    Metrics,
     /// Serialization alone: appends `records` shuffle records (100 bytes: a u64 key and a
     /// 92-byte payload) into 32 KiB buffers with `sluice::record::Appender`, on this thread,
     /// and prints the CPU time per record; then as many records validated and read in place
@@ -216,6 +220,7 @@ fn main() -> std::process::ExitCode {
         Some(Sub::Checkpoints) => {
             sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick))
         }
+        Some(Sub::Metrics) => sluice_bin(&cli).and_then(|bin| metrics::run(&bin, cli.quick)),
         Some(Sub::Append { records }) => append_only(records),
         Some(Sub::Control {
             parallelism,

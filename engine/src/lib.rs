@@ -18,6 +18,7 @@ pub mod graph;
 pub mod ha;
 pub mod jobmanager;
 pub mod logfile;
+pub mod metrics;
 pub mod network;
 pub mod pids;
 pub mod record;

@@ -293,6 +293,7 @@ async fn register_taskmanager(jm: &JobManager, secret: &ClusterSecret) {
                 managed_memory: 0,
                 running: vec![],
                 leader_session: jm.shared.leader_session(),
+                metrics_port: None,
             };
             transport::send(&mut writer, &register).await?;
             transport::recv::<_, JmToTm>(&mut reader).await

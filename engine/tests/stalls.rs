@@ -60,6 +60,7 @@ impl FakeTaskManager {
             managed_memory: 0,
             running: vec![],
             leader_session: jm.shared.leader_session(),
+            metrics_port: None,
         };
         transport::send(&mut writer, &register).await.expect("send");
         match transport::recv::<_, JmToTm>(&mut reader)
@@ -75,7 +76,10 @@ impl FakeTaskManager {
     /// One heartbeat; how long the answer took.
     async fn heartbeat(&mut self) -> Duration {
         let sent = Instant::now();
-        let beat = TmToJm::Heartbeat { metrics: vec![] };
+        let beat = TmToJm::Heartbeat {
+            metrics: vec![],
+            process: None,
+        };
         transport::send(&mut self.writer, &beat)
             .await
             .expect("send");

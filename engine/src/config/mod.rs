@@ -27,7 +27,9 @@ pub use options::{MAX_MEMORY_SIZE, MAX_PARALLELISM, MAX_TASK_SLOTS, OptionDef, k
 pub use paths::{
     HDFS_SCHEME, HdfsUri, check_client_path, check_client_storage_path, local_path, storage_path,
 };
-pub use units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
+pub use units::{
+    PortRange, format_duration, format_memory_size, parse_duration, parse_memory_size,
+};
 
 /// The file name looked up in the conf dir.
 pub const CONFIG_FILE_NAME: &str = "config.yaml";
@@ -67,6 +69,8 @@ pub struct Config {
     pub jobstore: JobStoreOptions,
     /// The daemons' log file (`log.file.*`).
     pub log: LogOptions,
+    /// Metric reporters (`metrics.reporter.*`).
+    pub metrics: MetricsOptions,
     /// Security options (`security.*`).
     pub security: SecurityOptions,
     /// Checkpointing options (`execution.checkpointing.*`).
@@ -470,6 +474,18 @@ pub struct JobStoreOptions {
     pub expiration_time: Duration,
 }
 
+/// Flink's Prometheus reporter (`metrics.reporter.prom.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsOptions {
+    /// `metrics.reporter.prom.factory.class` (default unset): set to Flink's
+    /// `org.apache.flink.metrics.prometheus.PrometheusReporterFactory`, every JobManager and
+    /// TaskManager serves its metrics to Prometheus.
+    pub prometheus: bool,
+    /// `metrics.reporter.prom.port` (default 9249): the port, or a range such as `9250-9260` of
+    /// which each process takes the first free port.
+    pub prometheus_port: PortRange,
+}
+
 /// The daemons' log file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogOptions {
@@ -611,6 +627,10 @@ impl Config {
             log: LogOptions {
                 file_max_size: 0,
                 file_max_count: 0,
+            },
+            metrics: MetricsOptions {
+                prometheus: false,
+                prometheus_port: PortRange { first: 0, last: 0 },
             },
             security: SecurityOptions {
                 cluster_secret: None,

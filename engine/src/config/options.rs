@@ -265,6 +265,43 @@ impl Codec for OptionalText {
     }
 }
 
+/// `metrics.reporter.prom.factory.class`: Flink's Prometheus reporter factory, or unset.
+struct ReporterFactory;
+
+/// The one reporter factory sluice has.
+const PROMETHEUS_FACTORY: &str = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory";
+
+impl Codec for ReporterFactory {
+    type Value = bool;
+    const TYPE_NAME: &'static str = "class name (optional)";
+    fn parse(&self, raw: &str) -> Result<bool, Rejection> {
+        match raw.trim() {
+            "" => Ok(false),
+            PROMETHEUS_FACTORY => Ok(true),
+            _ => Err(Rejection::Invalid(format!(
+                "expected {PROMETHEUS_FACTORY} (the only metric reporter sluice has) or nothing"
+            ))),
+        }
+    }
+    fn render(&self, value: &bool) -> String {
+        if *value { PROMETHEUS_FACTORY } else { "" }.to_owned()
+    }
+}
+
+/// A port or an inclusive range of ports, `9250-9260`.
+struct Ports;
+
+impl Codec for Ports {
+    type Value = super::PortRange;
+    const TYPE_NAME: &'static str = "port or port range";
+    fn parse(&self, raw: &str) -> Result<super::PortRange, Rejection> {
+        super::PortRange::parse(raw).map_err(Rejection::Invalid)
+    }
+    fn render(&self, value: &super::PortRange) -> String {
+        value.to_string()
+    }
+}
+
 /// A file path that may be unset; empty (or YAML null) means unset. A plain path or a `file:`
 /// URI, parsed by [`super::local_path`] as every path is.
 struct OptionalPath;
@@ -855,6 +892,12 @@ options! {
     "log.file.max-size" => log.file_max_size: Mem { min: 1024, power_of_two: false },
         default "100mb",
         doc "Size at which a daemon's log file (the file its output was redirected to) is rolled over.";
+    "metrics.reporter.prom.factory.class" => metrics.prometheus: ReporterFactory,
+        default "",
+        doc "Set to org.apache.flink.metrics.prometheus.PrometheusReporterFactory to serve every process's metrics to Prometheus (GET /metrics); unset: no reporter.";
+    "metrics.reporter.prom.port" => metrics.prometheus_port: Ports,
+        default "9249",
+        doc "Port of the Prometheus reporter, or a range such as 9250-9260: each process takes the first free one (several TaskManagers on a host).";
     "parallelism.default" => parallelism_default: Int::<u32>::range(1, MAX_PARALLELISM as i64),
         default "1",
         doc "Parallelism of operators and jobs that do not set one.";

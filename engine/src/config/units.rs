@@ -138,6 +138,53 @@ pub fn format_memory_size(bytes: u64) -> String {
     format!("{}{label}", bytes / size)
 }
 
+/// `metrics.reporter.prom.port`: a port or an inclusive range of ports (`9250-9260`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    /// The first port tried.
+    pub first: u16,
+    /// The last port tried.
+    pub last: u16,
+}
+
+impl PortRange {
+    /// Parses `9249` or `9250-9260`; the error says what is wrong.
+    pub fn parse(raw: &str) -> Result<PortRange, String> {
+        let port = |s: &str| {
+            s.trim()
+                .parse::<u16>()
+                .map_err(|_| format!("'{}' is not a port (0 to 65535)", s.trim()))
+        };
+        let range = match raw.split_once('-') {
+            Some((a, b)) => PortRange {
+                first: port(a)?,
+                last: port(b)?,
+            },
+            None => {
+                let p = port(raw)?;
+                PortRange { first: p, last: p }
+            }
+        };
+        if range.first > range.last {
+            return Err(format!(
+                "the range {}-{} is empty: its first port must not exceed its last",
+                range.first, range.last
+            ));
+        }
+        Ok(range)
+    }
+}
+
+impl std::fmt::Display for PortRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}-{}", self.first, self.last)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,5 +335,26 @@ mod tests {
             prop_assert_eq!(bytes, n * size);
             prop_assert_eq!(parse_memory_size(&format_memory_size(bytes)), Ok(bytes));
         }
+    }
+
+    #[test]
+    fn parses_ports_and_ranges() {
+        assert_eq!(
+            PortRange::parse("9249").unwrap(),
+            PortRange {
+                first: 9249,
+                last: 9249
+            }
+        );
+        assert_eq!(
+            PortRange::parse(" 9250 - 9260 ").unwrap(),
+            PortRange {
+                first: 9250,
+                last: 9260
+            }
+        );
+        assert!(PortRange::parse("9260-9250").unwrap_err().contains("empty"));
+        assert!(PortRange::parse("http").unwrap_err().contains("'http'"));
+        assert!(PortRange::parse("70000").is_err());
     }
 }

@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 use super::resourcemanager::TaskManagerInfo;
 use super::service::{JobManagerShared, now_ms};
 use crate::rpc::listener::{Accepted, LimitedListener};
-use crate::rpc::messages::{JmToTm, PROTOCOL_VERSION, TmToJm};
+use crate::rpc::messages::{JmToTm, PROTOCOL_VERSION, TaskMetrics, TmToJm};
 use crate::rpc::transport::{self, RpcError};
 use crate::security::ClusterSecret;
 
@@ -112,6 +112,7 @@ async fn serve_taskmanager(
         managed_memory,
         running: _,
         leader_session,
+        metrics_port,
     } = first
     else {
         return Err(RpcError::Malformed(
@@ -183,6 +184,9 @@ async fn serve_taskmanager(
         last_heartbeat: now,
         slots: vec![None; slots as usize],
     };
+    shared
+        .metrics()
+        .register_taskmanager(&resource_id, metrics_port);
     let outbox = shared.dispatcher().register_taskmanager(info, now);
     shared.deliver(outbox);
     info!(%resource_id, %peer, slots, "TaskManager registered");
@@ -206,7 +210,10 @@ async fn serve_taskmanager(
             }
             let now = now_ms();
             match msg {
-                TmToJm::Heartbeat { metrics } => {
+                TmToJm::Heartbeat { metrics, process } => {
+                    shared
+                        .metrics()
+                        .heartbeat(&resource_id, now, &metrics, process);
                     shared.dispatcher().heartbeat(&resource_id, metrics, now);
                     // The TaskManager counts unanswered heartbeats
                     // (heartbeat.rpc-failure-threshold) and gives up on a silent JobManager.
@@ -221,6 +228,9 @@ async fn serve_taskmanager(
                     metrics,
                 } => {
                     shared.dispatcher().heartbeat(&resource_id, Vec::new(), now);
+                    if metrics != TaskMetrics::default() {
+                        shared.metrics().task_update(execution, now, &metrics);
+                    }
                     let outbox = shared
                         .dispatcher()
                         .task_state(execution, state, error, metrics, now);
@@ -324,6 +334,7 @@ mod tests {
             managed_memory: 0,
             running: vec![],
             leader_session: None,
+            metrics_port: None,
         };
         transport::send(&mut stream, &register).await.unwrap();
         match transport::recv::<_, JmToTm>(&mut stream).await.unwrap() {

@@ -912,6 +912,7 @@ impl JobMaster {
                 .map(|slot| slot.index)
                 .unwrap_or(0),
             job_name: self.name.clone(),
+            vertex_name: vertex.name.clone(),
             program: self.program.clone(),
             default_parallelism: self.default_parallelism,
             fingerprint: self.fingerprint.clone(),

@@ -9,6 +9,7 @@ pub mod endpoint;
 pub mod ha_state;
 pub mod jobmaster;
 pub mod leadership;
+pub mod metrics;
 pub mod process;
 pub mod resourcemanager;
 pub mod restart;

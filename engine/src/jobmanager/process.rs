@@ -26,6 +26,8 @@ pub struct JobManager {
     pub shared: Arc<JobManagerShared>,
     /// Where the REST API listens.
     pub rest_address: SocketAddr,
+    /// The port of the Prometheus reporter, if `metrics.reporter.prom.*` asks for one.
+    pub reporter_port: Option<u16>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -64,6 +66,36 @@ async fn bind(what: &'static str, host: &str, port: u16) -> Result<TcpListener, 
     TcpListener::bind(&addr)
         .await
         .map_err(|source| StartError::Bind { what, addr, source })
+}
+
+/// Opens the Prometheus reporter's port (the first free one of `metrics.reporter.prom.port`) on
+/// the RPC bind host and serves scrapes.
+fn start_reporter(
+    shared: &Arc<JobManagerShared>,
+    limits: HttpLimits,
+) -> Result<(u16, tokio::task::JoinHandle<()>), StartError> {
+    let config = shared.config();
+    let range = config.metrics.prometheus_port;
+    let failed = |source| StartError::Bind {
+        what: "the Prometheus reporter's port",
+        addr: format!("{}:{range}", config.jobmanager.bind_host),
+        source,
+    };
+    let listener = crate::metrics::bind(&range, &config.jobmanager.bind_host).map_err(failed)?;
+    listener.set_nonblocking(true).map_err(failed)?;
+    let listener = TcpListener::from_std(listener).map_err(failed)?;
+    let port = listener.local_addr().map_err(failed)?.port();
+    let host = config.jobmanager.rpc_address.clone();
+    let reporter = shared.clone();
+    let render: crate::metrics::Render =
+        Arc::new(move || super::metrics::exposition(&reporter, &host));
+    info!(port, "Prometheus reporter listening");
+    let server = tokio::spawn(http::serve(
+        listener,
+        crate::metrics::router(render),
+        limits,
+    ));
+    Ok((port, server))
 }
 
 impl JobManager {
@@ -148,6 +180,13 @@ impl JobManager {
             max_connections: rest_options.max_connections,
         };
         tasks.push(tokio::spawn(http::serve(rest_listener, router, limits)));
+        let reporter_port = if shared.config().metrics.prometheus {
+            let (port, server) = start_reporter(&shared, limits)?;
+            tasks.push(server);
+            Some(port)
+        } else {
+            None
+        };
         if shared.has_ha() {
             let host = |configured: &str, bound: SocketAddr| {
                 let h = if configured.is_empty() || configured == "0.0.0.0" {
@@ -170,6 +209,7 @@ impl JobManager {
         Ok(JobManager {
             shared,
             rest_address,
+            reporter_port,
             tasks,
         })
     }

@@ -31,6 +31,7 @@ use crate::common::ids::{JobId, ResourceId};
 use crate::common::log_text::clip;
 use crate::config::Config;
 use crate::ha::JobRecord;
+use crate::metrics::{CpuLoad, MetricStore, ProcessMetrics};
 use crate::rpc::messages::{JmToTm, ProgramSpec};
 use crate::state::StateStorage;
 
@@ -67,6 +68,10 @@ pub struct JobManagerShared {
     pub(super) job_changed: Notify,
     rpc_address: SocketAddr,
     pub(super) ha: Option<HaRuntime>,
+    /// What the TaskManagers reported with their heartbeats (Flink's metric store).
+    metrics: Mutex<MetricStore>,
+    /// The JobManager process's CPU load between readings.
+    cpu_load: Mutex<CpuLoad>,
 }
 
 /// A read-only view of the JobManager's state, for REST, YARN and the CLI's embedded cluster.
@@ -115,7 +120,21 @@ impl JobManagerShared {
             job_changed: Notify::new(),
             rpc_address,
             ha,
+            metrics: Mutex::new(MetricStore::default()),
+            cpu_load: Mutex::new(CpuLoad::default()),
         }
+    }
+
+    /// The metric store: the task and TaskManager metrics the heartbeats brought. Hold it for
+    /// one answer, never across an `.await`.
+    pub fn metrics(&self) -> MutexGuard<'_, MetricStore> {
+        self.metrics.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// This process's metrics (`Status.Process.*`) now.
+    pub fn process_metrics(&self) -> ProcessMetrics {
+        let mut cpu = self.cpu_load.lock().unwrap_or_else(|e| e.into_inner());
+        crate::metrics::read_process(now_ms(), &mut cpu)
     }
 
     /// The effective configuration.

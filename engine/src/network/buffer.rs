@@ -74,6 +74,9 @@ pub(crate) struct IoCounters {
     pub(crate) running_since: std::sync::OnceLock<std::time::Instant>,
     /// How long it processed, once it stopped (0 while it runs).
     pub(crate) ran_nanos: std::sync::atomic::AtomicU64,
+    /// The task's output buffer pools, for `outPoolUsage` (locked only when a writer is made
+    /// and when the metrics are read).
+    out_pools: Mutex<Vec<std::sync::Weak<BufferPool>>>,
 }
 
 impl IoCounters {
@@ -93,6 +96,26 @@ impl IoCounters {
                 std::sync::atomic::Ordering::Relaxed,
             );
         }
+    }
+
+    /// Counts `pool`'s buffers in the task's `outPoolUsage`.
+    pub(crate) fn watch_out_pool(&self, pool: &Arc<BufferPool>) {
+        self.out_pools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::downgrade(pool));
+    }
+
+    /// Flink's `outPoolUsage` in per mille: the buffers of the output pools in use (being
+    /// filled or queued for consumers) over the most they may hold together.
+    pub(crate) fn out_pool_usage_permille(&self) -> u32 {
+        let pools = self.out_pools.lock().unwrap_or_else(|e| e.into_inner());
+        let (lent, max) = pools
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .map(|p| (p.lock().lent.min(p.max), p.max))
+            .fold((0, 0), |(l, m), (pl, pm)| (l + pl, m + pm));
+        (lent * 1000).checked_div(max).unwrap_or(0) as u32
     }
 
     /// Nanoseconds of processing so far: since the start, or until the stop once stopped.

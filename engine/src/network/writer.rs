@@ -96,6 +96,7 @@ impl RecordWriter {
         counters: Arc<IoCounters>,
     ) -> Self {
         let pool = BufferPool::new(segment_size, max_buffers);
+        counters.watch_out_pool(&pool);
         let buffers = subpartitions.iter().map(|_| pool.take(0)).collect();
         let runs = subpartitions.iter().map(|_| None).collect();
         let channels = subpartitions.len().max(1) as u32;

@@ -9,6 +9,7 @@
 pub mod client;
 mod error;
 mod guard;
+mod metrics;
 mod ui;
 mod views;
 
@@ -68,7 +69,25 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
         ("/jobs/{jobid}/stop", post(stop_job)),
         ("/taskmanagers", get(taskmanagers)),
         ("/taskmanagers/{taskmanagerid}", get(taskmanager)),
+        (
+            "/taskmanagers/{taskmanagerid}/metrics",
+            get(taskmanager_metrics),
+        ),
         ("/jobmanager/config", get(jobmanager_config)),
+        ("/jobmanager/metrics", get(jobmanager_metrics)),
+        ("/jobs/{jobid}/metrics", get(job_metrics)),
+        (
+            "/jobs/{jobid}/vertices/{vertexid}/metrics",
+            get(vertex_metrics),
+        ),
+        (
+            "/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics",
+            get(subtask_metrics),
+        ),
+        (
+            "/jobs/{jobid}/vertices/{vertexid}/backpressure",
+            get(vertex_backpressure),
+        ),
         ("/sluice/jobs", post(submit)),
         ("/sluice/examples", get(examples)),
     ];
@@ -300,7 +319,16 @@ async fn savepoint_status(
 }
 
 async fn taskmanagers(State(shared): State<Shared>) -> Json<Value> {
-    Json(views::taskmanagers(&shared.view()))
+    let mut value = views::taskmanagers(&shared.view());
+    let store = shared.metrics();
+    if let Some(list) = value.get_mut("taskmanagers").and_then(Value::as_array_mut) {
+        for entry in list {
+            let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
+            let port = store.taskmanager(id).and_then(|t| t.reporter_port);
+            metrics::add_reporter_port(entry, port);
+        }
+    }
+    Json(value)
 }
 
 async fn taskmanager(State(shared): State<Shared>, ApiPath(id): ApiPath<String>) -> ApiResult {
@@ -309,7 +337,139 @@ async fn taskmanager(State(shared): State<Shared>, ApiPath(id): ApiPath<String>)
         .resources()
         .taskmanager(&id)
         .ok_or_else(|| ApiError::not_found(format!("TaskManager {id} not found")))?;
-    Ok(Json(views::taskmanager_details(tm)))
+    let mut value = views::taskmanager_details(tm);
+    let port = shared
+        .metrics()
+        .taskmanager(&id)
+        .and_then(|t| t.reporter_port);
+    metrics::add_reporter_port(&mut value, port);
+    Ok(Json(value))
+}
+
+/// Query of the metric endpoints: `get=a,b` (the metrics to read) and `agg=min,max,avg,sum`.
+#[derive(Debug, Default, Deserialize)]
+struct MetricsQuery {
+    get: Option<String>,
+    agg: Option<String>,
+}
+
+async fn jobmanager_metrics(
+    State(shared): State<Shared>,
+    ApiQuery(q): ApiQuery<MetricsQuery>,
+) -> Json<Value> {
+    let process = shared.process_metrics();
+    let values = named(crate::jobmanager::metrics::jobmanager_values(
+        &shared.view(),
+        &process,
+    ));
+    Json(metrics::metric_list(&values, q.get.as_deref()))
+}
+
+async fn taskmanager_metrics(
+    State(shared): State<Shared>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<MetricsQuery>,
+) -> ApiResult {
+    if shared.view().resources().taskmanager(&id).is_none() {
+        return Err(ApiError::not_found(format!("TaskManager {id} not found")));
+    }
+    let process = shared
+        .metrics()
+        .taskmanager(&id)
+        .and_then(|t| t.process.clone());
+    let values = process.map(|p| named(p.values())).unwrap_or_default();
+    Ok(Json(metrics::metric_list(&values, q.get.as_deref())))
+}
+
+async fn job_metrics(
+    State(shared): State<Shared>,
+    JobIdParam(id): JobIdParam,
+    ApiQuery(q): ApiQuery<MetricsQuery>,
+) -> ApiResult {
+    let dispatcher = shared.view();
+    let jm = dispatcher
+        .job(id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    let values = named(crate::jobmanager::metrics::job_values(jm, now_ms()));
+    Ok(Json(metrics::metric_list(&values, q.get.as_deref())))
+}
+
+/// The job and the index of its vertex `vertex_id` (Flink's 32-hex-digit vertex id).
+fn find_vertex(
+    shared: &Shared,
+    job: &str,
+    vertex_id: &str,
+) -> Result<(crate::common::ids::JobId, u32), ApiError> {
+    let id: crate::common::ids::JobId = job.parse().map_err(ApiError::bad_request)?;
+    let dispatcher = shared.view();
+    let jm = dispatcher
+        .job(id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    let v = jm
+        .graph()
+        .vertices
+        .iter()
+        .position(|v| v.id == vertex_id)
+        .ok_or_else(|| {
+            ApiError::not_found(format!("Job {id} has no vertex with id {vertex_id}"))
+        })?;
+    Ok((id, v as u32))
+}
+
+fn named(values: Vec<(&'static str, f64)>) -> Vec<(String, f64)> {
+    values.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+async fn vertex_metrics(
+    State(shared): State<Shared>,
+    ApiPath((job, vertex)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<MetricsQuery>,
+) -> ApiResult {
+    let (id, v) = find_vertex(&shared, &job, &vertex)?;
+    let store = shared.metrics();
+    // As Flink: each subtask's metrics, prefixed with the subtask's index.
+    let values: Vec<(String, f64)> = store
+        .subtasks(id, v)
+        .into_iter()
+        .flat_map(|(s, meters)| {
+            meters
+                .values()
+                .into_iter()
+                .map(move |(name, value)| (format!("{s}.{name}"), value))
+        })
+        .collect();
+    Ok(Json(metrics::metric_list(&values, q.get.as_deref())))
+}
+
+async fn subtask_metrics(
+    State(shared): State<Shared>,
+    ApiPath((job, vertex)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<MetricsQuery>,
+) -> ApiResult {
+    let (id, v) = find_vertex(&shared, &job, &vertex)?;
+    let store = shared.metrics();
+    let subtasks: Vec<_> = store
+        .subtasks(id, v)
+        .into_iter()
+        .map(|(_, meters)| meters.values())
+        .collect();
+    metrics::aggregated(&subtasks, q.get.as_deref(), q.agg.as_deref())
+        .map(Json)
+        .map_err(ApiError::bad_request)
+}
+
+async fn vertex_backpressure(
+    State(shared): State<Shared>,
+    ApiPath((job, vertex)): ApiPath<(String, String)>,
+) -> ApiResult {
+    let (id, v) = find_vertex(&shared, &job, &vertex)?;
+    let store = shared.metrics();
+    let subtasks: Vec<_> = store
+        .subtasks(id, v)
+        .into_iter()
+        .map(|(s, meters)| (s, meters.time_ratios()))
+        .collect();
+    Ok(Json(metrics::backpressure(&subtasks, now_ms())))
 }
 
 async fn jobmanager_config(State(shared): State<Shared>) -> Json<Value> {

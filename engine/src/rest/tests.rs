@@ -1065,6 +1065,7 @@ mod views_of_a_running_cluster {
                     back_pressured_ms: 5,
                     idle_ms: 30,
                     busy_ms: 65,
+                    out_pool_usage_permille: 250,
                 };
                 let _ = d.task_state(id, ExecutionState::Running, None, metrics, 3_000);
             }
@@ -1519,6 +1520,7 @@ async fn a_registration_with_too_many_slots_is_refused() {
         managed_memory: 0,
         running: vec![],
         leader_session: None,
+        metrics_port: None,
     };
     transport::send(&mut conn, &register).await.unwrap();
     let answer: JmToTm = transport::recv(&mut conn).await.unwrap();
@@ -1537,4 +1539,175 @@ async fn a_registration_with_too_many_slots_is_refused() {
         .await
         .unwrap();
     assert_eq!(overview["taskmanagers"], 0, "{overview}");
+}
+
+/// The metric endpoints and the JobManager's Prometheus reporter, with task metrics fed into
+/// the metric store as heartbeats would bring them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metric_endpoints_answer_in_flinks_shapes() {
+    use crate::common::ids::ExecutionId;
+    use crate::metrics::TaskMetrics;
+    let c = cluster_with(&[
+        (
+            "metrics.reporter.prom.factory.class",
+            "org.apache.flink.metrics.prometheus.PrometheusReporterFactory",
+        ),
+        ("metrics.reporter.prom.port", "0"),
+    ])
+    .await;
+    let ids = c.get("/jobmanager/metrics").await;
+    assert!(
+        ids.as_array()
+            .unwrap()
+            .contains(&json!({ "id": "numRegisteredTaskManagers" })),
+        "{ids}"
+    );
+    let got = c
+        .get("/jobmanager/metrics?get=numRegisteredTaskManagers,taskSlotsTotal,nonsense")
+        .await;
+    assert_eq!(
+        got,
+        json!([
+            { "id": "numRegisteredTaskManagers", "value": "0" },
+            { "id": "taskSlotsTotal", "value": "0" },
+        ])
+    );
+    let rss = c
+        .get("/jobmanager/metrics?get=Status.Process.Memory.RSS")
+        .await;
+    let rss: f64 = rss[0]["value"].as_str().unwrap().parse().unwrap();
+    assert!(rss > 0.0);
+
+    let (status, body) = c
+        .submit_json(json!({"job": "stream-sum", "args": ["--rate", "10"], "parallelism": 2}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let jid = body["jobid"].as_str().unwrap().to_string();
+    let job: JobId = jid.parse().unwrap();
+    let restarts = c
+        .get(&format!("/jobs/{jid}/metrics?get=numRestarts,uptime"))
+        .await;
+    assert_eq!(restarts[0], json!({ "id": "numRestarts", "value": "0" }));
+    let details = c.get(&format!("/jobs/{jid}")).await;
+    let vid = details["vertices"][0]["id"].as_str().unwrap().to_string();
+
+    // Two subtasks report 10 s apart: 100 and 300 records/s in, subtask 1 back-pressured 60 %.
+    for (now, factor) in [(1_000u64, 0u64), (11_000, 10)] {
+        for s in 0..2u32 {
+            let m = TaskMetrics {
+                records_in: factor * 100 * (1 + 2 * s as u64),
+                back_pressured_ms: factor * 600 * s as u64,
+                busy_ms: factor * 400 * s as u64,
+                idle_ms: factor * 1000 * (1 - s as u64),
+                ..TaskMetrics::default()
+            };
+            let id = ExecutionId {
+                job,
+                vertex: 0,
+                subtask: s,
+                attempt: 0,
+            };
+            c._jm.shared.metrics().task_update(id, now, &m);
+        }
+    }
+    let base = format!("/jobs/{jid}/vertices/{vid}");
+    let listed = c.get(&format!("{base}/metrics")).await;
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .contains(&json!({ "id": "1.numRecordsInPerSecond" })),
+        "{listed}"
+    );
+    let one = c
+        .get(&format!("{base}/metrics?get=1.numRecordsInPerSecond"))
+        .await;
+    assert_eq!(
+        one,
+        json!([{ "id": "1.numRecordsInPerSecond", "value": "300" }])
+    );
+    let agg = c
+        .get(&format!(
+            "{base}/subtasks/metrics?get=numRecordsInPerSecond&agg=min,max,sum,avg"
+        ))
+        .await;
+    assert_eq!(
+        agg,
+        json!([{ "id": "numRecordsInPerSecond", "min": 100.0, "max": 300.0, "sum": 400.0, "avg": 200.0 }])
+    );
+    let (status, body) = c
+        .flink(
+            Method::GET,
+            &format!("{base}/subtasks/metrics?get=numRecordsIn&agg=median"),
+        )
+        .await;
+    is_error(status, &body, StatusCode::BAD_REQUEST, "'median'");
+    let bp = c.get(&format!("{base}/backpressure")).await;
+    assert_eq!(bp["status"], "ok");
+    assert_eq!(bp["backpressure-level"], "high");
+    assert_eq!(bp["subtasks"][0]["backpressure-level"], "ok");
+    assert_eq!(bp["subtasks"][0]["idleRatio"], 1.0);
+    assert_eq!(bp["subtasks"][1]["ratio"], 0.6);
+    assert_eq!(bp["subtasks"][1]["busyRatio"], 0.4);
+    has_fields(&bp, &["end-timestamp"]);
+    let (status, body) = c
+        .flink(
+            Method::GET,
+            &format!("/jobs/{jid}/vertices/{}/backpressure", "0".repeat(32)),
+        )
+        .await;
+    is_error(status, &body, StatusCode::NOT_FOUND, "no vertex");
+
+    // The reporter serves the same JobManager metrics to Prometheus.
+    let port = c._jm.reporter_port.expect("the reporter runs");
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("# TYPE flink_jobmanager_numRegisteredTaskManagers gauge\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("flink_jobmanager_numRegisteredTaskManagers{host=\""),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "flink_jobmanager_job_numRestarts{{host=\"localhost\",job_id=\"{jid}\",job_name="
+        )),
+        "{text}"
+    );
+    c.flink(Method::PATCH, &format!("/jobs/{jid}?mode=cancel"))
+        .await;
+}
+
+#[test]
+fn metric_values_are_written_as_flink_writes_them() {
+    use crate::rest::metrics::format_value;
+    assert_eq!(format_value(12.0), "12");
+    assert_eq!(format_value(0.25), "0.25");
+    assert_eq!(format_value(-1.0), "-1");
+    assert_eq!(format_value(f64::NAN), "NaN");
+}
+
+#[test]
+fn an_unknown_reporter_factory_is_a_config_error() {
+    let mut config = Config::default();
+    let err = config
+        .set(
+            "metrics.reporter.prom.factory.class",
+            "org.example.StatsdReporterFactory",
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("metrics.reporter.prom.factory.class"), "{err}");
+    assert!(err.contains("PrometheusReporterFactory"), "{err}");
+    let err = config
+        .set("metrics.reporter.prom.port", "9300-9200")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("empty"), "{err}");
 }

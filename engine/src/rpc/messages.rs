@@ -101,6 +101,9 @@ pub struct TaskDeployment {
     pub slot: u32,
     /// The job's name.
     pub job_name: String,
+    /// The job vertex's name (the `task_name` of the task's metrics).
+    #[serde(default)]
+    pub vertex_name: String,
     /// The program to rebuild the operators from.
     pub program: ProgramSpec,
     /// The parallelism operators get when they set none.
@@ -144,27 +147,7 @@ pub struct OutputDeployment {
 }
 
 /// Per-task I/O counters reported with heartbeats.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct TaskMetrics {
-    /// Records read from inputs.
-    pub records_in: u64,
-    /// Bytes read from inputs.
-    pub bytes_in: u64,
-    /// Records written to outputs.
-    pub records_out: u64,
-    /// Bytes written to outputs.
-    pub bytes_out: u64,
-    /// Milliseconds spent blocked on full outputs.
-    pub back_pressured_ms: u64,
-    /// Milliseconds spent waiting for input (an operator waiting for a buffer, a source
-    /// pausing between records).
-    #[serde(default)]
-    pub idle_ms: u64,
-    /// Milliseconds since the task started processing, less the idle and back-pressured time
-    /// (Flink's definition of busy time).
-    #[serde(default)]
-    pub busy_ms: u64,
-}
+pub use crate::metrics::TaskMetrics;
 
 /// Hardware facts a TaskManager reports (REST `hardware`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -209,11 +192,17 @@ pub enum TmToJm {
         /// JobManager whose term differs refuses it.
         #[serde(default)]
         leader_session: Option<String>,
+        /// The port of its Prometheus reporter (`metrics.reporter.prom.port`), if it runs one.
+        #[serde(default)]
+        metrics_port: Option<u16>,
     },
     /// Periodic liveness signal with task metrics.
     Heartbeat {
         /// Metrics of running and recently ended tasks.
         metrics: Vec<(ExecutionId, TaskMetrics)>,
+        /// The TaskManager process's metrics (`Status.Process.*`).
+        #[serde(default)]
+        process: Option<crate::metrics::ProcessMetrics>,
     },
     /// A subtask took its snapshot for a checkpoint.
     AcknowledgeCheckpoint {

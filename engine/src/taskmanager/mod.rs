@@ -2,5 +2,6 @@
 //! other TaskManagers, and reports to the JobManager.
 
 mod local_state;
+pub(crate) mod metrics;
 pub mod service;
 pub(crate) mod task;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
+use super::metrics::{TaskLabels, TaskManagerMetrics};
 use super::task::{self, TaskHandle, TaskServices};
 use crate::api::TaskControl;
 use crate::common::ids::ExecutionId;
@@ -40,6 +41,9 @@ pub enum TaskManagerError {
     /// ZooKeeper HA could not be used.
     #[error("high availability: {0}")]
     Ha(String),
+    /// The Prometheus reporter's port could not be opened.
+    #[error("the Prometheus reporter: {0}")]
+    Reporter(std::io::Error),
 }
 
 type Tasks = Arc<Mutex<HashMap<ExecutionId, TaskHandle>>>;
@@ -53,6 +57,9 @@ pub struct TaskManager {
     config: Config,
     secret: ClusterSecret,
     services: Arc<TaskServices>,
+    metrics: Arc<TaskManagerMetrics>,
+    /// The Prometheus reporter's port and server, if `metrics.reporter.prom.*` asks for one.
+    reporter: Option<(u16, tokio::task::JoinHandle<()>)>,
 }
 
 /// What this machine has, and the process size this TaskManager is configured with.
@@ -74,6 +81,44 @@ fn hardware(process_memory: u64) -> Hardware {
         physical_memory,
         process_memory,
     }
+}
+
+/// The counters of the tasks that run now.
+fn running_metrics(tasks: &Tasks) -> Vec<(ExecutionId, TaskMetrics)> {
+    let tasks = tasks.lock().unwrap_or_else(|e| e.into_inner());
+    tasks
+        .iter()
+        .map(|(id, t)| (*id, task::metrics_of(&t.counters)))
+        .collect()
+}
+
+/// Opens the Prometheus reporter's port (the first free one of its range) and serves scrapes.
+fn start_reporter(
+    config: &Config,
+    metrics: Arc<TaskManagerMetrics>,
+    tasks: Tasks,
+) -> std::io::Result<(u16, tokio::task::JoinHandle<()>)> {
+    let listener = crate::metrics::bind(
+        &config.metrics.prometheus_port,
+        &config.taskmanager.bind_host,
+    )?;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let port = listener.local_addr()?.port();
+    let render: crate::metrics::Render =
+        Arc::new(move || metrics.render(crate::metrics::now_ms(), &running_metrics(&tasks)));
+    let limits = crate::rpc::http::HttpLimits {
+        header_read_timeout: config.rest.header_read_timeout,
+        idle_timeout: config.rest.idle_timeout,
+        max_connections: 64,
+    };
+    info!(port, "Prometheus reporter listening");
+    let server = tokio::spawn(crate::rpc::http::serve(
+        listener,
+        crate::metrics::router(render),
+        limits,
+    ));
+    Ok((port, server))
 }
 
 /// How long [`TaskManager::shutdown`] waits for cancelled subtasks to end.
@@ -173,13 +218,28 @@ impl TaskManager {
             segment_size = settings.segment_size,
             "TaskManager started"
         );
+        let metrics = Arc::new(TaskManagerMetrics::new(
+            resource_id.clone(),
+            config.taskmanager.host.clone(),
+        ));
+        let tasks: Tasks = Arc::default();
+        let reporter = if config.metrics.prometheus {
+            Some(
+                start_reporter(&config, metrics.clone(), tasks.clone())
+                    .map_err(TaskManagerError::Reporter)?,
+            )
+        } else {
+            None
+        };
         Ok(Arc::new(TaskManager {
             resource_id,
             data,
-            tasks: Arc::default(),
+            tasks,
             config,
             secret,
             services,
+            metrics,
+            reporter,
         }))
     }
 
@@ -312,6 +372,7 @@ impl TaskManager {
                 managed_memory: self.config.network.managed_memory(),
                 running,
                 leader_session,
+                metrics_port: self.reporter_port(),
             },
         )
         .await?;
@@ -344,8 +405,9 @@ impl TaskManager {
                         None => return Ok::<(), RpcError>(()),
                     },
                     _ = ticker.tick() => {
-                        let metrics = self.metrics();
-                        transport::send(&mut writer, &TmToJm::Heartbeat { metrics }).await?;
+                        let metrics = self.task_metrics();
+                        let process = Some(self.metrics.sample(crate::metrics::now_ms(), &metrics));
+                        transport::send(&mut writer, &TmToJm::Heartbeat { metrics, process }).await?;
                     }
                 }
             }
@@ -372,12 +434,13 @@ impl TaskManager {
         }
     }
 
-    fn metrics(&self) -> Vec<(ExecutionId, TaskMetrics)> {
-        let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
-        tasks
-            .iter()
-            .map(|(id, t)| (*id, task::metrics_of(&t.counters)))
-            .collect()
+    fn task_metrics(&self) -> Vec<(ExecutionId, TaskMetrics)> {
+        running_metrics(&self.tasks)
+    }
+
+    /// The port of this TaskManager's Prometheus reporter, if it runs one.
+    pub fn reporter_port(&self) -> Option<u16> {
+        self.reporter.as_ref().map(|(port, _)| *port)
     }
 
     fn handle(&self, msg: JmToTm, groups: &mut ProducerGroups, tx: &mpsc::UnboundedSender<TmToJm>) {
@@ -412,8 +475,10 @@ impl TaskManager {
                 }
                 let report_tx = tx.clone();
                 let tasks = self.tasks.clone();
+                let task_metrics = self.metrics.clone();
                 let report = Box::new(move |execution, state: ExecutionState, error, metrics| {
                     if state.is_terminal() {
+                        task_metrics.task_ended(&execution);
                         tasks
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
@@ -430,6 +495,13 @@ impl TaskManager {
                 let acknowledge = Box::new(move |msg: TmToJm| {
                     let _ = ack_tx.send(msg);
                 });
+                self.metrics.task_deployed(
+                    execution,
+                    TaskLabels {
+                        job_name: deployment.job_name.clone(),
+                        task_name: deployment.vertex_name.clone(),
+                    },
+                );
                 match task::spawn(
                     task::Assignment {
                         deployment: *deployment,
@@ -446,6 +518,7 @@ impl TaskManager {
                             .insert(execution, handle);
                     }
                     Err(e) => {
+                        self.metrics.task_ended(&execution);
                         let _ = tx.send(TmToJm::TaskState {
                             execution,
                             state: ExecutionState::Failed,
@@ -527,6 +600,9 @@ impl TaskManager {
     /// cancelled subtasks have ended (at most [`SHUTDOWN_TASK_WAIT`]: a RocksDB instance still
     /// writing would refill a directory removed under it). Blocks the calling thread meanwhile.
     pub fn shutdown(&self) {
+        if let Some((_, server)) = &self.reporter {
+            server.abort();
+        }
         self.cancel_all();
         self.data.close();
         let deadline = std::time::Instant::now() + SHUTDOWN_TASK_WAIT;

@@ -86,6 +86,7 @@ pub(crate) fn metrics_of(c: &IoCounters) -> TaskMetrics {
         back_pressured_ms: c.back_pressured_nanos.load(Ordering::Relaxed) / 1_000_000,
         idle_ms: c.idle_nanos.load(Ordering::Relaxed) / 1_000_000,
         busy_ms: busy_nanos(c) / 1_000_000,
+        out_pool_usage_permille: c.out_pool_usage_permille(),
     }
 }
 

@@ -1,0 +1,198 @@
+//! `sluice-bench metrics [--quick]`: what the metric system costs a running job.
+//!
+//! `stream-sum --rate 0 --keys 1000` at parallelism 2 on two TaskManager processes, on two
+//! clusters side by side, interleaved run by run (which goes first alternating) so that changes
+//! of the machine's load hit both alike: one without a metric reporter, one with the Prometheus reporter on every process,
+//! scraped every second (each TaskManager's and the JobManager's `/metrics`) and with the REST
+//! metric endpoints read every second, as a Prometheus server and a dashboard would. The task
+//! counters themselves are always kept (they feed the REST API's vertex I/O fields), so this
+//! measures what serving metrics adds. Printed: records/s and the ratio. Nothing here asserts on
+//! time.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::cluster::Cluster;
+use crate::{CLUSTER_CONFIG, Stat};
+
+pub fn run(bin: &Path, quick: bool) -> Result<()> {
+    let (repetitions, records) = if quick {
+        (1, 4_000_000u64)
+    } else {
+        (4, 40_000_000)
+    };
+    let first = free_port()?;
+    let range = format!("{first}-{}", first.saturating_add(20));
+    let labels = [
+        "no reporter",
+        "Prometheus reporter scraped every 1 s + REST metrics every 1 s",
+    ];
+    let mut clusters = [
+        Cluster::start(bin, 2, CLUSTER_CONFIG)?,
+        Cluster::start(
+            bin,
+            2,
+            &format!(
+                "{CLUSTER_CONFIG}metrics.reporter.prom.factory.class: org.apache.flink.metrics.prometheus.PrometheusReporterFactory\nmetrics.reporter.prom.port: {range}\n"
+            ),
+        )?,
+    ];
+    let ports = reporter_ports(&clusters[1], first)?;
+    let args: Vec<String> = [
+        "--rate",
+        "0",
+        "--keys",
+        "1000",
+        "--records",
+        &records.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut rates = vec![Vec::new(); 2];
+    for rep in 0..repetitions {
+        // Which configuration goes first alternates, so running second is no one's handicap.
+        let order = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let cluster = &mut clusters[i];
+            let id = cluster.submit("stream-sum", &args, 2)?;
+            let scraper = (i == 1).then(|| Scraper::start(ports.clone(), cluster.rest_port(), &id));
+            let done = cluster.wait_finished(&id, Duration::from_secs(600))?;
+            let scrapes = scraper.map(Scraper::stop).transpose()?;
+            let wall = done.running_to_finished()?;
+            let rate = records as f64 / wall.as_secs_f64() / 1e6;
+            eprintln!(
+                "  {}: {:.2} s, {rate:.2} M records/s{}",
+                labels[i],
+                wall.as_secs_f64(),
+                scrapes.map_or(String::new(), |n| format!(", {n} scrapes"))
+            );
+            rates[i].push(rate);
+        }
+    }
+    println!(
+        "\n### Metrics overhead: stream-sum, parallelism 2, 2 TaskManagers, {records} records, {repetitions} run(s) each\n"
+    );
+    println!("| configuration | M records/s (median) | range | vs no reporter |");
+    println!("|---|---:|---:|---:|");
+    let base = Stat::of(&rates[0]).median;
+    for (i, label) in labels.iter().enumerate() {
+        let s = Stat::of(&rates[i]);
+        println!(
+            "| {label} | {:.2} | {} | {:.3}x |",
+            s.median,
+            s.range(2),
+            s.median / base
+        );
+    }
+    Ok(())
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The reporter ports of the cluster's TaskManagers (from REST) and of its JobManager (the port
+/// of the range from `first` that answers with JobManager metrics).
+fn reporter_ports(cluster: &Cluster, first: u16) -> Result<Vec<u16>> {
+    let tms = cluster.get("/taskmanagers")?;
+    let mut ports: Vec<u16> = tms["taskmanagers"]
+        .as_array()
+        .context("no taskmanagers")?
+        .iter()
+        .filter_map(|tm| tm["prometheusReporterPort"].as_u64().map(|p| p as u16))
+        .collect();
+    if ports.len() != 2 {
+        bail!("expected two TaskManager reporter ports, REST says {tms}");
+    }
+    let jm = (first..=first.saturating_add(20))
+        .filter(|p| !ports.contains(p))
+        .find(|p| {
+            scrape(*p).is_ok_and(|t| t.contains("flink_jobmanager_numRegisteredTaskManagers"))
+        })
+        .context("the JobManager's reporter port")?;
+    ports.push(jm);
+    Ok(ports)
+}
+
+/// One plain HTTP/1.0 GET of `/metrics` (the harness's scraper needs no client library).
+fn scrape(port: u16) -> Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    if !text.starts_with("HTTP/1.") || !text.contains(" 200 ") {
+        bail!("port {port}: {}", text.lines().next().unwrap_or_default());
+    }
+    Ok(text)
+}
+
+/// Reads every reporter and the REST metric endpoints of the job once a second, on its own
+/// thread, until stopped.
+struct Scraper {
+    stop: Arc<AtomicBool>,
+    scrapes: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<Result<()>>,
+}
+
+impl Scraper {
+    fn start(ports: Vec<u16>, rest_port: u16, job: &str) -> Scraper {
+        let (stop, scrapes) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+        );
+        let (stopped, count) = (stop.clone(), scrapes.clone());
+        let paths = [
+            "/jobmanager/metrics?get=numRegisteredTaskManagers,taskSlotsAvailable".to_string(),
+            format!("/jobs/{job}/metrics?get=uptime,numRestarts"),
+        ];
+        let thread = std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                for &p in &ports {
+                    scrape(p)?;
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+                for path in &paths {
+                    rest_get(rest_port, path)?;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Ok(())
+        });
+        Scraper {
+            stop,
+            scrapes,
+            thread,
+        }
+    }
+
+    /// Stops and returns how many scrapes were made.
+    fn stop(self) -> Result<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the scraper panicked"))??;
+        Ok(self.scrapes.load(Ordering::Relaxed))
+    }
+}
+
+fn rest_get(port: u16, path: &str) -> Result<()> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    if !text.contains(" 200 ") {
+        bail!("{path}: {}", text.lines().next().unwrap_or_default());
+    }
+    Ok(())
+}
