@@ -29,6 +29,8 @@ if [ "$what" = test ]; then
   apt_install chromium
   # A real ZooKeeper for the HA tests.
   [ -x scripts/zookeeper.sh ] && scripts/zookeeper.sh install
+  # A real Kafka broker (KRaft) for the Kafka connector tests, its jars fetched with Maven.
+  [ -x scripts/kafka.sh ] && scripts/kafka.sh install
   # A real YARN (MiniYARNCluster) and HDFS (MiniDFSCluster) for the tests, built with Maven.
   [ -x scripts/yarn-minicluster.sh ] && scripts/yarn-minicluster.sh build
 fi
