@@ -18,8 +18,9 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-# Building: a C/C++ toolchain and cmake (aws-lc-sys), pkg-config, libclang (bindgen for RocksDB).
-apt_install build-essential cmake pkg-config libclang-dev
+# Building: a C/C++ toolchain and cmake (aws-lc-sys), pkg-config, libclang (bindgen for RocksDB),
+# zlib's headers (the bundled librdkafka of the Kafka connector links zlib).
+apt_install build-essential cmake pkg-config libclang-dev zlib1g-dev
 
 if [ "$what" = test ]; then
   # Java and Maven build the YARN test launcher (this kind of machine ships them).
