@@ -214,10 +214,9 @@ impl Broker {
                         for e in pos.elements() {
                             if let (Offset::Offset(o), Some(end)) =
                                 (e.offset(), ends.get(&e.partition()))
+                                && o >= *end
                             {
-                                if o >= *end {
-                                    ends.remove(&e.partition());
-                                }
+                                ends.remove(&e.partition());
                             }
                         }
                     }

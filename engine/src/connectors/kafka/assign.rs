@@ -182,10 +182,10 @@ impl Positions {
 
     /// The client resolved where `tp` starts (or told where it stands after an empty poll).
     pub fn resolved(&mut self, tp: &TopicPartition, offset: i64) {
-        if let Some(n) = self.next.get_mut(tp) {
-            if n.is_none_or(|n| offset > n) {
-                *n = Some(offset);
-            }
+        if let Some(n) = self.next.get_mut(tp)
+            && n.is_none_or(|n| offset > n)
+        {
+            *n = Some(offset);
         }
     }
 
@@ -326,7 +326,10 @@ mod tests {
     fn positions_round_trip_and_garbage_is_refused() {
         let tp = TopicPartition::new("in", 3);
         let e = encode_position(&tp, 17);
-        assert_eq!(decode_positions(&[e.clone()]).unwrap(), [(tp, 17)].into());
+        assert_eq!(
+            decode_positions(std::slice::from_ref(&e)).unwrap(),
+            [(tp, 17)].into()
+        );
         for bad in [
             vec![],
             vec![1],
@@ -335,7 +338,10 @@ mod tests {
             encode_position(&TopicPartition::new("in", 0), -5),
             encode_position(&TopicPartition::new("", 0), 0),
         ] {
-            assert!(decode_positions(&[bad.clone()]).is_err(), "{bad:?}");
+            assert!(
+                decode_positions(std::slice::from_ref(&bad)).is_err(),
+                "{bad:?}"
+            );
         }
         assert!(
             decode_positions(&[e.clone(), e])

@@ -470,10 +470,10 @@ impl<T: Data> SourceFunction<T> for KafkaReader<T> {
         let mut commits = PendingCommits::default();
         let deserializer = self.spec.deserializer.clone();
         loop {
-            if let Some(id) = ctx.take_completed_checkpoint() {
-                if let Some(offsets) = commits.completed(id).filter(|_| commit) {
-                    self.commit(&consumer, &offsets);
-                }
+            if let Some(id) = ctx.take_completed_checkpoint()
+                && let Some(offsets) = commits.completed(id).filter(|_| commit)
+            {
+                self.commit(&consumer, &offsets);
             }
             let pending = ctx.pending_checkpoint_id();
             ctx.snapshot_point(|| {
