@@ -105,46 +105,65 @@ pub fn plan(
 pub struct StateError(String);
 
 /// A partition's position as one operator-state element: `u16` topic length, the topic's
-/// UTF-8 bytes, `i32` partition, `i64` next offset to read (little-endian).
-pub fn encode_position(tp: &TopicPartition, next_offset: i64) -> Vec<u8> {
+/// UTF-8 bytes, `i32` partition, `i64` next offset to read, `i64` bounded mode's stopping offset
+/// or -1 (little-endian). The stopping offset travels with the position so that a restored
+/// bounded job still stops where the first start's end was.
+pub fn encode_position(tp: &TopicPartition, next_offset: i64, stop: Option<i64>) -> Vec<u8> {
     let topic = tp.topic.as_bytes();
-    let mut out = Vec::with_capacity(2 + topic.len() + 12);
+    let mut out = Vec::with_capacity(2 + topic.len() + ELEMENT_TAIL);
     out.extend_from_slice(&(topic.len() as u16).to_le_bytes());
     out.extend_from_slice(topic);
     out.extend_from_slice(&tp.partition.to_le_bytes());
     out.extend_from_slice(&next_offset.to_le_bytes());
+    out.extend_from_slice(&stop.unwrap_or(-1).to_le_bytes());
     out
+}
+
+/// Bytes of an element after the topic: partition, next offset, stopping offset.
+const ELEMENT_TAIL: usize = 4 + 8 + 8;
+
+/// The positions a subtask restored.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RestoredPositions {
+    /// The next offset to read per partition.
+    pub next: BTreeMap<TopicPartition, i64>,
+    /// Bounded mode's stopping offset, for the partitions a bounded job wrote.
+    pub stops: BTreeMap<TopicPartition, i64>,
 }
 
 /// Reads what [`encode_position`] wrote; anything else (a foreign state, a negative offset, a
 /// partition twice) is refused, since restoring it would skip or repeat input silently.
-pub fn decode_positions(elements: &[Vec<u8>]) -> Result<BTreeMap<TopicPartition, i64>, StateError> {
-    let mut out = BTreeMap::new();
+pub fn decode_positions(elements: &[Vec<u8>]) -> Result<RestoredPositions, StateError> {
+    let mut out = RestoredPositions::default();
     for e in elements {
         let len = e
             .get(..2)
             .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
             .ok_or_else(|| StateError(format!("a position of {} bytes is too short", e.len())))?;
-        if e.len() != 2 + len + 12 {
+        if e.len() != 2 + len + ELEMENT_TAIL {
             return Err(StateError(format!(
                 "a position naming a topic of {len} bytes has {} bytes, not {}",
                 e.len(),
-                2 + len + 12
+                2 + len + ELEMENT_TAIL
             )));
         }
         let topic = std::str::from_utf8(&e[2..2 + len])
             .map_err(|_| StateError("a topic name in the state is not UTF-8".into()))?;
         let rest = &e[2 + len..];
         let partition = i32::from_le_bytes(rest[..4].try_into().expect("4 bytes"));
-        let offset = i64::from_le_bytes(rest[4..].try_into().expect("8 bytes"));
-        if topic.is_empty() || partition < 0 || offset < 0 {
+        let offset = i64::from_le_bytes(rest[4..12].try_into().expect("8 bytes"));
+        let stop = i64::from_le_bytes(rest[12..].try_into().expect("8 bytes"));
+        if topic.is_empty() || partition < 0 || offset < 0 || stop < -1 {
             return Err(StateError(format!(
-                "the position ({topic:?}, partition {partition}, offset {offset}) is not one the source writes"
+                "the position ({topic:?}, partition {partition}, offset {offset}, stop {stop}) is not one the source writes"
             )));
         }
         let tp = TopicPartition::new(topic, partition);
-        if out.insert(tp.clone(), offset).is_some() {
+        if out.next.insert(tp.clone(), offset).is_some() {
             return Err(StateError(format!("partition {tp} appears twice")));
+        }
+        if stop >= 0 {
+            out.stops.insert(tp, stop);
         }
     }
     Ok(out)
@@ -227,11 +246,15 @@ impl Positions {
     }
 
     /// The operator state: one element per partition whose position is known (the source
-    /// resolves every start before it reads, so that is all of them once it runs).
+    /// resolves every start before it reads, so that is all of them once it runs), with its
+    /// stopping offset in bounded mode.
     pub fn snapshot(&self) -> Vec<Vec<u8>> {
         self.next
             .iter()
-            .filter_map(|(tp, n)| n.map(|n| encode_position(tp, n)))
+            .filter_map(|(tp, n)| {
+                let stop = self.stop.as_ref().map(|s| s.get(tp).copied().unwrap_or(0));
+                n.map(|n| encode_position(tp, n, stop))
+            })
             .collect()
     }
 
@@ -325,18 +348,21 @@ mod tests {
     #[test]
     fn positions_round_trip_and_garbage_is_refused() {
         let tp = TopicPartition::new("in", 3);
-        let e = encode_position(&tp, 17);
-        assert_eq!(
-            decode_positions(std::slice::from_ref(&e)).unwrap(),
-            [(tp, 17)].into()
-        );
+        let e = encode_position(&tp, 17, None);
+        let got = decode_positions(std::slice::from_ref(&e)).unwrap();
+        assert_eq!(got.next, [(tp.clone(), 17)].into());
+        assert!(got.stops.is_empty());
+        let bounded = encode_position(&tp, 17, Some(30));
+        let got = decode_positions(std::slice::from_ref(&bounded)).unwrap();
+        assert_eq!(got.stops, [(tp, 30)].into());
         for bad in [
             vec![],
             vec![1],
             b"garbage".to_vec(),
-            encode_position(&TopicPartition::new("in", -1), 0),
-            encode_position(&TopicPartition::new("in", 0), -5),
-            encode_position(&TopicPartition::new("", 0), 0),
+            encode_position(&TopicPartition::new("in", -1), 0, None),
+            encode_position(&TopicPartition::new("in", 0), -5, None),
+            encode_position(&TopicPartition::new("in", 0), 5, Some(-7)),
+            encode_position(&TopicPartition::new("", 0), 0, None),
         ] {
             assert!(
                 decode_positions(std::slice::from_ref(&bad)).is_err(),
@@ -377,6 +403,10 @@ mod tests {
         assert!(!pos.finished());
         pos.resolved(&a, 9);
         assert!(pos.finished());
+        // The stopping offsets travel in the state (b's start is unresolved: not written).
+        let restored = decode_positions(&pos.snapshot()).unwrap();
+        assert_eq!(restored.next, [(a.clone(), 9)].into());
+        assert_eq!(restored.stops, [(a.clone(), 9)].into());
     }
 
     #[test]
@@ -389,11 +419,14 @@ mod tests {
         .into();
         let mut pos = Positions::new(&plan);
         let state = pos.snapshot();
-        assert_eq!(decode_positions(&state).unwrap(), [(a.clone(), 5)].into());
+        assert_eq!(
+            decode_positions(&state).unwrap().next,
+            [(a.clone(), 5)].into()
+        );
         pos.resolved(&b, 100);
         let state = pos.snapshot();
         assert_eq!(
-            decode_positions(&state).unwrap(),
+            decode_positions(&state).unwrap().next,
             [(a.clone(), 5), (b.clone(), 100)].into()
         );
         pos.record(&a, 5);

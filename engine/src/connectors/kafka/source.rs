@@ -424,7 +424,7 @@ impl<T: Data> SourceFunction<T> for KafkaReader<T> {
         };
         let plan = plan(
             &known,
-            restored.as_ref(),
+            restored.as_ref().map(|r| &r.next),
             &self.spec.starting,
             index,
             parallelism,
@@ -437,6 +437,11 @@ impl<T: Data> SourceFunction<T> for KafkaReader<T> {
         if self.spec.bounded {
             let mut ends = BTreeMap::new();
             for tp in starts.keys() {
+                // A restored bounded read keeps the end of its first start.
+                if let Some(stop) = restored.as_ref().and_then(|r| r.stops.get(tp)) {
+                    ends.insert(tp.clone(), *stop);
+                    continue;
+                }
                 let (_, high) = consumer
                     .fetch_watermarks(&tp.topic, tp.partition, self.spec.timeout)
                     .map_err(|e| {
