@@ -169,14 +169,15 @@ fn bounded_mode_ends_the_job_at_the_end_offsets_of_its_start() {
     broker.produce(input, None, &batch);
     let scratch = tempfile::tempdir().expect("scratch");
     let cluster = StandaloneCluster::start(1, 4, &config(&scratch.path().join("chk"), false));
-    // Parallelism 4 over 3 partitions: one subtask has none and must end too.
+    // Parallelism 4 over 3 partitions: one subtask has none and must end too. The input topic
+    // is found by a pattern (`--input-pattern` replaces `--input-topic`).
     let id = cluster.submit_args(&wordcount_args(
         4,
         broker,
-        input,
+        "unused",
         output,
         "bounded-group",
-        &["--bounded"],
+        &["--bounded", "--input-pattern", "bounded-i.*"],
     ));
     cluster.wait_state(&id, "FINISHED", Duration::from_secs(90));
     assert_eq!(

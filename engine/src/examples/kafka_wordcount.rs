@@ -16,7 +16,7 @@ impl JobProgram for KafkaWordCount {
         "counts the words of lines read from a Kafka topic, writing running counts to another"
     }
     fn usage(&self) -> &'static str {
-        "[--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (default lines)] [--output-topic T (default counts)] [--group-id G (default kafka-wordcount)] [--starting-offsets earliest|latest|committed (default earliest)] [--bounded (stop at the input's end offsets at start)]"
+        "[--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (default lines)] [--input-pattern REGEX (topics whose name matches, instead of --input-topic)] [--output-topic T (default counts)] [--group-id G (default kafka-wordcount)] [--starting-offsets earliest|latest|committed (default earliest)] [--bounded (stop at the input's end offsets at start)]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
         let params = Params::parse(
@@ -24,6 +24,7 @@ impl JobProgram for KafkaWordCount {
             &[
                 "bootstrap-servers",
                 "input-topic",
+                "input-pattern",
                 "output-topic",
                 "group-id",
                 "starting-offsets",
@@ -45,9 +46,12 @@ impl JobProgram for KafkaWordCount {
                 ));
             }
         };
-        let mut source = KafkaSource::<String>::builder()
-            .bootstrap_servers(servers)
-            .topics([input])
+        let source = KafkaSource::<String>::builder().bootstrap_servers(servers);
+        let (mut source, input) = match params.get("input-pattern") {
+            Some(pattern) => (source.topic_pattern(pattern), pattern),
+            None => (source.topics([input]), input),
+        };
+        source = source
             .group_id(params.get("group-id").unwrap_or("kafka-wordcount"))
             .starting_offsets(starting)
             .value_utf8();

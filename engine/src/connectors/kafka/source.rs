@@ -45,6 +45,7 @@ type Deserializer<T> = Arc<dyn Fn(&ConsumedRecord<'_>) -> Result<Option<T>, Stri
 struct Spec<T> {
     servers: String,
     topics: Vec<String>,
+    pattern: Option<regex::Regex>,
     group_id: Option<String>,
     properties: BTreeMap<String, String>,
     starting: StartingOffsets,
@@ -68,6 +69,7 @@ impl<T: Data> KafkaSource<T> {
         KafkaSourceBuilder {
             servers: None,
             topics: Vec::new(),
+            pattern: None,
             group_id: None,
             properties: BTreeMap::new(),
             starting: StartingOffsets::Earliest,
@@ -91,6 +93,7 @@ impl<T: Data> KafkaSource<T> {
 pub struct KafkaSourceBuilder<T> {
     servers: Option<String>,
     topics: Vec<String>,
+    pattern: Option<String>,
     group_id: Option<String>,
     properties: BTreeMap<String, String>,
     starting: StartingOffsets,
@@ -110,6 +113,14 @@ impl<T: Data> KafkaSourceBuilder<T> {
     /// The topics to read (all their partitions).
     pub fn topics<I: IntoIterator<Item = S>, S: Into<String>>(mut self, topics: I) -> Self {
         self.topics.extend(topics.into_iter().map(Into::into));
+        self
+    }
+
+    /// Read every topic whose whole name matches the regular expression `pattern` (Flink's
+    /// `setTopicPattern`), instead of or besides a list. Topics are matched when the job first
+    /// starts; internal topics (`__consumer_offsets`, ...) never match.
+    pub fn topic_pattern(mut self, pattern: &str) -> Self {
+        self.pattern = Some(pattern.to_string());
         self
     }
 
@@ -170,11 +181,20 @@ impl<T: Data> KafkaSourceBuilder<T> {
             .servers
             .filter(|s| !s.trim().is_empty())
             .ok_or_else(|| ConfigError("bootstrap servers are required".into()))?;
-        if self.topics.is_empty() || self.topics.iter().any(|t| t.is_empty()) {
+        if (self.topics.is_empty() && self.pattern.is_none())
+            || self.topics.iter().any(|t| t.is_empty())
+        {
             return Err(ConfigError(
-                "at least one topic is required, and topic names are not empty".into(),
+                "topics or a topic pattern are required, and topic names are not empty".into(),
             ));
         }
+        let pattern = self
+            .pattern
+            .map(|p| {
+                regex::Regex::new(&format!("^(?:{p})$"))
+                    .map_err(|e| ConfigError(format!("the topic pattern '{p}' is invalid: {e}")))
+            })
+            .transpose()?;
         let deserializer = self.deserializer.ok_or_else(|| {
             ConfigError(
                 "a value format is required (value_utf8, value_bytes, value_json or deserializer)"
@@ -194,6 +214,7 @@ impl<T: Data> KafkaSourceBuilder<T> {
             spec: Arc::new(Spec {
                 servers,
                 topics: self.topics,
+                pattern,
                 group_id,
                 properties: self.properties,
                 starting: self.starting,
@@ -287,6 +308,30 @@ impl<T> KafkaReader<T> {
     fn discover(&self, consumer: &BaseConsumer) -> Result<Vec<TopicPartition>, TaskError> {
         let spec = &self.spec;
         let mut out = Vec::new();
+        if let Some(pattern) = &spec.pattern {
+            let metadata = consumer.fetch_metadata(None, spec.timeout).map_err(|e| {
+                TaskError::Setup(format!(
+                    "cannot reach the Kafka brokers {} to list the topics matching '{}' (waited {:?}): {e}",
+                    spec.servers,
+                    pattern.as_str(),
+                    spec.timeout
+                ))
+            })?;
+            let names: Vec<&str> = metadata.topics().iter().map(|t| t.name()).collect();
+            let matched = matching_topics(&names, pattern);
+            if matched.is_empty() {
+                tracing::warn!(pattern = pattern.as_str(), servers = %spec.servers, "no Kafka topic matches the source's pattern");
+            }
+            for t in metadata.topics() {
+                if matched.contains(&t.name()) && !spec.topics.iter().any(|l| l == t.name()) {
+                    out.extend(
+                        t.partitions()
+                            .iter()
+                            .map(|p| TopicPartition::new(t.name(), p.id())),
+                    );
+                }
+            }
+        }
         for topic in &spec.topics {
             let metadata = consumer
                 .fetch_metadata(Some(topic), spec.timeout)
@@ -397,6 +442,19 @@ impl<T> KafkaReader<T> {
             tracing::warn!(error = %e, "committing Kafka offsets failed");
         }
     }
+}
+
+/// The topics among `names` whose whole name matches `pattern` (anchored when built), without
+/// Kafka's internal topics, in name order.
+fn matching_topics<'a>(names: &[&'a str], pattern: &regex::Regex) -> Vec<&'a str> {
+    let mut out: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !n.starts_with("__") && pattern.is_match(n))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 fn missing_topic(topic: &str, servers: &str) -> TaskError {
@@ -551,4 +609,67 @@ fn is_fatal(e: &rdkafka::error::KafkaError) -> bool {
                 | C::Fatal
         )
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pattern_matches_whole_names_and_never_internal_topics() {
+        let source = KafkaSource::<String>::builder()
+            .bootstrap_servers("127.0.0.1:1")
+            .topic_pattern("orders-.*|audit")
+            .value_utf8()
+            .build()
+            .unwrap();
+        let pattern = source.spec.pattern.as_ref().unwrap();
+        let names = [
+            "orders-eu",
+            "audit",
+            "audit-old",
+            "x-orders-us",
+            "__consumer_offsets",
+            "orders-us",
+        ];
+        assert_eq!(
+            matching_topics(&names, pattern),
+            ["audit", "orders-eu", "orders-us"]
+        );
+        let err = KafkaSource::<String>::builder()
+            .bootstrap_servers("127.0.0.1:1")
+            .topic_pattern("(unclosed")
+            .value_utf8()
+            .build()
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("(unclosed"), "{err}");
+    }
+
+    #[test]
+    fn builders_name_what_is_missing_or_refused() {
+        let err = |b: KafkaSourceBuilder<String>| b.build().err().unwrap().to_string();
+        let base = || KafkaSource::<String>::builder().bootstrap_servers("h:1");
+        assert!(err(base().value_utf8()).contains("topic"));
+        assert!(err(base().topics(["t"])).contains("value format"));
+        assert!(
+            err(KafkaSource::<String>::builder().topics(["t"]).value_utf8()).contains("bootstrap")
+        );
+        assert!(
+            err(base()
+                .topics(["t"])
+                .value_utf8()
+                .property("enable.auto.commit", "true"))
+            .contains("enable.auto.commit")
+        );
+        assert!(
+            err(base()
+                .topics(["t"])
+                .value_utf8()
+                .starting_offsets(StartingOffsets::Committed {
+                    fallback: Box::new(StartingOffsets::Earliest)
+                }))
+            .contains("group id")
+        );
+    }
 }
