@@ -19,7 +19,7 @@ declare -A layer=(
   [rpc]=7
   [ha]=8
   [api]=9
-  [graph]=10
+  [graph]=10 [connectors]=10
   [examples]=11
   [jobmanager]=12 [taskmanager]=12
   [rest]=13

@@ -18,8 +18,9 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-# Building: a C/C++ toolchain and cmake (aws-lc-sys), pkg-config, libclang (bindgen for RocksDB).
-apt_install build-essential cmake pkg-config libclang-dev
+# Building: a C/C++ toolchain and cmake (aws-lc-sys), pkg-config, libclang (bindgen for RocksDB),
+# zlib's headers (the bundled librdkafka of the Kafka connector links zlib).
+apt_install build-essential cmake pkg-config libclang-dev zlib1g-dev
 
 if [ "$what" = test ]; then
   # Java and Maven build the YARN test launcher (this kind of machine ships them).
@@ -31,6 +32,8 @@ if [ "$what" = test ]; then
   [ -x scripts/zookeeper.sh ] && scripts/zookeeper.sh install
   # A real Prometheus that scrapes the metric reporters in the metrics test.
   [ -x scripts/prometheus.sh ] && scripts/prometheus.sh install
+  # A real Kafka broker (KRaft) for the Kafka connector tests, its jars fetched with Maven.
+  [ -x scripts/kafka.sh ] && scripts/kafka.sh install
   # A real YARN (MiniYARNCluster) and HDFS (MiniDFSCluster) for the tests, built with Maven.
   [ -x scripts/yarn-minicluster.sh ] && scripts/yarn-minicluster.sh build
 fi

@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod cli;
 pub mod common;
 pub mod config;
+pub mod connectors;
 pub mod embedded;
 pub mod examples;
 pub mod graph;

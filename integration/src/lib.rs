@@ -5,6 +5,7 @@
 //! builds it first), found through `SLUICE_BIN` or the cargo target directory.
 
 pub mod dfs;
+pub mod kafka;
 pub mod yarn;
 
 use std::collections::BTreeMap;

@@ -50,6 +50,8 @@ pub struct SourceContext<'a, T> {
     pub(crate) batch: Vec<T>,
     /// A triggered checkpoint the source has not yet reached a snapshot point for.
     pub(crate) pending: Option<Arc<CheckpointBarrier>>,
+    /// The latest checkpoint that completed since the source last asked.
+    completed: Option<u64>,
 }
 
 impl<'a, T> SourceContext<'a, T> {
@@ -64,6 +66,7 @@ impl<'a, T> SourceContext<'a, T> {
             hooks,
             batch: Vec::with_capacity(SOURCE_BATCH),
             pending: None,
+            completed: None,
         }
     }
 
@@ -104,7 +107,10 @@ impl<'a, T> SourceContext<'a, T> {
                 }
                 Ok(())
             }
-            TaskControl::Complete(id) => self.out.checkpoint_complete(id),
+            TaskControl::Complete(id) => {
+                self.completed = self.completed.max(Some(id));
+                self.out.checkpoint_complete(id)
+            }
             TaskControl::Aborted(id) => {
                 tracing::debug!(checkpoint = id, "checkpoint aborted");
                 Ok(())
@@ -115,6 +121,19 @@ impl<'a, T> SourceContext<'a, T> {
     /// Whether a checkpoint waits for this source to call [`SourceContext::snapshot_point`].
     pub fn checkpoint_pending(&self) -> bool {
         self.pending.is_some()
+    }
+
+    /// The id of the checkpoint waiting for [`SourceContext::snapshot_point`], if any (a source
+    /// that commits something when that checkpoint completes keeps it under this id).
+    pub fn pending_checkpoint_id(&self) -> Option<u64> {
+        self.pending.as_ref().map(|b| b.id())
+    }
+
+    /// The latest checkpoint that completed since the last call (Flink's
+    /// `notifyCheckpointComplete` for sources): a source commits what that checkpoint took,
+    /// e.g. Kafka offsets to the consumer group. Earlier completions are subsumed by it.
+    pub fn take_completed_checkpoint(&mut self) -> Option<u64> {
+        self.completed.take()
     }
 
     /// A point between two records where the source's position is consistent: if a checkpoint

@@ -2,6 +2,7 @@
 //! that maps a job's name to the code that builds it.
 
 mod counting;
+mod kafka_wordcount;
 mod shuffle;
 mod stream_sum;
 mod wordcount;
@@ -23,14 +24,15 @@ pub use counting::{CountingReport, check_counting, check_counting_dir};
 /// The bundled programs, as a registry to give a JobManager or TaskManager.
 pub fn bundled() -> ProgramRegistry {
     let mut registry = ProgramRegistry::new();
-    let programs: [Arc<dyn JobProgram>; 4] = [
+    let programs: [Arc<dyn JobProgram>; 5] = [
         Arc::new(wordcount::WordCount),
         Arc::new(stream_sum::StreamSum),
         Arc::new(counting::Counting),
         Arc::new(shuffle::Shuffle),
+        Arc::new(kafka_wordcount::KafkaWordCount),
     ];
     for program in programs {
-        // The four names differ.
+        // The names differ.
         let _ = registry.register(program);
     }
     registry

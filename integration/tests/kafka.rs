@@ -1,0 +1,232 @@
+//! The Kafka connector against a real broker (scripts/kafka.sh, one per test binary): the
+//! source reads every record exactly once through a savepoint and a rescaled restart, bounded
+//! mode ends the job, a missing topic or an unreachable broker fails the job naming it, and the
+//! sink writes what the job produced (read back with a consumer).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use sluice_integration::kafka::{Broker, broker};
+use sluice_integration::{StandaloneCluster, free_port, reference_counts, wait_for};
+
+fn config(checkpoints: &Path, restarts: bool) -> String {
+    let restart = if restarts {
+        "restart-strategy.type: fixed-delay\nrestart-strategy.fixed-delay.attempts: 5\nrestart-strategy.fixed-delay.delay: 200 ms\n"
+    } else {
+        "restart-strategy.type: none\n"
+    };
+    format!(
+        "execution.checkpointing.interval: 1 s\nexecution.checkpointing.dir: {}\n{restart}",
+        checkpoints.display()
+    )
+}
+
+/// `n` lines of words from a small vocabulary, numbered from `first` so batches differ.
+fn lines(first: usize, n: usize) -> Vec<(String, String)> {
+    const WORDS: [&str; 7] = [
+        "kafka", "flink", "sluice", "stream", "offset", "topic", "barrier",
+    ];
+    (first..first + n)
+        .map(|i| {
+            let line = (0..1 + i % 5)
+                .map(|j| WORDS[(i * 3 + j * 5) % WORDS.len()])
+                .collect::<Vec<_>>()
+                .join(" ");
+            (format!("k{i}"), line)
+        })
+        .collect()
+}
+
+/// The latest count per word the job wrote: the largest (counts only grow), and whether any
+/// word's count was written out of order within its partition.
+fn output_counts(broker: &Broker, topic: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for (_, key, value) in broker.read_all(topic, false) {
+        let (word, count) = value.rsplit_once(' ').expect("'word count'");
+        assert_eq!(word, key, "the record's key is its word");
+        let count: u64 = count.parse().expect("a count");
+        let c = counts.entry(word.to_string()).or_insert(0);
+        *c = (*c).max(count);
+    }
+    counts
+}
+
+fn text_of(batches: &[&[(String, String)]]) -> String {
+    batches
+        .iter()
+        .flat_map(|b| b.iter().map(|(_, line)| format!("{line}\n")))
+        .collect()
+}
+
+fn wordcount_args(
+    p: u32,
+    broker: &Broker,
+    input: &str,
+    output: &str,
+    group: &str,
+    extra: &[&str],
+) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "-p",
+        &p.to_string(),
+        "kafka-wordcount",
+        "--bootstrap-servers",
+        &broker.bootstrap,
+        "--input-topic",
+        input,
+        "--output-topic",
+        output,
+        "--group-id",
+        group,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+#[test]
+fn the_source_reads_every_record_once_through_a_savepoint_and_a_rescaled_restart() {
+    let broker = broker();
+    let (input, output, group) = ("wc-in", "wc-out", "wc-group");
+    broker.create_topic(input, 5);
+    broker.create_topic(output, 2);
+    let scratch = tempfile::tempdir().expect("scratch");
+    let cluster = StandaloneCluster::start(2, 2, &config(&scratch.path().join("chk"), true));
+    let (a, b, c) = (lines(0, 400), lines(400, 300), lines(700, 300));
+    broker.produce(input, None, &a);
+    let id = cluster.submit_args(&wordcount_args(2, broker, input, output, group, &[]));
+    wait_for(Duration::from_secs(60), "two completed checkpoints", || {
+        (cluster.completed_checkpoints(&id) >= 2).then_some(())
+    });
+    // More input while the job runs, then a stop with a savepoint.
+    broker.produce(input, None, &b);
+    let expected_ab = reference_counts(&text_of(&[&a, &b]));
+    wait_for(
+        Duration::from_secs(60),
+        "the counts of the first two batches",
+        || (output_counts(broker, output) == expected_ab).then_some(()),
+    );
+    // The group's committed offsets follow the completed checkpoints: soon all of a and b.
+    wait_for(
+        Duration::from_secs(30),
+        "offsets committed to the group",
+        || {
+            let committed: i64 = broker.committed(group, input, 5).values().sum();
+            (committed == (a.len() + b.len()) as i64).then_some(())
+        },
+    );
+    let savepoint = cluster.cli_savepoint(&[
+        "stop",
+        "-m",
+        &cluster.rest(),
+        "-p",
+        &scratch.path().join("sp").display().to_string(),
+        &id,
+    ]);
+    cluster.wait_state(&id, "FINISHED", Duration::from_secs(30));
+    // Input while the job is stopped; the restored offsets win over "latest", at parallelism 3.
+    broker.produce(input, None, &c);
+    let mut args = vec!["-s".to_string(), savepoint];
+    args.extend(wordcount_args(
+        3,
+        broker,
+        input,
+        output,
+        group,
+        &["--starting-offsets", "latest"],
+    ));
+    let id2 = cluster.submit_args(&args);
+    let expected = reference_counts(&text_of(&[&a, &b, &c]));
+    wait_for(
+        Duration::from_secs(90),
+        "the counts of all three batches",
+        || {
+            let got = output_counts(broker, output);
+            // A record read twice would push a count past the reference: never wait for that.
+            for (word, count) in &got {
+                assert!(
+                    *count <= expected[word],
+                    "'{word}' counted {count} times, {} expected: a record was read twice",
+                    expected[word]
+                );
+            }
+            (got == expected).then_some(())
+        },
+    );
+    cluster.cli(&["cancel", "-m", &cluster.rest(), &id2]);
+}
+
+#[test]
+fn bounded_mode_ends_the_job_at_the_end_offsets_of_its_start() {
+    let broker = broker();
+    let (input, output) = ("bounded-in", "bounded-out");
+    broker.create_topic(input, 3);
+    broker.create_topic(output, 1);
+    let batch = lines(0, 500);
+    broker.produce(input, None, &batch);
+    let scratch = tempfile::tempdir().expect("scratch");
+    let cluster = StandaloneCluster::start(1, 4, &config(&scratch.path().join("chk"), false));
+    // Parallelism 4 over 3 partitions: one subtask has none and must end too. The input topic
+    // is found by a pattern (`--input-pattern` replaces `--input-topic`).
+    let id = cluster.submit_args(&wordcount_args(
+        4,
+        broker,
+        "unused",
+        output,
+        "bounded-group",
+        &["--bounded", "--input-pattern", "bounded-i.*"],
+    ));
+    cluster.wait_state(&id, "FINISHED", Duration::from_secs(90));
+    assert_eq!(
+        output_counts(broker, output),
+        reference_counts(&text_of(&[&batch]))
+    );
+}
+
+/// The job's root exception (waits for the job to fail).
+fn failure_of(cluster: &StandaloneCluster, args: &[String]) -> String {
+    let id = cluster.submit_args(args);
+    cluster.wait_state(&id, "FAILED", Duration::from_secs(90));
+    let exceptions = cluster
+        .get(&format!("/jobs/{id}/exceptions"))
+        .expect("exceptions");
+    exceptions.to_string()
+}
+
+#[test]
+fn a_missing_topic_or_an_unreachable_broker_fails_the_job_naming_it() {
+    let broker = broker();
+    broker.create_topic("present-out", 1);
+    let scratch = tempfile::tempdir().expect("scratch");
+    let cluster = StandaloneCluster::start(1, 2, &config(&scratch.path().join("chk"), false));
+    let missing = failure_of(
+        &cluster,
+        &wordcount_args(
+            1,
+            broker,
+            "no-such-topic",
+            "present-out",
+            "g",
+            &["--bounded"],
+        ),
+    );
+    assert!(
+        missing.contains("no-such-topic") && missing.contains(&broker.bootstrap),
+        "{missing}"
+    );
+    let down = Broker {
+        dir: scratch.path().to_path_buf(),
+        bootstrap: format!("127.0.0.1:{}", free_port()),
+    };
+    let unreachable = failure_of(
+        &cluster,
+        &wordcount_args(1, &down, "some-topic", "present-out", "g", &["--bounded"]),
+    );
+    assert!(
+        unreachable.contains(&down.bootstrap) && unreachable.contains("some-topic"),
+        "{unreachable}"
+    );
+}
