@@ -2,6 +2,7 @@
 //! that maps a job's name to the code that builds it.
 
 mod counting;
+mod latency;
 mod shuffle;
 mod stream_sum;
 mod wordcount;
@@ -19,18 +20,20 @@ pub fn wordcount_tokens(line: &str) -> Vec<String> {
 }
 
 pub use counting::{CountingReport, check_counting, check_counting_dir};
+pub use latency::{LatencyHistogram, warmup_records};
 
 /// The bundled programs, as a registry to give a JobManager or TaskManager.
 pub fn bundled() -> ProgramRegistry {
     let mut registry = ProgramRegistry::new();
-    let programs: [Arc<dyn JobProgram>; 4] = [
+    let programs: [Arc<dyn JobProgram>; 5] = [
         Arc::new(wordcount::WordCount),
         Arc::new(stream_sum::StreamSum),
         Arc::new(counting::Counting),
         Arc::new(shuffle::Shuffle),
+        Arc::new(latency::Latency),
     ];
     for program in programs {
-        // The four names differ.
+        // The five names differ.
         let _ = registry.register(program);
     }
     registry
@@ -135,6 +138,7 @@ mod tests {
                 "counting" => ["--records", "10", "--keys", "2", "--output", "/tmp/out"]
                     .map(String::from)
                     .to_vec(),
+                "latency" => ["--output", "/tmp/out"].map(String::from).to_vec(),
                 _ => Vec::new(),
             };
             let name = p.build(&env, &args).unwrap();
