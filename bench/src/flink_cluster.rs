@@ -179,10 +179,9 @@ impl FlinkCluster {
             if !resp.status().is_success() {
                 bail!("{url}: {}", resp.status());
             }
-            Ok(resp
-                .json()
+            resp.json()
                 .await
-                .with_context(|| format!("JSON from {url}"))?)
+                .with_context(|| format!("JSON from {url}"))
         })
     }
 
@@ -319,20 +318,23 @@ impl Clusters<'_> {
 }
 
 /// `sluice-bench flink-cluster`: both clusters, `runs` short-and-long pairs on each, the table.
-pub fn run(sluice: &Path, runs: usize, quick: bool) -> Result<()> {
+/// `set` holds configuration lines for sluice's cluster (`--set`).
+pub fn run(sluice: &Path, runs: usize, quick: bool, set: &[String]) -> Result<()> {
     let jar = build_jar(&project_dir())?;
     let sluice: PathBuf = std::fs::canonicalize(sluice).unwrap_or_else(|_| sluice.to_path_buf());
     let load = procs::load_average().unwrap_or(f64::NAN);
     let started = Instant::now();
     eprintln!("sluice-bench flink-cluster: starting a sluice and a Flink standalone cluster...");
     let mut clusters = Clusters {
-        sluice: Cluster::start(&sluice, 2, "")?,
+        sluice: Cluster::start(&sluice, 2, &set.join("\n"))?,
         flink: FlinkCluster::start(&jar)?,
         jar: &jar,
     };
-    // One job on each first: the JVM's classes and the clusters' first deployment.
-    clusters.shuffle(Engine::Sluice, 100_000)?;
-    clusters.shuffle(Engine::Flink, 100_000)?;
+    // One short run on each first, not counted: the clusters' first deployment, and the JVMs'
+    // JIT compilers, which are still at work after a job of 100 000 records.
+    for engine in [Engine::Sluice, Engine::Flink] {
+        clusters.shuffle(engine, engine.sizes(quick)[0])?;
+    }
     let mut by_engine = [Vec::new(), Vec::new()];
     for run in 1..=runs {
         let mut order = [Engine::Sluice, Engine::Flink];
@@ -349,6 +351,15 @@ pub fn run(sluice: &Path, runs: usize, quick: bool) -> Result<()> {
         if quick { "quick" } else { "full" },
         procs::load_average().unwrap_or(f64::NAN),
         started.elapsed().as_secs_f64()
+    );
+    println!();
+    println!(
+        "sluice's configuration: the defaults with loopback addresses, free ports, one slot per TaskManager and a cluster secret{}.",
+        if set.is_empty() {
+            String::new()
+        } else {
+            format!("; and {}", set.join(", "))
+        }
     );
     if quick {
         println!();

@@ -142,7 +142,13 @@ impl Bench<'_> {
         let trace = procs::cpu_trace(child.pid());
         let cpu = child.wait_cpu(Duration::from_secs(600));
         let wall = started.elapsed().as_secs_f64();
-        let trace = trace.finish();
+        let mut trace = trace.finish();
+        // The process is gone: its last point is the exit with the total `wait4` reports (the
+        // sampler cannot read a reaped process, and the last records may follow its last
+        // sample by up to 50 ms).
+        if let Ok(total) = &cpu {
+            trace.push((now_nanos(), *total));
+        }
         let cpu = cpu.map_err(|e| {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
@@ -202,6 +208,13 @@ impl Bench<'_> {
         std::fs::remove_dir_all(&out).ok();
         Ok(m)
     }
+}
+
+/// The wall clock in nanoseconds since the Unix epoch, as the jobs stamp records.
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Nanoseconds as milliseconds, with three decimals.

@@ -145,7 +145,9 @@ enum Sub {
     },
     /// The key_by exchange between two TaskManager processes: `shuffle` on a standalone
     /// cluster of sluice and one of Flink 2.3.0 (JobManager + 2 TaskManagers of one slot each):
-    /// steady-state records/s and records per CPU second of the three processes.
+    /// steady-state records/s and records per CPU second of the three processes. `--set`
+    /// configures sluice's cluster (e.g. `taskmanager.network.quic.max-mtu: 65000`, loopback's
+    /// MTU).
     FlinkCluster {
         /// Short-and-long run pairs per engine (default 3; 1 with `--quick`).
         #[arg(long)]
@@ -284,11 +286,8 @@ fn main() -> std::process::ExitCode {
             flink::run(&bin, jobs, runs, cli.quick)
         }),
         Some(Sub::FlinkCluster { runs }) => sluice_bin(&cli).and_then(|bin| {
-            flink_cluster::run(
-                &bin,
-                runs.unwrap_or(if cli.quick { 1 } else { 3 }),
-                cli.quick,
-            )
+            let runs = runs.unwrap_or(if cli.quick { 1 } else { 3 });
+            flink_cluster::run(&bin, runs, cli.quick, &cli.set)
         }),
         Some(Sub::Latency {
             ref rates,
