@@ -20,7 +20,7 @@ use anyhow::{Context, Result, bail};
 use crate::{Stat, procs};
 
 /// The Maven project of the Flink jobs.
-fn project_dir() -> PathBuf {
+pub(crate) fn project_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("flink")
 }
 
@@ -28,7 +28,7 @@ fn project_dir() -> PathBuf {
 const TEXT: &str = include_str!("../../engine/src/examples/hamlet.txt");
 
 /// What a Flink job needs on its command line besides `java`.
-const JAVA_OPTIONS: &[&str] = &[
+pub(crate) const JAVA_OPTIONS: &[&str] = &[
     // Flink's serializers and its RocksDB and network code reach into the JDK's internals,
     // which Java 17 closes by default (flink-dist's config.yaml opens the same ones).
     "--add-opens=java.base/java.util=ALL-UNNAMED",
@@ -94,13 +94,13 @@ impl Engine {
 }
 
 /// The built Flink jobs: the jar and the classpath of its dependencies.
-struct FlinkJar {
+pub(crate) struct FlinkJar {
     jar: PathBuf,
     classpath: String,
 }
 
 impl FlinkJar {
-    fn classpath(&self) -> String {
+    pub(crate) fn classpath(&self) -> String {
         format!("{}:{}", self.jar.display(), self.classpath)
     }
 }
@@ -119,7 +119,7 @@ fn newest(path: &Path) -> Result<SystemTime> {
 
 /// Builds the Flink jobs with Maven unless the jar is newer than the POM and the sources:
 /// offline first (`mvn -o`, enough once the local repository holds Flink), online otherwise.
-fn build_jar(dir: &Path) -> Result<FlinkJar> {
+pub(crate) fn build_jar(dir: &Path) -> Result<FlinkJar> {
     let jar = dir.join("target/sluice-bench-flink-0.1.0.jar");
     let classpath = dir.join("target/classpath.txt");
     let sources = newest(&dir.join("pom.xml"))?.max(newest(&dir.join("src"))?);
@@ -157,7 +157,7 @@ fn build_jar(dir: &Path) -> Result<FlinkJar> {
 }
 
 /// The java launcher: `$JAVA_HOME/bin/java`, else `java` on the PATH.
-fn java() -> PathBuf {
+pub(crate) fn java() -> PathBuf {
     std::env::var_os("JAVA_HOME")
         .map(|home| PathBuf::from(home).join("bin/java"))
         .filter(|p| p.is_file())
@@ -175,26 +175,26 @@ struct Bench<'a> {
 
 /// One process: its wall time from start to exit and the CPU it used.
 #[derive(Clone, Copy, Debug)]
-struct Usage {
-    wall: f64,
-    cpu: f64,
+pub(crate) struct Usage {
+    pub(crate) wall: f64,
+    pub(crate) cpu: f64,
 }
 
 /// A short and a long run of one job on one engine, and what follows from them.
 #[derive(Clone, Copy, Debug)]
-struct Steady {
+pub(crate) struct Steady {
     /// Records per second between the two runs.
-    rate: f64,
+    pub(crate) rate: f64,
     /// Records per CPU second between the two runs.
-    per_cpu: f64,
+    pub(crate) per_cpu: f64,
     /// The short run's wall time less its records at the steady rate.
-    startup_wall: f64,
+    pub(crate) startup_wall: f64,
     /// The same for CPU time.
-    startup_cpu: f64,
+    pub(crate) startup_cpu: f64,
 }
 
 impl Steady {
-    fn of(records: [u64; 2], usage: [Usage; 2]) -> Steady {
+    pub(crate) fn of(records: [u64; 2], usage: [Usage; 2]) -> Steady {
         let n = records[1].saturating_sub(records[0]) as f64;
         let rate = n / (usage[1].wall - usage[0].wall);
         let per_cpu = n / (usage[1].cpu - usage[0].cpu);

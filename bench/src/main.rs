@@ -7,7 +7,9 @@
 //! `cargo run -p sluice-bench -- [--quick]`; `cargo run -p sluice-bench -- state [--quick]` measures
 //! the keyed-state backends alone (see `state.rs`); `hostile` what strangers on the network cost
 //! a JobManager and a TaskManager (see `hostile.rs`); `flink` sluice beside Apache Flink on the
-//! same jobs (see `flink.rs`). Nothing here asserts on time: it prints
+//! same jobs (see `flink.rs`); `latency` the end-to-end latency of both (see `latency.rs`);
+//! `flink-cluster` the exchange between two TaskManagers of both (see `flink_cluster.rs`).
+//! Nothing here asserts on time: it prints
 //! numbers.
 
 mod ab;
@@ -16,7 +18,9 @@ mod checkpoints;
 mod cluster;
 mod control;
 mod flink;
+mod flink_cluster;
 mod hostile;
+mod latency;
 mod metrics;
 mod procs;
 mod state;
@@ -143,6 +147,40 @@ enum Sub {
         #[arg(long, value_enum, value_delimiter = ',')]
         jobs: Vec<flink::Job>,
     },
+    /// The key_by exchange between two TaskManager processes: `shuffle` on a standalone
+    /// cluster of sluice and one of Flink 2.3.0 (JobManager + 2 TaskManagers of one slot each):
+    /// steady-state records/s and records per CPU second of the three processes. `--set`
+    /// configures sluice's cluster (e.g. `taskmanager.network.quic.max-mtu: 65000`, loopback's
+    /// MTU).
+    FlinkCluster {
+        /// Short-and-long run pairs per engine (default 3; 1 with `--quick`).
+        #[arg(long)]
+        runs: Option<usize>,
+    },
+    /// End-to-end latency (source stamp to sink) of a paced stream-sum on sluice and on Flink
+    /// 2.3.0 at parallelism 2, at each rate and buffer timeout: p50, p99, p99.9, max, CPU.
+    Latency {
+        /// Records per second over both sources; comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "10000,1000000")]
+        rates: Vec<u64>,
+        /// `execution.buffer-timeout` values in ms (0: flush after every record); comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "100,0")]
+        timeouts: Vec<u64>,
+        /// Seconds of counted records per run (default 10; 1 with `--quick`).
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// Records scheduled in the first this many ms are not counted (default 2000; 500 with
+        /// `--quick`).
+        #[arg(long)]
+        warmup_ms: Option<u64>,
+        /// Runs of every rate and timeout on each engine.
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+        /// A sluice setting `KEY=VALUE` for an extra row of sluice with it (as `-D`), e.g.
+        /// `taskmanager.threads.scheduling-policy=normal`; repeatable.
+        #[arg(long, value_name = "KEY=VALUE")]
+        variant: Vec<String>,
+    },
     /// The stand-in TaskManagers of `control` (the harness starts them).
     #[command(hide = true)]
     StandIns {
@@ -251,6 +289,28 @@ fn main() -> std::process::ExitCode {
             let jobs = if jobs.is_empty() { &all[..] } else { jobs };
             let runs = runs.unwrap_or(if cli.quick { 1 } else { 3 });
             flink::run(&bin, jobs, runs, cli.quick)
+        }),
+        Some(Sub::FlinkCluster { runs }) => sluice_bin(&cli).and_then(|bin| {
+            let runs = runs.unwrap_or(if cli.quick { 1 } else { 3 });
+            flink_cluster::run(&bin, runs, cli.quick, &cli.set)
+        }),
+        Some(Sub::Latency {
+            ref rates,
+            ref timeouts,
+            seconds,
+            warmup_ms,
+            runs,
+            ref variant,
+        }) => sluice_bin(&cli).and_then(|bin| {
+            let plan = latency::Plan {
+                rates: rates.clone(),
+                timeouts_ms: timeouts.clone(),
+                seconds: seconds.unwrap_or(if cli.quick { 1.0 } else { 10.0 }),
+                warmup_ms: warmup_ms.unwrap_or(if cli.quick { 500 } else { 2000 }),
+                runs,
+                variants: variant.clone(),
+            };
+            latency::run(&bin, &plan)
         }),
         Some(Sub::StandIns {
             jobmanager,

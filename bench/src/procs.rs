@@ -307,6 +307,25 @@ pub fn peak_rss(pids: Vec<u32>) -> Sampler<HashMap<u32, u64>> {
     )
 }
 
+/// Samples the CPU seconds of `pid` (user + system, all its threads) every 50 ms, with the wall
+/// clock in nanoseconds since the Unix epoch: `(time, cpu)` pairs, for the CPU a process used
+/// between two moments another process stamped.
+pub fn cpu_trace(pid: u32) -> Sampler<Vec<(u64, f64)>> {
+    Sampler::start(
+        Duration::from_millis(50),
+        Vec::new(),
+        move |trace: &mut Vec<(u64, f64)>| {
+            if let Ok(cpu) = cpu_seconds(pid) {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64);
+                trace.push((now, cpu));
+            }
+        },
+        |trace| trace,
+    )
+}
+
 /// The 1-minute load average.
 pub fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")

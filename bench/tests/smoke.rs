@@ -63,3 +63,57 @@ fn flink_quick_run_prints_the_tables() {
         assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
     }
 }
+
+/// `sluice-bench latency --quick` (about a minute), only when `SLUICE_BENCH_FLINK=1`, as above:
+/// both engines at both rates and buffer timeouts, every record accounted for (the harness
+/// fails otherwise), and the table printed.
+#[test]
+fn latency_quick_run_prints_the_table() {
+    if std::env::var("SLUICE_BENCH_FLINK").as_deref() != Ok("1") {
+        println!("skipped: set SLUICE_BENCH_FLINK=1 to run `sluice-bench latency --quick`");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice-bench"))
+        .args(["latency", "--quick"])
+        .output()
+        .expect("run sluice-bench latency");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "sluice-bench latency --quick failed:\n{stderr}"
+    );
+    for expected in [
+        "| sluice | 10000 | 100 ms |",
+        "| Flink 2.3.0 | 10000 | 0 ms |",
+        "| sluice | 1000000 | 0 ms |",
+        "| Flink 2.3.0 | 1000000 | 100 ms |",
+    ] {
+        assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
+    }
+}
+
+/// `sluice-bench flink-cluster --quick` (about a minute), only when `SLUICE_BENCH_FLINK=1`: a
+/// sluice and a Flink standalone cluster of three processes each run the shuffle.
+#[test]
+fn flink_cluster_quick_run_prints_the_table() {
+    if std::env::var("SLUICE_BENCH_FLINK").as_deref() != Ok("1") {
+        println!("skipped: set SLUICE_BENCH_FLINK=1 to run `sluice-bench flink-cluster --quick`");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice-bench"))
+        .args(["flink-cluster", "--quick"])
+        .output()
+        .expect("run sluice-bench flink-cluster");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "sluice-bench flink-cluster --quick failed:\n{stderr}"
+    );
+    for expected in ["| sluice |", "| Flink 2.3.0 |", "sluice / Flink"] {
+        assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
+    }
+}

@@ -282,7 +282,7 @@ impl StreamExecutionEnvironment {
     }
 
     /// Records a file the job's built-in source or sink `operator` uses.
-    fn uses_file(&self, operator: &str, path: &std::path::Path, writes: bool) {
+    pub(crate) fn uses_file(&self, operator: &str, path: &std::path::Path, writes: bool) {
         self.graph.borrow_mut().files.push(super::JobFile {
             operator: operator.to_string(),
             path: path.to_path_buf(),

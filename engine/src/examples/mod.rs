@@ -3,6 +3,7 @@
 
 mod counting;
 mod kafka_wordcount;
+mod latency;
 mod shuffle;
 mod stream_sum;
 mod wordcount;
@@ -20,16 +21,18 @@ pub fn wordcount_tokens(line: &str) -> Vec<String> {
 }
 
 pub use counting::{CountingReport, check_counting, check_counting_dir};
+pub use latency::{LatencyHistogram, warmup_records};
 
 /// The bundled programs, as a registry to give a JobManager or TaskManager.
 pub fn bundled() -> ProgramRegistry {
     let mut registry = ProgramRegistry::new();
-    let programs: [Arc<dyn JobProgram>; 5] = [
+    let programs: [Arc<dyn JobProgram>; 6] = [
         Arc::new(wordcount::WordCount),
         Arc::new(stream_sum::StreamSum),
         Arc::new(counting::Counting),
         Arc::new(shuffle::Shuffle),
         Arc::new(kafka_wordcount::KafkaWordCount),
+        Arc::new(latency::Latency),
     ];
     for program in programs {
         // The names differ.
@@ -137,6 +140,7 @@ mod tests {
                 "counting" => ["--records", "10", "--keys", "2", "--output", "/tmp/out"]
                     .map(String::from)
                     .to_vec(),
+                "latency" => ["--output", "/tmp/out"].map(String::from).to_vec(),
                 _ => Vec::new(),
             };
             let name = p.build(&env, &args).unwrap();
