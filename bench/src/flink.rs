@@ -180,6 +180,23 @@ pub(crate) struct Usage {
     pub(crate) cpu: f64,
 }
 
+/// The cells of a table row for one engine's steady-state runs: its name, records/s and
+/// records per CPU second (medians and ranges, millions), and its start-up wall and CPU time.
+pub(crate) fn steady_row(engine: &str, runs: &[Steady]) -> String {
+    let rate = Stat::by(runs, |s| s.rate / 1e6);
+    let per_cpu = Stat::by(runs, |s| s.per_cpu / 1e6);
+    format!(
+        "{} | {:.2} | {} | {:.2} | {} | {:.2} | {:.2} |",
+        engine,
+        rate.median,
+        rate.range(2),
+        per_cpu.median,
+        per_cpu.range(2),
+        Stat::by(runs, |s| s.startup_wall).median,
+        Stat::by(runs, |s| s.startup_cpu).median
+    )
+}
+
 /// A short and a long run of one job on one engine, and what follows from them.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Steady {
@@ -420,19 +437,10 @@ pub fn run(sluice: &Path, jobs: &[Job], runs: usize, quick: bool) -> Result<()> 
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
     for (job, by_engine) in &results {
         for engine in [Engine::Sluice, Engine::Flink] {
-            let runs = &by_engine[engine as usize];
-            let rate = Stat::by(runs, |s| s.rate / 1e6);
-            let per_cpu = Stat::by(runs, |s| s.per_cpu / 1e6);
             println!(
-                "| {} | {} | {:.2} | {} | {:.2} | {} | {:.2} | {:.2} |",
+                "| {} | {}",
                 job.label(),
-                engine.name(),
-                rate.median,
-                rate.range(2),
-                per_cpu.median,
-                per_cpu.range(2),
-                Stat::by(runs, |s| s.startup_wall).median,
-                Stat::by(runs, |s| s.startup_cpu).median
+                steady_row(engine.name(), &by_engine[engine as usize])
             );
         }
     }

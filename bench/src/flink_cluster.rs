@@ -26,7 +26,9 @@ use serde_json::Value;
 
 use crate::Stat;
 use crate::cluster::{Cluster, JobDetails};
-use crate::flink::{FlinkJar, JAVA_OPTIONS, Steady, Usage, build_jar, java, project_dir};
+use crate::flink::{
+    FlinkJar, JAVA_OPTIONS, Steady, Usage, build_jar, java, project_dir, steady_row,
+};
 use crate::procs::{self, Child};
 
 /// A free TCP port on loopback.
@@ -377,18 +379,9 @@ pub fn run(sluice: &Path, runs: usize, quick: bool, set: &[String]) -> Result<()
     );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for engine in [Engine::Sluice, Engine::Flink] {
-        let runs = &by_engine[engine as usize];
-        let rate = Stat::by(runs, |s| s.rate / 1e6);
-        let per_cpu = Stat::by(runs, |s| s.per_cpu / 1e6);
         println!(
-            "| {} | {:.2} | {} | {:.2} | {} | {:.2} | {:.2} |",
-            engine.name(),
-            rate.median,
-            rate.range(2),
-            per_cpu.median,
-            per_cpu.range(2),
-            Stat::by(runs, |s| s.startup_wall).median,
-            Stat::by(runs, |s| s.startup_cpu).median
+            "| {}",
+            steady_row(engine.name(), &by_engine[engine as usize])
         );
     }
     let [s, f] = &by_engine;

@@ -161,16 +161,26 @@ impl RecordWriter {
         self.counters
             .bytes_out
             .fetch_add(bytes as u64, Ordering::Relaxed);
-        let memory = std::mem::take(&mut self.buffers[channel]);
-        self.send(
+        let memory = Buffer::pooled(
+            std::mem::take(&mut self.buffers[channel]),
+            self.pool.clone(),
+        );
+        self.ship(
             channel,
             NetBuffer::Batch(LocalBatch {
                 records,
                 count,
                 bytes,
-                _memory: Buffer::pooled(memory, self.pool.clone()),
+                _memory: memory,
             }),
-        )?;
+        )
+    }
+
+    /// Sends what `channel`'s buffer became (the buffer itself, or the memory of a typed
+    /// batch) and takes the channel's next buffer from the pool, waiting while all are lent out
+    /// (backpressure).
+    fn ship(&mut self, channel: usize, item: NetBuffer) -> Result<(), TaskError> {
+        self.send(channel, item)?;
         let (next, waited) = self
             .pool
             .take_within(&self.cancelled)
@@ -268,16 +278,8 @@ impl RecordWriter {
         self.counters
             .bytes_out
             .fetch_add(full.len() as u64, Ordering::Relaxed);
-        self.send(
-            channel,
-            NetBuffer::Data(Buffer::pooled(full, self.pool.clone())),
-        )?;
-        let (next, waited) = self
-            .pool
-            .take_within(&self.cancelled)
-            .ok_or(TaskError::Cancelled)?;
-        self.buffers[channel] = next;
-        self.count_back_pressure(waited);
+        let shipped = Buffer::pooled(full, self.pool.clone());
+        self.ship(channel, NetBuffer::Data(shipped))?;
         self.refresh_typed(channel);
         Ok(())
     }
