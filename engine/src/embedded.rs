@@ -41,16 +41,26 @@ impl EmbeddedCluster {
 
     /// Starts a cluster with `taskmanagers` TaskManagers of `slots` slots each.
     pub async fn start_with(
+        config: Config,
+        taskmanagers: u32,
+        slots: u32,
+    ) -> Result<EmbeddedCluster> {
+        Self::start_running(config, taskmanagers, slots, crate::examples::bundled()).await
+    }
+
+    /// Starts a cluster that knows the programs of `programs`.
+    pub(crate) async fn start_running(
         mut config: Config,
         taskmanagers: u32,
         slots: u32,
+        programs: crate::api::ProgramRegistry,
     ) -> Result<EmbeddedCluster> {
         for (key, value) in Self::LOOPBACK {
             config.set(key, value)?;
         }
         config.set("taskmanager.numberOfTaskSlots", &slots.max(1).to_string())?;
         let secret = ClusterSecret::random();
-        let programs = Arc::new(crate::examples::bundled());
+        let programs = Arc::new(programs);
         let jobmanager =
             crate::rest::start_jobmanager(config.clone(), secret.clone(), programs.clone()).await?;
         let mut tms = Vec::new();
@@ -358,6 +368,131 @@ mod tests {
         shared.cancel(job).unwrap();
         assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Canceled);
         assert_eq!(shared.view().resources().free_slots(), 2);
+    }
+}
+
+#[cfg(test)]
+mod event_time {
+    use super::*;
+    use crate::api::{JobProgram, ProgramRegistry, StreamExecutionEnvironment, WatermarkStrategy};
+    use crate::rpc::messages::ProgramSpec;
+
+    /// Numbers whose event time is their value in ms, up to 40 ms out of order, through an
+    /// exchange by key.
+    struct OutOfOrder;
+
+    impl JobProgram for OutOfOrder {
+        fn name(&self) -> &str {
+            "out-of-order"
+        }
+        fn description(&self) -> &str {
+            "numbers with event times, out of order, keyed"
+        }
+        fn usage(&self) -> &str {
+            ""
+        }
+        fn build(&self, env: &StreamExecutionEnvironment, _: &[String]) -> Result<String, String> {
+            // Every 8th number comes 40 ms late.
+            env.generate(4_000, |i| if i % 8 == 0 { i.saturating_sub(40) } else { i })
+                .assign_timestamps_and_watermarks(
+                    WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(50))
+                        .with_timestamp_assigner(|n: &u64, _| *n as i64),
+                )
+                .map(|n| (n % 4, n))
+                .key_by(|pair: &(u64, u64)| pair.0)
+                .reduce(|a, b| (a.0, a.1.max(b.1)))
+                .discard();
+            Ok("out of order".into())
+        }
+    }
+
+    /// The per-subtask input watermarks of vertex `v`, as the JobManager last heard them.
+    fn input_watermarks(
+        cluster: &EmbeddedCluster,
+        job: crate::common::ids::JobId,
+        v: u32,
+    ) -> Vec<i64> {
+        cluster
+            .jobmanager
+            .shared
+            .metrics()
+            .subtasks(job, v)
+            .into_iter()
+            .map(|(_, m)| m.latest().current_input_watermark)
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn watermarks_cross_the_exchange_between_taskmanagers_and_advance() {
+        let mut programs = ProgramRegistry::new();
+        programs.register(Arc::new(OutOfOrder)).unwrap();
+        let mut config = Config::default();
+        config.set("heartbeat.interval", "200 ms").unwrap();
+        let cluster = EmbeddedCluster::start_running(config, 2, 1, programs)
+            .await
+            .unwrap();
+        let shared = &cluster.jobmanager.shared;
+        let job = shared
+            .submit(
+                ProgramSpec {
+                    name: "out-of-order".into(),
+                    args: vec![],
+                },
+                Some(2),
+                &[],
+                None,
+            )
+            .await
+            .unwrap();
+        // Vertex 1 (the keyed reduce) reads both sources' subtasks, one of them over QUIC from
+        // the other TaskManager: its input watermark is the least of theirs.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = Vec::new();
+        loop {
+            let marks = input_watermarks(&cluster, job, 1);
+            assert!(
+                Instant::now() < deadline,
+                "watermarks did not advance: {marks:?}"
+            );
+            if marks.len() == 2 && marks.iter().all(|&w| w > 1_000) {
+                seen.push(marks);
+                if seen.len() >= 2 {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        // They only move forward, and never past what the sources can have emitted by now
+        // (4000 numbers per second, each its own event time in ms).
+        for s in 0..2 {
+            assert!(seen[1][s] >= seen[0][s], "{seen:?}");
+        }
+        let elapsed_ms = (Instant::now() - (deadline - Duration::from_secs(30))).as_millis() as i64;
+        assert!(
+            seen[1].iter().all(|&w| w < 4 * elapsed_ms + 1_000),
+            "{seen:?}"
+        );
+        // And REST serves them as Flink does.
+        let url = format!(
+            "http://{}/jobs/{job}/vertices/{}/watermarks",
+            cluster.rest_address(),
+            shared.view().job(job).unwrap().graph().vertices[1].id
+        );
+        let body: serde_json::Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        let ids: Vec<&str> = body
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            ["0.currentInputWatermark", "1.currentInputWatermark"],
+            "{body}"
+        );
+        let value: i64 = body[0]["value"].as_str().unwrap().parse().unwrap();
+        assert!(value > 1_000, "{body}");
+        shared.cancel(job).unwrap();
     }
 }
 

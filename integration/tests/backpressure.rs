@@ -73,6 +73,21 @@ fn a_slow_sink_throttles_the_sources_and_memory_stays_bounded() {
         (cluster.get(&format!("/jobs/{job}")).ok()?["state"] == "RUNNING").then_some(())
     });
     let pids = cluster.pids("taskmanager");
+    // A RUNNING job may still be starting its subtasks' threads: wait until every TaskManager
+    // runs some.
+    wait_for(
+        Duration::from_secs(30),
+        "subtask threads on every TaskManager",
+        || {
+            pids.iter()
+                .all(|&pid| {
+                    thread_policies(pid)
+                        .iter()
+                        .any(|(name, _)| name.starts_with("task v"))
+                })
+                .then_some(())
+        },
+    );
     // The threads that run subtasks and move their records run under SCHED_BATCH (3), the
     // default of `taskmanager.threads.scheduling-policy`; the RPC runtime keeps the default (0).
     for &pid in &pids {

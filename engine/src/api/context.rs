@@ -1,7 +1,8 @@
 //! What a running operator knows about itself.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
 
 use crate::common::error::TaskError;
 
@@ -19,6 +20,60 @@ pub struct RuntimeContext {
     pub(crate) operator_id: u32,
     /// How this subtask's state is created and restored.
     pub(crate) state: Arc<super::StateInit>,
+    /// When the subtask's operators want to be called in processing time.
+    pub(crate) timers: ProcessingTimeService,
+    /// How often timestamp assigners emit watermarks (`pipeline.auto-watermark-interval`;
+    /// zero: never periodically).
+    pub(crate) auto_watermark_interval: Duration,
+}
+
+/// The processing-time deadlines of one subtask's operators: an operator asks to be called at
+/// some time (ms since the epoch); the task calls its chain's `processing_time` once the
+/// earliest request is due, and each operator asks again for its next one then. Cloned into
+/// every operator of the chain; only the task's own thread uses it.
+#[derive(Clone, Debug)]
+pub(crate) struct ProcessingTimeService {
+    next: Arc<AtomicI64>,
+}
+
+impl Default for ProcessingTimeService {
+    fn default() -> Self {
+        ProcessingTimeService {
+            next: Arc::new(AtomicI64::new(i64::MAX)),
+        }
+    }
+}
+
+impl ProcessingTimeService {
+    /// Asks for a call at `at` (or at once, if that has passed).
+    pub(crate) fn request(&self, at: i64) {
+        self.next.fetch_min(at, Ordering::Relaxed);
+    }
+
+    /// The earliest requested time, if any.
+    pub(crate) fn next_deadline(&self) -> Option<i64> {
+        let next = self.next.load(Ordering::Relaxed);
+        (next != i64::MAX).then_some(next)
+    }
+
+    /// Whether a request is due at `now`; if so it is cleared (the operators called now ask
+    /// for their next ones).
+    pub(crate) fn take_due(&self, now: i64) -> bool {
+        if self.next.load(Ordering::Relaxed) <= now {
+            self.next.store(i64::MAX, Ordering::Relaxed);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The wall clock in ms since the epoch: processing time.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis().min(i64::MAX as u128) as i64)
+        .unwrap_or(0)
 }
 
 impl RuntimeContext {
@@ -63,6 +118,8 @@ impl RuntimeContext {
             cancelled: Arc::new(AtomicBool::new(false)),
             operator_id: 0,
             state: Arc::new(super::StateInit::in_memory()),
+            timers: ProcessingTimeService::default(),
+            auto_watermark_interval: Duration::from_millis(200),
         }
     }
 

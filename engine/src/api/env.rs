@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::checkpointing::SnapshotContext;
 use super::context::RuntimeContext;
 use super::operators::{
-    BatchKeyedReduce, BoxOutput, Discard, Fanout, Filter, FlatMap, KeyedProcess,
+    BatchKeyedReduce, BoxOutput, Collector, Discard, Fanout, Filter, FlatMap, KeyedProcess,
     KeyedProcessFunction, KeyedReduce, Map, Sink,
 };
 use super::sinks::{DiscardSink, PrintSink, SinkFunction, TextFileSink, TransactionalFileSink};
@@ -23,8 +23,10 @@ use super::sources::{
 use super::stream_graph::{
     AnyBox, InputProcessor, NodeKind, ShipStrategy, SourceTask, StreamEdge, StreamGraph, StreamNode,
 };
+use super::time::{Stamped, WatermarkStrategy, restamped, unstamped};
 use crate::common::error::TaskError;
 use crate::network::partitioner::ChannelSelector;
+use crate::network::valve::TimeSignal;
 use crate::network::writer::{NetworkOutput, RecordWriterHandle};
 use crate::record::{self, Data};
 use crate::state::KeyedStateStore;
@@ -51,6 +53,9 @@ pub struct DataStream<T> {
     node: usize,
     /// The ship strategy of the next edge out of this stream (set by `rebalance()` etc.).
     strategy: Option<ShipStrategy>,
+    /// Records carry event timestamps: they travel as [`Stamped<T>`], and the operators after
+    /// them keep each record's timestamp (`super::time`).
+    timestamped: bool,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -60,6 +65,7 @@ impl<T> Clone for DataStream<T> {
             env: self.env.clone(),
             node: self.node,
             strategy: self.strategy,
+            timestamped: self.timestamped,
             _t: PhantomData,
         }
     }
@@ -144,6 +150,12 @@ impl<T: Data> InputProcessor for Decoder<T> {
     fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
         self.next.checkpoint_complete(checkpoint_id)
     }
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        self.next.time(signal)
+    }
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
+        self.next.processing_time(now)
+    }
 }
 
 /// The `Vec<T>` in a typed batch from a local producer.
@@ -172,6 +184,8 @@ trait ChainRest {
     fn finish(&mut self) -> Result<(), TaskError>;
     fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError>;
     fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError>;
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError>;
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError>;
 }
 
 impl<O> ChainRest for Rc<RefCell<BoxOutput<O>>> {
@@ -183,6 +197,12 @@ impl<O> ChainRest for Rc<RefCell<BoxOutput<O>>> {
     }
     fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
         self.borrow_mut().checkpoint_complete(checkpoint_id)
+    }
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        self.borrow_mut().time(signal)
+    }
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
+        self.borrow_mut().processing_time(now)
     }
 }
 
@@ -234,6 +254,12 @@ impl<T: Data> InputProcessor for InPlaceDecoder<T> {
     }
     fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
         self.op.rest.checkpoint_complete(checkpoint_id)
+    }
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        self.op.rest.time(signal)
+    }
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
+        self.op.rest.processing_time(now)
     }
 }
 
@@ -367,6 +393,7 @@ impl StreamExecutionEnvironment {
             env: self.clone(),
             node,
             strategy: None,
+            timestamped: false,
             _t: PhantomData,
         }
     }
@@ -457,6 +484,7 @@ impl<T: Data> DataStream<T> {
             env: self.env.clone(),
             node,
             strategy: None,
+            timestamped: false,
             _t: PhantomData,
         }
     }
@@ -503,6 +531,12 @@ impl<T: Data> DataStream<T> {
         &self,
         f: impl Fn(&T::Archived) -> bool + Send + Sync + 'static,
     ) -> DataStream<T> {
+        if self.timestamped {
+            let raw = self.stamped();
+            return raw
+                .in_place_filter(None, raw.selector(), move |r| f(&r.1))
+                .into_timestamped();
+        }
         self.in_place_filter(None, self.selector(), f)
     }
 
@@ -532,6 +566,19 @@ impl<T: Data> DataStream<T> {
     /// Maps each archived record, as it lies in the received network buffer, to a new record
     /// (or drops it with `None`); the input is never deserialized. Starts a new chain.
     pub fn filter_map_in_place<O: Data>(
+        &self,
+        f: impl Fn(&T::Archived) -> Option<O> + Send + Sync + 'static,
+    ) -> DataStream<O> {
+        if self.timestamped {
+            return self
+                .stamped()
+                .filter_map_in_place_raw(move |r| f(&r.1).map(|out| (r.0.to_native(), out)))
+                .into_timestamped();
+        }
+        self.filter_map_in_place_raw(f)
+    }
+
+    fn filter_map_in_place_raw<O: Data>(
         &self,
         f: impl Fn(&T::Archived) -> Option<O> + Send + Sync + 'static,
     ) -> DataStream<O> {
@@ -595,8 +642,29 @@ impl<T: Data> DataStream<T> {
         self
     }
 
-    /// Applies `f` to every record.
+    /// This stream as it travels when its records carry timestamps: `(timestamp, record)`.
+    fn stamped(&self) -> DataStream<Stamped<T>> {
+        DataStream {
+            env: self.env.clone(),
+            node: self.node,
+            strategy: self.strategy,
+            timestamped: false,
+            _t: PhantomData,
+        }
+    }
+
+    /// Applies `f` to every record; a record's timestamp stays with what `f` makes of it.
     pub fn map<O: Data>(&self, f: impl Fn(T) -> O + Send + Sync + 'static) -> DataStream<O> {
+        if self.timestamped {
+            return self
+                .stamped()
+                .map_raw(move |(ts, record)| (ts, f(record)))
+                .into_timestamped();
+        }
+        self.map_raw(f)
+    }
+
+    fn map_raw<O: Data>(&self, f: impl Fn(T) -> O + Send + Sync + 'static) -> DataStream<O> {
         let f = Arc::new(f);
         self.plain("Map", move |_, next| {
             Ok(Box::new(Map::new(f.clone(), next)))
@@ -605,14 +673,38 @@ impl<T: Data> DataStream<T> {
 
     /// Keeps the records for which `f` is true.
     pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
+        if self.timestamped {
+            return self
+                .stamped()
+                .filter_raw(move |r: &Stamped<T>| f(&r.1))
+                .into_timestamped();
+        }
+        self.filter_raw(f)
+    }
+
+    fn filter_raw(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
         let f = Arc::new(f);
         self.plain("Filter", move |_, next| {
             Ok(Box::new(Filter { f: f.clone(), next }))
         })
     }
 
-    /// Replaces every record by the records `f` returns for it.
+    /// Replaces every record by the records `f` returns for it, each with the timestamp of
+    /// the record it came from.
     pub fn flat_map<O: Data, I: IntoIterator<Item = O>>(
+        &self,
+        f: impl Fn(T) -> I + Send + Sync + 'static,
+    ) -> DataStream<O> {
+        if self.timestamped {
+            return self
+                .stamped()
+                .flat_map_raw(move |(ts, record)| f(record).into_iter().map(move |out| (ts, out)))
+                .into_timestamped();
+        }
+        self.flat_map_raw(f)
+    }
+
+    fn flat_map_raw<O: Data, I: IntoIterator<Item = O>>(
         &self,
         f: impl Fn(T) -> I + Send + Sync + 'static,
     ) -> DataStream<O> {
@@ -620,6 +712,31 @@ impl<T: Data> DataStream<T> {
         self.plain("Flat Map", move |_, next| {
             Ok(Box::new(FlatMap::new(f.clone(), next)))
         })
+    }
+
+    /// Gives every record a timestamp and makes the stream's watermarks (Flink's
+    /// `assignTimestampsAndWatermarks`): each subtask runs the strategy's timestamp assigner on
+    /// every record and its watermark generator, emitting watermarks every
+    /// `pipeline.auto-watermark-interval`. Watermarks that came from upstream are replaced by
+    /// the ones made here. Without a timestamp assigner records keep the timestamps they have
+    /// (none: `i64::MIN`, if they had none).
+    pub fn assign_timestamps_and_watermarks(
+        &self,
+        strategy: WatermarkStrategy<T>,
+    ) -> DataStream<T> {
+        const NAME: &str = "Timestamps/Watermarks";
+        if self.timestamped {
+            return self
+                .stamped()
+                .plain(NAME, move |ctx, next| {
+                    Ok(Box::new(strategy.operator(ctx, restamped, next)))
+                })
+                .into_timestamped();
+        }
+        self.plain(NAME, move |ctx, next| {
+            Ok(Box::new(strategy.operator(ctx, unstamped, next)))
+        })
+        .into_timestamped()
     }
 
     /// Distributes records round-robin to the next operator's subtasks.
@@ -659,6 +776,22 @@ impl<T: Data> DataStream<T> {
 
     /// Sends records to a user-defined sink; `factory` makes one instance per subtask.
     pub fn add_sink<S: SinkFunction<T>>(
+        &self,
+        name: &str,
+        factory: impl Fn(&RuntimeContext) -> Result<S, TaskError> + 'static,
+    ) -> DataStream<()> {
+        if self.timestamped {
+            return self.stamped().add_sink_raw(name, move |ctx| {
+                Ok(UnstampedSink {
+                    sink: factory(ctx)?,
+                    batch: Vec::new(),
+                })
+            });
+        }
+        self.add_sink_raw(name, factory)
+    }
+
+    fn add_sink_raw<S: SinkFunction<T>>(
         &self,
         name: &str,
         factory: impl Fn(&RuntimeContext) -> Result<S, TaskError> + 'static,
@@ -704,6 +837,15 @@ impl<T: Data + Display> DataStream<T> {
 }
 
 impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
+    /// This keyed stream as it travels when its records carry timestamps.
+    fn stamped(&self) -> KeyedStream<Stamped<T>, K> {
+        let key = self.key.clone();
+        KeyedStream {
+            stream: self.stream.stamped(),
+            key: Arc::new(move |r: &Stamped<T>| key(&r.1)),
+        }
+    }
+
     fn keyed<O: Data>(
         &self,
         name: &str,
@@ -716,6 +858,16 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
 
     /// Applies `f` to every record, after partitioning by key.
     pub fn map<O: Data>(&self, f: impl Fn(T) -> O + Send + Sync + 'static) -> DataStream<O> {
+        if self.stream.timestamped {
+            return self
+                .stamped()
+                .map_raw(move |(ts, record)| (ts, f(record)))
+                .into_timestamped();
+        }
+        self.map_raw(f)
+    }
+
+    fn map_raw<O: Data>(&self, f: impl Fn(T) -> O + Send + Sync + 'static) -> DataStream<O> {
         let f = Arc::new(f);
         self.keyed("Map", move |_, next| {
             Ok(Box::new(Map::new(f.clone(), next)))
@@ -728,6 +880,17 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
         &self,
         f: impl Fn(&T::Archived) -> bool + Send + Sync + 'static,
     ) -> DataStream<T> {
+        if self.stream.timestamped {
+            let raw = self.stamped();
+            return raw
+                .stream
+                .in_place_filter(
+                    Some(ShipStrategy::Hash),
+                    ChannelSelector::by_key(raw.key.clone()),
+                    move |r| f(&r.1),
+                )
+                .into_timestamped();
+        }
         self.stream.in_place_filter(
             Some(ShipStrategy::Hash),
             ChannelSelector::by_key(self.key.clone()),
@@ -737,6 +900,16 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
 
     /// Keeps the records for which `f` is true, after partitioning by key.
     pub fn filter(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
+        if self.stream.timestamped {
+            return self
+                .stamped()
+                .filter_raw(move |r: &Stamped<T>| f(&r.1))
+                .into_timestamped();
+        }
+        self.filter_raw(f)
+    }
+
+    fn filter_raw(&self, f: impl Fn(&T) -> bool + Send + Sync + 'static) -> DataStream<T> {
         let f = Arc::new(f);
         self.keyed("Filter", move |_, next| {
             Ok(Box::new(Filter { f: f.clone(), next }))
@@ -744,8 +917,19 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
     }
 
     /// Combines each record with its key's previous aggregate. Streaming mode emits every new
-    /// aggregate; batch mode emits each key's final aggregate when the input ends.
+    /// aggregate; batch mode emits each key's final aggregate when the input ends. An
+    /// aggregate has the timestamp of the latest record in it.
     pub fn reduce(&self, f: impl Fn(T, T) -> T + Send + Sync + 'static) -> DataStream<T> {
+        if self.stream.timestamped {
+            return self
+                .stamped()
+                .reduce_raw(move |(_, acc), (ts, record)| (ts, f(acc, record)))
+                .into_timestamped();
+        }
+        self.reduce_raw(f)
+    }
+
+    fn reduce_raw(&self, f: impl Fn(T, T) -> T + Send + Sync + 'static) -> DataStream<T> {
         let f = Arc::new(f);
         let key = self.key.clone();
         self.keyed("Keyed Reduce", move |ctx, next| {
@@ -779,6 +963,24 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
         &self,
         make: impl Fn(&KeyedStateStore) -> Result<F, TaskError> + Send + Sync + 'static,
     ) -> DataStream<O> {
+        if self.stream.timestamped {
+            return self
+                .stamped()
+                .process_raw(move |store| {
+                    Ok(StampedProcess {
+                        function: make(store)?,
+                        out: Vec::new(),
+                    })
+                })
+                .into_timestamped();
+        }
+        self.process_raw(make)
+    }
+
+    fn process_raw<O: Data, F: KeyedProcessFunction<K, T, O>>(
+        &self,
+        make: impl Fn(&KeyedStateStore) -> Result<F, TaskError> + Send + Sync + 'static,
+    ) -> DataStream<O> {
         let key = self.key.clone();
         self.keyed("Keyed Process", move |ctx, next| {
             let store = ctx.keyed_state_store()?;
@@ -800,5 +1002,70 @@ impl<A: Data, N: Data + Add<Output = N>, K: Data + Hash + Eq> KeyedStream<(A, N)
     /// Sums the second field of each key's pairs (Flink's `sum(1)`), keeping the first field.
     pub fn sum(&self) -> DataStream<(A, N)> {
         self.reduce(|(a, x), (_, y)| (a, x + y)).name("Keyed Sum")
+    }
+}
+
+impl<T> DataStream<Stamped<T>> {
+    /// The stream of records these stamped ones carry.
+    fn into_timestamped(self) -> DataStream<T> {
+        DataStream {
+            env: self.env,
+            node: self.node,
+            strategy: self.strategy,
+            timestamped: true,
+            _t: PhantomData,
+        }
+    }
+}
+
+/// A user's sink behind a stream with timestamps: it sees the records only.
+struct UnstampedSink<S, T> {
+    sink: S,
+    /// A batch's records, reused.
+    batch: Vec<T>,
+}
+
+impl<T: 'static, S: SinkFunction<T>> SinkFunction<Stamped<T>> for UnstampedSink<S, T> {
+    fn invoke(&mut self, record: Stamped<T>) -> Result<(), TaskError> {
+        self.sink.invoke(record.1)
+    }
+    fn invoke_batch(&mut self, batch: &mut Vec<Stamped<T>>) -> Result<(), TaskError> {
+        self.batch.extend(batch.drain(..).map(|(_, record)| record));
+        self.sink.invoke_batch(&mut self.batch)
+    }
+    fn finish(&mut self) -> Result<(), TaskError> {
+        self.sink.finish()
+    }
+    fn snapshot_state(&mut self, checkpoint_id: u64) -> Result<Vec<Vec<u8>>, TaskError> {
+        self.sink.snapshot_state(checkpoint_id)
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        self.sink.checkpoint_complete(checkpoint_id)
+    }
+}
+
+/// A user's keyed process function behind a stream with timestamps: what it emits for a
+/// record has that record's timestamp.
+struct StampedProcess<F, O> {
+    function: F,
+    /// What the function emitted for one record, reused.
+    out: Vec<O>,
+}
+
+impl<K, T, O: 'static, F: KeyedProcessFunction<K, T, O>>
+    KeyedProcessFunction<K, Stamped<T>, Stamped<O>> for StampedProcess<F, O>
+{
+    fn process(
+        &mut self,
+        key: &K,
+        (ts, record): Stamped<T>,
+        out: &mut Collector<'_, Stamped<O>>,
+    ) -> Result<(), TaskError> {
+        self.function
+            .process(key, record, &mut Collector::new(&mut self.out))?;
+        for emitted in self.out.drain(..) {
+            out.collect((ts, emitted))?;
+        }
+        Ok(())
     }
 }

@@ -25,6 +25,7 @@ mod program;
 mod sinks;
 mod sources;
 pub(crate) mod stream_graph;
+mod time;
 
 pub use crate::common::error::TaskError;
 pub use context::RuntimeContext;
@@ -34,6 +35,10 @@ pub use program::{JobProgram, ProgramRegistry};
 pub use sinks::SinkFunction;
 pub use sources::{SourceContext, SourceFunction};
 pub use stream_graph::{JobFile, ShipStrategy};
+pub use time::{
+    BoundedOutOfOrderness, Stamped, WatermarkGenerator, WatermarkOutput, WatermarkStrategy,
+};
 
 pub(crate) use checkpointing::{SnapshotContext, StateInit, TaskControl};
+pub(crate) use context::{ProcessingTimeService, now_ms};
 pub(crate) use sources::SourceHooks;

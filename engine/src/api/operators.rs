@@ -9,8 +9,11 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::checkpointing::SnapshotContext;
+#[allow(unused_imports)] // named in the docs of `Output`
+use super::context::ProcessingTimeService;
 use super::sinks::SinkFunction;
 use crate::common::error::TaskError;
+use crate::network::valve::TimeSignal;
 use crate::network::writer::NetworkOutput;
 use crate::record::Data;
 use crate::state::{KeyedStateStore, ValueState};
@@ -35,16 +38,31 @@ pub(crate) trait Output<T> {
     fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError>;
     /// A checkpoint completed: commit what it covers, then tell the next operators.
     fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError>;
+    /// Event time reached this operator, after every record that came before it: a
+    /// watermark (fire the event-time timers it passes) or a change of the input's idle status;
+    /// then pass it on.
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError>;
+    /// Processing time reached `now` (ms since the epoch), and some operator of the chain had
+    /// asked to be called by then ([`ProcessingTimeService::request`]): act if due, then pass
+    /// it on.
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError>;
 }
 
-/// The checkpoint methods of an operator without state of its own: pass on to `self.next`.
-macro_rules! forward_checkpoints {
+/// The checkpoint and time methods of an operator without state or timers of its own: pass
+/// on to `self.next`.
+macro_rules! forward_events {
     () => {
         fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
             self.next.snapshot(snap)
         }
         fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
             self.next.checkpoint_complete(checkpoint_id)
+        }
+        fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+            self.next.time(signal)
+        }
+        fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
+            self.next.processing_time(now)
         }
     };
 }
@@ -69,6 +87,12 @@ impl<T: Data> Output<T> for NetworkOutput<T> {
         self.broadcast_barrier(snap.barrier())
     }
     fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        self.broadcast_time(signal)
+    }
+    fn processing_time(&mut self, _now: i64) -> Result<(), TaskError> {
         Ok(())
     }
 }
@@ -101,7 +125,7 @@ impl<I, O, F: Fn(I) -> O> Output<I> for Map<F, O> {
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
     }
-    forward_checkpoints!();
+    forward_events!();
 }
 
 pub(crate) struct Filter<F, T> {
@@ -124,7 +148,7 @@ impl<T, F: Fn(&T) -> bool> Output<T> for Filter<F, T> {
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
     }
-    forward_checkpoints!();
+    forward_events!();
 }
 
 pub(crate) struct FlatMap<F, O> {
@@ -166,7 +190,7 @@ impl<I, O, It: IntoIterator<Item = O>, F: Fn(I) -> It> Output<I> for FlatMap<F, 
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
     }
-    forward_checkpoints!();
+    forward_events!();
 }
 
 /// A keyed reduce in streaming mode: each key's aggregate lives in keyed state (so it is
@@ -227,6 +251,12 @@ impl<T: Data, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Siz
         self.store.notify_checkpoint_complete(checkpoint_id);
         self.next.checkpoint_complete(checkpoint_id)
     }
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        self.next.time(signal)
+    }
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
+        self.next.processing_time(now)
+    }
 }
 
 /// A keyed reduce in batch mode: aggregates in memory, emitted once when the input has ended.
@@ -256,7 +286,7 @@ impl<T, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Outp
         }
         self.next.finish()
     }
-    forward_checkpoints!();
+    forward_events!();
 }
 
 /// Runs a user's keyed process function: sets the current key of the keyed state before each
@@ -310,6 +340,12 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
         self.store.notify_checkpoint_complete(checkpoint_id);
         self.next.checkpoint_complete(checkpoint_id)
     }
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        self.next.time(signal)
+    }
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
+        self.next.processing_time(now)
+    }
 }
 
 /// Where a process function emits its results: they go downstream together when the
@@ -318,7 +354,12 @@ pub struct Collector<'a, O> {
     out: &'a mut Vec<O>,
 }
 
-impl<O> Collector<'_, O> {
+impl<'a, O> Collector<'a, O> {
+    /// A collector that appends to `out`.
+    pub(crate) fn new(out: &'a mut Vec<O>) -> Self {
+        Collector { out }
+    }
+
     /// Emits one record downstream.
     pub fn collect(&mut self, record: O) -> Result<(), TaskError> {
         self.out.push(record);
@@ -358,6 +399,12 @@ impl<T, S: SinkFunction<T>> Output<T> for Sink<S> {
     }
     fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
         self.sink.checkpoint_complete(checkpoint_id)
+    }
+    fn time(&mut self, _signal: TimeSignal) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn processing_time(&mut self, _now: i64) -> Result<(), TaskError> {
+        Ok(())
     }
 }
 
@@ -406,6 +453,18 @@ impl<T: Clone> Output<T> for Fanout<T> {
         }
         Ok(())
     }
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        for out in &mut self.outputs {
+            out.time(signal)?;
+        }
+        Ok(())
+    }
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
+        for out in &mut self.outputs {
+            out.processing_time(now)?;
+        }
+        Ok(())
+    }
 }
 
 /// Drops everything: the output of a sink.
@@ -426,6 +485,12 @@ impl<T> Output<T> for Discard {
         Ok(())
     }
     fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn time(&mut self, _signal: TimeSignal) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn processing_time(&mut self, _now: i64) -> Result<(), TaskError> {
         Ok(())
     }
 }
@@ -452,6 +517,12 @@ pub(crate) mod testing {
             Ok(())
         }
         fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
+            Ok(())
+        }
+        fn time(&mut self, _signal: TimeSignal) -> Result<(), TaskError> {
+            Ok(())
+        }
+        fn processing_time(&mut self, _now: i64) -> Result<(), TaskError> {
             Ok(())
         }
     }

@@ -88,11 +88,18 @@ impl<'a, T> SourceContext<'a, T> {
         self.out.push_batch(&mut self.batch)
     }
 
-    /// Passes the collected records on, flushes due buffers, notices cancellation and takes in
-    /// checkpoint messages.
+    /// Passes the collected records on, flushes due buffers, notices cancellation, calls the
+    /// chain when a processing-time deadline is due and takes in checkpoint messages.
     fn poll(&mut self) -> Result<(), TaskError> {
         self.flush()?;
         self.hooks.tick()?;
+        // The clock is read only while some operator waits for a deadline.
+        if self.runtime.timers.next_deadline().is_some() {
+            let now = super::context::now_ms();
+            if self.runtime.timers.take_due(now) {
+                self.out.processing_time(now)?;
+            }
+        }
         while let Some(message) = self.hooks.control() {
             self.handle(message)?;
         }
@@ -615,6 +622,12 @@ mod tests {
             Ok(())
         }
         fn checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<(), TaskError> {
+            Ok(())
+        }
+        fn time(&mut self, _signal: crate::network::valve::TimeSignal) -> Result<(), TaskError> {
+            Ok(())
+        }
+        fn processing_time(&mut self, _now: i64) -> Result<(), TaskError> {
             Ok(())
         }
     }

@@ -48,6 +48,10 @@ pub(crate) trait InputProcessor {
     fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError>;
     /// A checkpoint completed.
     fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError>;
+    /// The input's event time advanced or its idle status changed.
+    fn time(&mut self, signal: crate::network::valve::TimeSignal) -> Result<(), TaskError>;
+    /// Processing time reached a deadline an operator asked for.
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError>;
 }
 
 /// How records of an edge are distributed over the consumer's parallel subtasks.

@@ -57,6 +57,9 @@ pub struct Config {
     /// `pipeline.max-parallelism` (default -1 = `None`, derived per operator as Flink does;
     /// otherwise 1..=32768): the number of key groups keyed state can be rescaled over.
     pub max_parallelism: Option<u32>,
+    /// `pipeline.auto-watermark-interval` (default 200 ms; 0: off): how often timestamp
+    /// assigners emit watermarks.
+    pub auto_watermark_interval: Duration,
     /// Heartbeat options (`heartbeat.*`).
     pub heartbeat: HeartbeatOptions,
     /// `slot.request.timeout` (default 5 min): how long a job waits for a slot.
@@ -599,6 +602,7 @@ impl Config {
             },
             parallelism_default: 0,
             max_parallelism: None,
+            auto_watermark_interval: Duration::ZERO,
             heartbeat: HeartbeatOptions {
                 interval: Duration::ZERO,
                 timeout: Duration::ZERO,

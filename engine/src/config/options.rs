@@ -901,6 +901,9 @@ options! {
     "parallelism.default" => parallelism_default: Int::<u32>::range(1, MAX_PARALLELISM as i64),
         default "1",
         doc "Parallelism of operators and jobs that do not set one.";
+    "pipeline.auto-watermark-interval" => auto_watermark_interval: ANY_DURATION,
+        default "200 ms",
+        doc "How often timestamp assigners emit watermarks (periodic watermark generation; 0 turns periodic emission off).";
     "pipeline.max-parallelism" => max_parallelism: MaxParallelism,
         default "-1",
         doc "Upper bound for rescaling keyed state (key groups); -1 derives it per operator.";

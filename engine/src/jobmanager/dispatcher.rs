@@ -114,6 +114,8 @@ pub struct JobSettings {
     pub checkpoints: CheckpointSettings,
     /// What subtasks are told about state (the restore part is filled per subtask).
     pub state: TaskStateConfig,
+    /// `pipeline.auto-watermark-interval`.
+    pub auto_watermark_interval: std::time::Duration,
     /// A savepoint or retained checkpoint to start from (`run -s PATH`): its directory and
     /// metadata, as read by [`crate::checkpoint::io::load_restore`].
     pub restore_from: Option<(String, CheckpointMetadata)>,
@@ -142,6 +144,7 @@ impl JobSettings {
                 restore: None,
                 key_hash: crate::common::keys::KeyHash::CURRENT,
             },
+            auto_watermark_interval: config.auto_watermark_interval,
             restore_from: None,
             recover: None,
         })
@@ -352,6 +355,7 @@ impl Dispatcher {
             now,
         );
         jm.set_state_config(job.state);
+        jm.set_auto_watermark_interval(job.auto_watermark_interval);
         if let Some((dir, metadata)) = job.restore_from {
             jm.restore_from(dir, metadata)
                 .map_err(|e| SubmitError::BadRestore(e.to_string()))?;

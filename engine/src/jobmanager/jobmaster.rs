@@ -233,6 +233,8 @@ pub struct JobMaster {
     groups_built: u64,
     /// How subtasks keep and checkpoint state (the restore part is per subtask, below).
     state: TaskStateConfig,
+    /// `pipeline.auto-watermark-interval` in milliseconds.
+    auto_watermark_interval_ms: u64,
     /// What each subtask is restored from at its next deployment, by (vertex, subtask).
     restores: BTreeMap<(usize, usize), TaskRestore>,
     /// The checkpoint coordinator.
@@ -315,6 +317,7 @@ impl JobMaster {
             restart_at: None,
             rng: (job_id.0 as u64) | 1,
             groups_built: 0,
+            auto_watermark_interval_ms: 200,
             state: TaskStateConfig {
                 backend: "hashmap".into(),
                 exactly_once: true,
@@ -409,6 +412,11 @@ impl JobMaster {
     /// How subtasks keep and checkpoint state.
     pub fn state_config(&self) -> &TaskStateConfig {
         &self.state
+    }
+
+    /// Sets how often the job's timestamp assigners emit watermarks (before the job starts).
+    pub fn set_auto_watermark_interval(&mut self, interval: std::time::Duration) {
+        self.auto_watermark_interval_ms = interval.as_millis().min(u64::MAX as u128) as u64;
     }
 
     /// Sets how subtasks keep and checkpoint state (before the job starts).
@@ -918,6 +926,7 @@ impl JobMaster {
             fingerprint: self.fingerprint.clone(),
             inputs,
             outputs,
+            auto_watermark_interval_ms: self.auto_watermark_interval_ms,
             state: TaskStateConfig {
                 restore: self.restores.get(&(v, s)).cloned(),
                 key_hash: self.checkpoints.0.key_hash(),

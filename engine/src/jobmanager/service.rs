@@ -429,6 +429,7 @@ pub const JOB_SCOPED_PREFIXES: &[&str] = &[
     "execution.checkpointing.",
     "state.backend.",
     "restart-strategy.",
+    "pipeline.auto-watermark-interval",
 ];
 
 /// The result of file work that the Dispatcher waits for.

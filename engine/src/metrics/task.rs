@@ -7,7 +7,7 @@ use super::meter::MeterView;
 
 /// A subtask's counters as the TaskManager reads them (and reports them with heartbeats). The
 /// counters are kept by the task itself, counted per buffer, never per record.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TaskMetrics {
     /// Records read from inputs.
     pub records_in: u64,
@@ -31,10 +31,38 @@ pub struct TaskMetrics {
     /// (Flink's `outPoolUsage` × 1000); absent from a TaskManager that does not measure it.
     #[serde(default)]
     pub out_pool_usage_permille: u32,
+    /// The task's input watermark (Flink's `currentInputWatermark`; `i64::MIN` before the
+    /// first).
+    #[serde(default = "no_watermark")]
+    pub current_input_watermark: i64,
+    /// The last watermark the task sent downstream (`currentOutputWatermark`).
+    #[serde(default = "no_watermark")]
+    pub current_output_watermark: i64,
+}
+
+fn no_watermark() -> i64 {
+    i64::MIN
+}
+
+impl Default for TaskMetrics {
+    fn default() -> Self {
+        TaskMetrics {
+            records_in: 0,
+            bytes_in: 0,
+            records_out: 0,
+            bytes_out: 0,
+            back_pressured_ms: 0,
+            idle_ms: 0,
+            busy_ms: 0,
+            out_pool_usage_permille: 0,
+            current_input_watermark: no_watermark(),
+            current_output_watermark: no_watermark(),
+        }
+    }
 }
 
 /// Flink's names of the task metrics sluice measures, in the order they are listed.
-pub const TASK_METRICS: [&str; 15] = [
+pub const TASK_METRICS: [&str; 17] = [
     "numRecordsIn",
     "numRecordsOut",
     "numRecordsInPerSecond",
@@ -50,6 +78,8 @@ pub const TASK_METRICS: [&str; 15] = [
     "accumulatedIdleTime",
     "accumulatedBackPressuredTime",
     "outPoolUsage",
+    "currentInputWatermark",
+    "currentOutputWatermark",
 ];
 
 /// The meters of one subtask: its counters sampled over time.
@@ -114,6 +144,8 @@ impl TaskMeters {
             m.idle_ms as f64,
             m.back_pressured_ms as f64,
             m.out_pool_usage_permille as f64 / 1000.0,
+            m.current_input_watermark as f64,
+            m.current_output_watermark as f64,
         ];
         TASK_METRICS.into_iter().zip(values).collect()
     }

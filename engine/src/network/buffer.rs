@@ -17,6 +17,8 @@ pub(crate) enum NetBuffer {
     EndOfPartition,
     /// A checkpoint barrier: everything before it belongs to the checkpoint, nothing after.
     Barrier(std::sync::Arc<CheckpointBarrier>),
+    /// Event time: a watermark or a change of the producer's idle status.
+    Time(super::valve::TimeSignal),
 }
 
 /// A batch of records for a consumer in the same TaskManager: a `Vec` of the edge's record
@@ -58,6 +60,25 @@ impl CheckpointBarrier {
     }
 }
 
+/// A watermark read by the metrics while the task moves it: `i64::MIN` until the first.
+#[derive(Debug)]
+pub(crate) struct WatermarkGauge(std::sync::atomic::AtomicI64);
+
+impl Default for WatermarkGauge {
+    fn default() -> Self {
+        WatermarkGauge(std::sync::atomic::AtomicI64::new(i64::MIN))
+    }
+}
+
+impl WatermarkGauge {
+    pub(crate) fn set(&self, watermark: i64) {
+        self.0.store(watermark, Ordering::Relaxed);
+    }
+    pub(crate) fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Counters a task keeps about its inputs and outputs, served by the REST API.
 #[derive(Debug, Default)]
 pub(crate) struct IoCounters {
@@ -74,6 +95,10 @@ pub(crate) struct IoCounters {
     pub(crate) running_since: std::sync::OnceLock<std::time::Instant>,
     /// How long it processed, once it stopped (0 while it runs).
     pub(crate) ran_nanos: std::sync::atomic::AtomicU64,
+    /// The task's input watermark (`currentInputWatermark`).
+    pub(crate) input_watermark: WatermarkGauge,
+    /// The last watermark the task sent downstream (`currentOutputWatermark`).
+    pub(crate) output_watermark: WatermarkGauge,
     /// The task's output buffer pools, for `outPoolUsage` (locked only when a writer is made
     /// and when the metrics are read).
     out_pools: Mutex<Vec<std::sync::Weak<BufferPool>>>,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::buffer::{Buffer, CheckpointBarrier, IoCounters, LocalBatch, NetBuffer};
+use super::valve::{TimeSignal, ValveOutput, WatermarkValve};
 
 /// What the next read from the inputs gave.
 #[derive(Debug)]
@@ -17,6 +18,8 @@ pub(crate) enum GateEvent {
     Barrier(Arc<CheckpointBarrier>),
     /// A newer barrier overtook the alignment of an older checkpoint, which is given up.
     Aborted(u64),
+    /// Event time: the input watermark advanced, or the input became idle or active again.
+    Time(TimeSignal),
     /// Every channel has ended.
     Finished,
     /// Nothing arrived within the timeout.
@@ -46,8 +49,10 @@ pub(crate) struct InputGate {
     names: Vec<String>,
     exactly_once: bool,
     alignment: Option<Alignment>,
-    /// An event decided together with the previous one, returned by the next call.
-    queued: Option<GateEvent>,
+    /// Events decided together with the previous one, returned by the next calls.
+    queued: std::collections::VecDeque<GateEvent>,
+    /// The input watermark over the channels.
+    valve: WatermarkValve,
     /// Where the time spent blocked waiting for a buffer is added up (the task's idle time).
     idle: Option<Arc<IoCounters>>,
 }
@@ -64,7 +69,8 @@ impl InputGate {
             names,
             exactly_once: true,
             alignment: None,
-            queued: None,
+            queued: Default::default(),
+            valve: WatermarkValve::new(n),
             idle: None,
         }
     }
@@ -130,7 +136,7 @@ impl InputGate {
                 received[i] = true;
                 self.alignment = Some(Alignment { barrier, received });
                 if let Some(aligned) = self.complete_alignment() {
-                    self.queued = Some(aligned);
+                    self.queued.push_back(aligned);
                 }
                 return Some(GateEvent::Aborted(old));
             }
@@ -148,25 +154,35 @@ impl InputGate {
             Ok(NetBuffer::Data(buf)) => Some(GateEvent::Buffer(buf)),
             Ok(NetBuffer::Batch(batch)) => Some(GateEvent::Batch(batch)),
             Ok(NetBuffer::Barrier(barrier)) => self.on_barrier(i, barrier),
+            Ok(NetBuffer::Time(signal)) => {
+                let out = self.valve.on_signal(i, signal);
+                self.queue_time(out);
+                self.queued.pop_front()
+            }
             Ok(NetBuffer::EndOfPartition) => {
                 self.ended[i] = true;
                 self.open -= 1;
+                // The channel's end moves time first: what it closes happened before.
+                let out = self.valve.on_end(i);
+                self.queue_time(out);
                 if let Some(aligned) = self.complete_alignment() {
-                    return Some(aligned);
+                    self.queued.push_back(aligned);
+                } else if self.open == 0 {
+                    self.queued.push_back(GateEvent::Finished);
                 }
-                if self.open == 0 {
-                    Some(GateEvent::Finished)
-                } else {
-                    None
-                }
+                self.queued.pop_front()
             }
             Err(()) => Some(GateEvent::Broken(i)),
         }
     }
 
+    fn queue_time(&mut self, out: ValveOutput) {
+        self.queued.extend(out.signals().map(GateEvent::Time));
+    }
+
     /// The next buffer or event from any open channel, waiting at most `timeout`.
     pub(crate) fn next(&mut self, timeout: Duration) -> GateEvent {
-        if let Some(event) = self.queued.take() {
+        if let Some(event) = self.queued.pop_front() {
             return event;
         }
         if self.open == 0 {
@@ -233,6 +249,7 @@ mod tests {
             match gate.next(Duration::from_millis(10)) {
                 GateEvent::Buffer(_) => buffers += 1,
                 GateEvent::Timeout => tx2.send(NetBuffer::EndOfPartition).unwrap(),
+                GateEvent::Time(TimeSignal::Watermark(i64::MAX)) => {}
                 GateEvent::Finished => break,
                 GateEvent::Broken(i) => panic!("broken {i}"),
                 other => panic!("unexpected {other:?}"),
@@ -268,6 +285,10 @@ mod tests {
                 GateEvent::Batch(b) => seen.push(format!("t{}", b.count)),
                 GateEvent::Barrier(b) => seen.push(format!("B{}", b.id())),
                 GateEvent::Aborted(id) => seen.push(format!("A{id}")),
+                GateEvent::Time(TimeSignal::Watermark(i64::MAX)) => seen.push("wEnd".into()),
+                GateEvent::Time(TimeSignal::Watermark(w)) => seen.push(format!("w{w}")),
+                GateEvent::Time(TimeSignal::Idle) => seen.push("idle".into()),
+                GateEvent::Time(TimeSignal::Active) => seen.push("active".into()),
                 GateEvent::Finished => {
                     seen.push("end".into());
                     return seen;
@@ -331,7 +352,8 @@ mod tests {
         assert!(gate.inject(barrier(2)).is_none());
         tx1.send(data(8)).unwrap();
         tx1.send(NetBuffer::EndOfPartition).unwrap();
-        assert_eq!(drain(&mut gate), ["d8", "B2", "end"]);
+        // The last end is the end of event time, then the checkpoint it completes.
+        assert_eq!(drain(&mut gate), ["d8", "wEnd", "B2", "end"]);
     }
 
     #[test]
@@ -344,6 +366,36 @@ mod tests {
         tx1.send(NetBuffer::Barrier(barrier(2))).unwrap();
         tx2.send(NetBuffer::Barrier(barrier(1))).unwrap();
         assert_eq!(drain(&mut gate), ["A1", "B2"]);
+    }
+
+    fn time(signal: TimeSignal) -> NetBuffer {
+        NetBuffer::Time(signal)
+    }
+
+    #[test]
+    fn watermarks_combine_over_channels_and_wait_behind_an_aligning_barrier() {
+        use TimeSignal::{Idle, Watermark};
+        let (tx1, rx1) = flume::unbounded();
+        let (tx2, rx2) = flume::unbounded();
+        let mut gate = InputGate::new(vec![rx1, rx2], vec!["a".into(), "b".into()]);
+        tx1.send(time(Watermark(10))).unwrap();
+        tx2.send(time(Watermark(7))).unwrap();
+        assert_eq!(drain(&mut gate), ["w7"]);
+        // Channel a delivers its barrier: its later watermark waits until b aligns.
+        tx1.send(NetBuffer::Barrier(barrier(1))).unwrap();
+        tx1.send(time(Watermark(30))).unwrap();
+        tx2.send(time(Watermark(20))).unwrap();
+        assert_eq!(drain(&mut gate), ["w10"]);
+        tx2.send(NetBuffer::Barrier(barrier(1))).unwrap();
+        assert_eq!(drain(&mut gate), ["B1", "w20"]);
+        // An idle channel stops holding time back; all idle is passed on.
+        tx2.send(time(Idle)).unwrap();
+        assert_eq!(drain(&mut gate), ["w30"]);
+        tx1.send(time(Idle)).unwrap();
+        assert_eq!(drain(&mut gate), ["idle"]);
+        tx1.send(NetBuffer::EndOfPartition).unwrap();
+        tx2.send(NetBuffer::EndOfPartition).unwrap();
+        assert_eq!(drain(&mut gate), ["active", "wEnd", "end"]);
     }
 
     #[test]

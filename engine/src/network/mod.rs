@@ -11,4 +11,5 @@ pub(crate) mod gate;
 pub(crate) mod partitioner;
 pub(crate) mod registry;
 pub mod transport;
+pub(crate) mod valve;
 pub(crate) mod writer;

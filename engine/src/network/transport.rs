@@ -38,18 +38,24 @@ use tracing::{debug, warn};
 use super::buffer::{Buffer, BufferPool, CheckpointBarrier, CreditGuard, Credits, NetBuffer};
 use super::channel::{ChannelDeployment, RemoteChannels};
 use super::registry::PartitionRegistry;
+use super::valve::TimeSignal;
 use crate::common::error::TaskError;
 use crate::common::ids::PartitionId;
 use crate::security::{self, ClusterSecret};
 use crate::threads::SchedulingPolicy;
 
-/// ALPN protocol id of the data plane: version 2 frames records in runs (`crate::record`), so a
-/// TaskManager of an earlier version fails the handshake instead of misreading buffers.
-pub const ALPN: &[u8] = b"sluice-data/2";
+/// ALPN protocol id of the data plane: version 2 framed records in runs (`crate::record`),
+/// version 3 adds event time frames, so a TaskManager of an earlier version fails the handshake
+/// instead of misreading the stream.
+pub const ALPN: &[u8] = b"sluice-data/3";
 const KIND_DATA: u8 = 1;
 const KIND_END: u8 = 2;
 const KIND_ERROR: u8 = 3;
 const KIND_BARRIER: u8 = 4;
+/// Body: the watermark, 8 bytes little endian.
+const KIND_WATERMARK: u8 = 5;
+/// Body: 1 byte, 1 when the producer became idle, 0 when it became active.
+const KIND_STATUS: u8 = 6;
 /// Socket buffer size the data port asks the kernel for, in each direction.
 const SOCKET_BUFFER: usize = 8 * 1024 * 1024;
 /// How long freed credits short of a batch wait before they are announced anyway.
@@ -432,6 +438,16 @@ impl DataPlane {
                             Err(e) => break Err(format!("malformed checkpoint barrier: {e}")),
                         }
                     }
+                    Ok(Some((kind @ (KIND_WATERMARK | KIND_STATUS), body))) => {
+                        let signal = match decode_time(kind, &body[..]) {
+                            Ok(signal) => signal,
+                            Err(e) => break Err(e),
+                        };
+                        if tx.send_async(NetBuffer::Time(signal)).await.is_err() {
+                            frames.stop();
+                            break Ok(());
+                        }
+                    }
                     Ok(Some((KIND_ERROR, body))) => {
                         break Err(format!(
                             "the producer refused: {}",
@@ -558,11 +574,35 @@ impl FrameReader {
     }
 }
 
+/// The frame of an event time signal: its kind and body.
+fn encode_time(signal: TimeSignal) -> (u8, Vec<u8>) {
+    match signal {
+        TimeSignal::Watermark(wm) => (KIND_WATERMARK, wm.to_le_bytes().to_vec()),
+        TimeSignal::Idle => (KIND_STATUS, vec![1]),
+        TimeSignal::Active => (KIND_STATUS, vec![0]),
+    }
+}
+
+/// The event time signal of a frame of `kind`; a body of the wrong size is an error.
+fn decode_time(kind: u8, body: &[u8]) -> Result<TimeSignal, String> {
+    match (kind, body) {
+        (KIND_WATERMARK, body) => <[u8; 8]>::try_from(body)
+            .map(|b| TimeSignal::Watermark(i64::from_le_bytes(b)))
+            .map_err(|_| format!("malformed watermark frame of {} bytes", body.len())),
+        (KIND_STATUS, [1]) => Ok(TimeSignal::Idle),
+        (KIND_STATUS, [0]) => Ok(TimeSignal::Active),
+        _ => Err(format!(
+            "malformed event time frame (kind {kind}, {} bytes)",
+            body.len()
+        )),
+    }
+}
+
 /// Checks a frame header: a known kind and a length within [`MAX_FRAME`].
 pub fn decode_header(header: [u8; 5]) -> Result<(usize, u8), String> {
     let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
     let kind = header[4];
-    if !(KIND_DATA..=KIND_BARRIER).contains(&kind) {
+    if !(KIND_DATA..=KIND_STATUS).contains(&kind) {
         return Err(format!("unknown frame kind {kind}"));
     }
     if len > MAX_FRAME {
@@ -788,6 +828,14 @@ async fn serve_channel(
                     .map_err(|e| stream_err(&e))?;
                 send.write_all(&body).await.map_err(|e| stream_err(&e))?;
             }
+            Ok(NetBuffer::Time(signal)) => {
+                // Like barriers, event time needs no credit.
+                let (kind, body) = encode_time(signal);
+                send.write_all(&encode_header(body.len(), kind))
+                    .await
+                    .map_err(|e| stream_err(&e))?;
+                send.write_all(&body).await.map_err(|e| stream_err(&e))?;
+            }
             Ok(NetBuffer::EndOfPartition) => {
                 send.write_all(&encode_header(0, KIND_END))
                     .await
@@ -811,12 +859,32 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn event_time_frames_round_trip_and_malformed_ones_are_refused() {
+        for signal in [
+            TimeSignal::Watermark(i64::MIN),
+            TimeSignal::Watermark(1_700_000_000_123),
+            TimeSignal::Idle,
+            TimeSignal::Active,
+        ] {
+            let (kind, body) = encode_time(signal);
+            assert_eq!(decode_time(kind, &body), Ok(signal));
+        }
+        assert!(
+            decode_time(KIND_WATERMARK, &[1, 2, 3])
+                .unwrap_err()
+                .contains("3 bytes")
+        );
+        assert!(decode_time(KIND_STATUS, &[7]).is_err());
+        assert!(decode_time(KIND_STATUS, &[]).is_err());
+    }
+
     proptest! {
         #[test]
         fn header_round_trips_and_garbage_is_rejected(len in 0usize..MAX_FRAME, kind in 0u8..=255) {
             match decode_header(encode_header(len, kind)) {
                 Ok((l, k)) => { prop_assert_eq!(l, len); prop_assert_eq!(k, kind); }
-                Err(_) => prop_assert!(!(KIND_DATA..=KIND_BARRIER).contains(&kind)),
+                Err(_) => prop_assert!(!(KIND_DATA..=KIND_STATUS).contains(&kind)),
             }
         }
     }

@@ -318,6 +318,25 @@ impl RecordWriter {
         Ok(())
     }
 
+    /// Ships what is buffered, then the event time signal, on every subpartition: records
+    /// before a watermark reach each consumer before it.
+    pub(crate) fn broadcast_time(
+        &mut self,
+        signal: super::valve::TimeSignal,
+    ) -> Result<(), TaskError> {
+        if self.finished {
+            return Ok(());
+        }
+        self.flush_all()?;
+        for channel in 0..self.channels() {
+            self.send(channel, NetBuffer::Time(signal))?;
+        }
+        if let super::valve::TimeSignal::Watermark(w) = signal {
+            self.counters.output_watermark.set(w);
+        }
+        Ok(())
+    }
+
     /// Ships what is left and ends every subpartition.
     pub(crate) fn finish(&mut self) -> Result<(), TaskError> {
         if self.finished {
@@ -408,6 +427,14 @@ impl<T: Data> NetworkOutput<T> {
     /// Ships what is left and ends every subpartition.
     pub(crate) fn finish(&mut self) -> Result<(), TaskError> {
         self.writer.borrow_mut().finish()
+    }
+
+    /// Ships what is buffered, then the event time signal, on every subpartition.
+    pub(crate) fn broadcast_time(
+        &mut self,
+        signal: super::valve::TimeSignal,
+    ) -> Result<(), TaskError> {
+        self.writer.borrow_mut().broadcast_time(signal)
     }
 
     /// Ships what is buffered, then the barrier, on every subpartition.
@@ -550,6 +577,7 @@ mod tests {
                 }
                 NetBuffer::EndOfPartition => got.ended = true,
                 NetBuffer::Barrier(_) => got.barriers.push(got.records.len()),
+                NetBuffer::Time(_) => {}
             }
         }
         got

@@ -9,7 +9,10 @@ use crate::metrics::{Aggregate, Aggregation, BackPressureLevel, TimeRatios};
 
 /// A metric value as Flink's REST API writes it: a string, integers without a fraction.
 pub fn format_value(v: f64) -> String {
-    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
+    if v == i64::MIN as f64 {
+        // "No watermark yet", as Flink writes it.
+        i64::MIN.to_string()
+    } else if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
     } else {
         format!("{v}")

@@ -88,6 +88,10 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
             "/jobs/{jobid}/vertices/{vertexid}/backpressure",
             get(vertex_backpressure),
         ),
+        (
+            "/jobs/{jobid}/vertices/{vertexid}/watermarks",
+            get(vertex_watermarks),
+        ),
         ("/sluice/jobs", post(submit)),
         ("/sluice/examples", get(examples)),
     ];
@@ -439,6 +443,26 @@ async fn vertex_metrics(
         })
         .collect();
     Ok(Json(metrics::metric_list(&values, q.get.as_deref())))
+}
+
+/// Flink's `GET /jobs/:id/vertices/:vid/watermarks`: each subtask's input watermark.
+async fn vertex_watermarks(
+    State(shared): State<Shared>,
+    ApiPath((job, vertex)): ApiPath<(String, String)>,
+) -> ApiResult {
+    let (id, v) = find_vertex(&shared, &job, &vertex)?;
+    let store = shared.metrics();
+    let values: Vec<Value> = store
+        .subtasks(id, v)
+        .into_iter()
+        .map(|(s, meters)| {
+            json!({
+                "id": format!("{s}.currentInputWatermark"),
+                "value": meters.latest().current_input_watermark.to_string(),
+            })
+        })
+        .collect();
+    Ok(Json(Value::Array(values)))
 }
 
 async fn subtask_metrics(

@@ -1066,6 +1066,8 @@ mod views_of_a_running_cluster {
                     idle_ms: 30,
                     busy_ms: 65,
                     out_pool_usage_permille: 250,
+                    current_input_watermark: 1_700_000_000_000 + s as i64,
+                    current_output_watermark: i64::MIN,
                 };
                 let _ = d.task_state(id, ExecutionState::Running, None, metrics, 3_000);
             }

@@ -117,6 +117,9 @@ pub struct TaskDeployment {
     pub outputs: Vec<OutputDeployment>,
     /// How the subtask keeps, checkpoints and restores state.
     pub state: TaskStateConfig,
+    /// How often timestamp assigners emit watermarks, in ms (0: never periodically).
+    #[serde(default)]
+    pub auto_watermark_interval_ms: u64,
 }
 
 /// The state and checkpoint settings of a deployed subtask.

@@ -18,8 +18,8 @@ use tracing::{info, warn};
 use crate::api::stream_graph::InputProcessor;
 use crate::api::stream_graph::{AnyBox, NodeKind, StreamGraph};
 use crate::api::{
-    RuntimeContext, SnapshotContext, SourceHooks, StateInit, StreamExecutionEnvironment,
-    TaskControl, TaskError,
+    ProcessingTimeService, RuntimeContext, SnapshotContext, SourceHooks, StateInit,
+    StreamExecutionEnvironment, TaskControl, TaskError, now_ms,
 };
 use crate::checkpoint::SubtaskState;
 use crate::common::ids::{ExecutionId, PartitionId};
@@ -28,6 +28,7 @@ use crate::network::buffer::IoCounters;
 use crate::network::channel::RemoteChannels;
 use crate::network::gate::{GateEvent, InputGate};
 use crate::network::registry::{PartitionRegistry, Subpartition};
+use crate::network::valve::TimeSignal;
 use crate::network::writer::{RecordWriter, RecordWriterHandle};
 use crate::rpc::messages::{
     ChannelDeployment, ExecutionState, TaskDeployment, TaskMetrics, TmToJm,
@@ -87,6 +88,8 @@ pub(crate) fn metrics_of(c: &IoCounters) -> TaskMetrics {
         idle_ms: c.idle_nanos.load(Ordering::Relaxed) / 1_000_000,
         busy_ms: busy_nanos(c) / 1_000_000,
         out_pool_usage_permille: c.out_pool_usage_permille(),
+        current_input_watermark: c.input_watermark.get(),
+        current_output_watermark: c.output_watermark.get(),
     }
 }
 
@@ -389,6 +392,8 @@ fn run(
             checkpointing: d.state.checkpointing,
             key_hash: d.state.key_hash,
         }),
+        timers: Default::default(),
+        auto_watermark_interval: Duration::from_millis(d.auto_watermark_interval_ms),
     };
 
     // Reserve every buffer this task can hold before anything is created (see network::budget).
@@ -542,7 +547,7 @@ fn run(
                 last_snapshot: None,
                 last_completed: None,
             };
-            input.run(&mut hooks)?;
+            input.run(&mut hooks, &ctx.timers)?;
             input.processor.finish()?;
             // Waiting for the final checkpoint is neither busy nor idle on input.
             counters.stop_running();
@@ -604,12 +609,14 @@ impl Input<'_> {
     }
 
     /// Reads and processes the inputs until every channel has ended.
-    fn run(&mut self, hooks: &mut Hooks) -> Result<(), TaskError> {
+    fn run(&mut self, hooks: &mut Hooks, timers: &ProcessingTimeService) -> Result<(), TaskError> {
         loop {
-            match self
-                .gate
-                .next(hooks.until_flush().min(Duration::from_millis(100)))
-            {
+            let mut wait = hooks.until_flush().min(Duration::from_millis(100));
+            if let Some(deadline) = timers.next_deadline() {
+                let until = deadline.saturating_sub(now_ms()).max(0) as u64;
+                wait = wait.min(Duration::from_millis(until));
+            }
+            match self.gate.next(wait) {
                 GateEvent::Buffer(buf) => {
                     self.counters
                         .bytes_in
@@ -630,6 +637,12 @@ impl Input<'_> {
                     drop(batch);
                 }
                 GateEvent::Barrier(barrier) => self.snapshot(hooks, &barrier)?,
+                GateEvent::Time(signal) => {
+                    if let TimeSignal::Watermark(w) = signal {
+                        self.counters.input_watermark.set(w);
+                    }
+                    self.processor.time(signal)?;
+                }
                 GateEvent::Aborted(id) => {
                     hooks.checkpoints.acknowledge(
                         id,
@@ -646,6 +659,12 @@ impl Input<'_> {
                 }
             }
             hooks.tick()?;
+            if timers.next_deadline().is_some() {
+                let now = now_ms();
+                if timers.take_due(now) {
+                    self.processor.processing_time(now)?;
+                }
+            }
             while let Some(message) = hooks.control() {
                 self.control(hooks, message)?;
             }
