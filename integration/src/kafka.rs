@@ -94,6 +94,30 @@ fn remove_stale_dirs() {
 }
 
 impl Broker {
+    /// Stops the broker and starts it again in its directory, on its port (clients reconnect).
+    pub fn restart(&self) {
+        let out = Command::new(script())
+            .arg("stop")
+            .arg(&self.dir)
+            .output()
+            .expect("run scripts/kafka.sh stop");
+        assert!(out.status.success(), "stopping the broker failed");
+        let out = Command::new(script())
+            .arg("start")
+            .arg(&self.dir)
+            .arg("")
+            .arg(std::process::id().to_string())
+            .output()
+            .expect("run scripts/kafka.sh start");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(&format!("READY bootstrap={}", self.bootstrap)),
+            "the Kafka broker did not start again on {}:\n{stdout}\n{}",
+            self.bootstrap,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Creates `topic` with `partitions` partitions (replication 1).
     pub fn create_topic(&self, topic: &str, partitions: i32) {
         let admin: AdminClient<DefaultClientContext> = ClientConfig::new()

@@ -5,12 +5,20 @@
 //! `seq key count`; the sink writes one such line per record. Exactly-once output means: every
 //! seq appears in exactly one line, and for each key the counts are exactly `1, 2, ..., n_key`.
 //! `sluice check-counting` verifies that and says what is missing or duplicated.
+//!
+//! With `--input-topic` the seqs come from a Kafka topic (each record's value is a seq) instead
+//! of the generator, and with `--output-topic` the lines go to a Kafka topic (keyed by the key)
+//! instead of a directory, at least or exactly once: Kafka → counting → Kafka.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::kafka_wordcount::{SINK_OPTIONS, sink_options};
 use super::{JobProgram, Params};
-use crate::api::{Collector, KeyedProcessFunction, StreamExecutionEnvironment, TaskError};
+use crate::api::{
+    Collector, DataStream, KeyedProcessFunction, StreamExecutionEnvironment, TaskError,
+};
+use crate::connectors::kafka::{KafkaSink, KafkaSource, ProducedRecord};
 use crate::state::ValueState;
 
 pub(crate) struct Counting;
@@ -23,37 +31,96 @@ impl JobProgram for Counting {
         "emits 0..N-1 once, counts per key (seq % K) and writes 'seq key count' lines; check the output with `sluice check-counting`"
     }
     fn usage(&self) -> &'static str {
-        "--records N --keys K --output DIR [--rate R (records/s over all sources; default unlimited)]"
+        "--records N --keys K --output DIR [--rate R (records/s over all sources; default unlimited)] | Kafka instead of the generator or the directory: [--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (seqs as UTF-8 values, instead of --records/--rate)] [--output-topic T (instead of --output)] [--delivery-guarantee at-least-once|exactly-once] [--transactional-id-prefix P (default counting-OUTPUT)] [--transaction-timeout-ms MS]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
-        let params = Params::parse(args, &["records", "keys", "output", "rate"])?;
-        let records = params
-            .get("records")
-            .ok_or("--records is required")?
-            .parse::<u64>()
-            .map_err(|_| "--records needs a number")?;
+        let mut known = vec![
+            "records",
+            "keys",
+            "output",
+            "rate",
+            "bootstrap-servers",
+            "input-topic",
+            "output-topic",
+        ];
+        known.extend(SINK_OPTIONS);
+        let params = Params::parse(args, &known)?;
         let keys = params.number("keys", 0)?;
         if keys == 0 {
             return Err("--keys K (at least 1) is required".into());
         }
-        let output = match params.path("output")? {
-            Some(dir) => dir.display().to_string(),
-            None => return Err("--output DIR is required".into()),
+        let servers = params.get("bootstrap-servers").unwrap_or("127.0.0.1:9092");
+        let (seqs, input) = match params.get("input-topic") {
+            Some(topic) => {
+                let source = KafkaSource::<String>::builder()
+                    .bootstrap_servers(servers)
+                    .topics([topic])
+                    .group_id(&format!("counting-{topic}"))
+                    .value_utf8()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                // A value that is no seq becomes u64::MAX, which check-counting calls malformed.
+                let seqs = source.stream(env).map(move |v: String| {
+                    let seq = v.trim().parse::<u64>().unwrap_or(u64::MAX);
+                    (seq, seq % keys)
+                });
+                (seqs, format!("Kafka topic {topic}"))
+            }
+            None => {
+                let records = params
+                    .get("records")
+                    .ok_or("--records (or --input-topic) is required")?
+                    .parse::<u64>()
+                    .map_err(|_| "--records needs a number")?;
+                let rate = params.number("rate", 0)?;
+                let seqs = env
+                    .generate_bounded(records, rate, move |seq| (seq, seq % keys))
+                    .name("Sequence Source");
+                (seqs, format!("{records} records"))
+            }
         };
-        let rate = params.number("rate", 0)?;
-        env.generate_bounded(records, rate, move |seq| (seq, seq % keys))
-            .name("Sequence Source")
+        let lines = seqs
             .key_by(|r: &(u64, u64)| r.1)
             .process(|state| {
                 Ok(CountPerKey {
                     count: state.value_state("count")?,
                 })
             })
-            .name("Count per Key")
-            .map(|(seq, key, count): (u64, u64, u64)| format!("{seq} {key} {count}"))
-            .sink_to_directory(output);
-        Ok(format!("Counting ({records} records, {keys} keys)"))
+            .name("Count per Key");
+        let output = write_lines(&params, servers, &lines)?;
+        Ok(format!("Counting ({input}, {keys} keys) -> {output}"))
     }
+}
+
+/// Writes `seq key count` lines to the output directory or topic; names it.
+fn write_lines(
+    params: &Params,
+    servers: &str,
+    lines: &DataStream<(u64, u64, u64)>,
+) -> Result<String, String> {
+    if let Some(topic) = params.get("output-topic") {
+        let sink = KafkaSink::<(u64, u64, u64)>::builder()
+            .bootstrap_servers(servers)
+            .topic(topic)
+            .serializer(|(seq, key, count): &(u64, u64, u64)| ProducedRecord {
+                topic: None,
+                key: Some(key.to_string().into_bytes()),
+                value: format!("{seq} {key} {count}").into_bytes(),
+            });
+        let sink = sink_options(params, &format!("counting-{topic}"), sink)?
+            .build()
+            .map_err(|e| e.to_string())?;
+        sink.write(lines);
+        return Ok(format!("Kafka topic {topic}"));
+    }
+    let output = match params.path("output")? {
+        Some(dir) => dir.display().to_string(),
+        None => return Err("--output DIR (or --output-topic) is required".into()),
+    };
+    lines
+        .map(|(seq, key, count): (u64, u64, u64)| format!("{seq} {key} {count}"))
+        .sink_to_directory(output.clone());
+    Ok(output)
 }
 
 /// Counts the records of each key in keyed state and emits `(seq, key, count)`.

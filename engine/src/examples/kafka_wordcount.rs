@@ -1,10 +1,47 @@
 //! WordCount between Kafka topics: lines from one topic, a running count per word to another
-//! (keyed by the word, the value `word count`). Unbounded unless `--bounded`.
+//! (keyed by the word, the value `word count`). Unbounded unless `--bounded`. The output is
+//! written at least once, or exactly once with `--delivery-guarantee exactly-once`.
 
 use super::wordcount::tokenize;
 use super::{JobProgram, Params};
 use crate::api::StreamExecutionEnvironment;
-use crate::connectors::kafka::{KafkaSink, KafkaSource, ProducedRecord, StartingOffsets};
+use crate::connectors::kafka::{
+    DeliveryGuarantee, KafkaSink, KafkaSinkBuilder, KafkaSource, ProducedRecord, StartingOffsets,
+};
+use crate::record::Data;
+
+/// The sink options the Kafka examples share.
+pub(crate) const SINK_OPTIONS: [&str; 3] = [
+    "delivery-guarantee",
+    "transactional-id-prefix",
+    "transaction-timeout-ms",
+];
+
+/// Applies [`SINK_OPTIONS`] to `sink`; `default_prefix` is the transactional id prefix unless
+/// one is given.
+pub(crate) fn sink_options<T: Data>(
+    params: &Params,
+    default_prefix: &str,
+    mut sink: KafkaSinkBuilder<T>,
+) -> Result<KafkaSinkBuilder<T>, String> {
+    let guarantee: DeliveryGuarantee = params
+        .get("delivery-guarantee")
+        .unwrap_or("at-least-once")
+        .parse()
+        .map_err(|e: crate::connectors::kafka::ConfigError| format!("--delivery-guarantee: {e}"))?;
+    sink = sink.delivery_guarantee(guarantee).transactional_id_prefix(
+        params
+            .get("transactional-id-prefix")
+            .unwrap_or(default_prefix),
+    );
+    if let Some(ms) = params.get("transaction-timeout-ms") {
+        let ms: u64 = ms
+            .parse()
+            .map_err(|_| format!("--transaction-timeout-ms needs milliseconds, got '{ms}'"))?;
+        sink = sink.property("transaction.timeout.ms", &ms.to_string());
+    }
+    Ok(sink)
+}
 
 pub(crate) struct KafkaWordCount;
 
@@ -16,21 +53,20 @@ impl JobProgram for KafkaWordCount {
         "counts the words of lines read from a Kafka topic, writing running counts to another"
     }
     fn usage(&self) -> &'static str {
-        "[--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (default lines)] [--input-pattern REGEX (topics whose name matches, instead of --input-topic)] [--output-topic T (default counts)] [--group-id G (default kafka-wordcount)] [--starting-offsets earliest|latest|committed (default earliest)] [--bounded (stop at the input's end offsets at start)]"
+        "[--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (default lines)] [--input-pattern REGEX (topics whose name matches, instead of --input-topic)] [--output-topic T (default counts)] [--group-id G (default kafka-wordcount)] [--starting-offsets earliest|latest|committed (default earliest)] [--bounded (stop at the input's end offsets at start)] [--delivery-guarantee at-least-once|exactly-once (default at-least-once; exactly-once needs checkpointing)] [--transactional-id-prefix P (exactly-once; default kafka-wordcount-OUTPUT)] [--transaction-timeout-ms MS (the producer's transaction.timeout.ms)]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
-        let params = Params::parse(
-            args,
-            &[
-                "bootstrap-servers",
-                "input-topic",
-                "input-pattern",
-                "output-topic",
-                "group-id",
-                "starting-offsets",
-                "bounded",
-            ],
-        )?;
+        let mut known = vec![
+            "bootstrap-servers",
+            "input-topic",
+            "input-pattern",
+            "output-topic",
+            "group-id",
+            "starting-offsets",
+            "bounded",
+        ];
+        known.extend(SINK_OPTIONS);
+        let params = Params::parse(args, &known)?;
         let servers = params.get("bootstrap-servers").unwrap_or("127.0.0.1:9092");
         let input = params.get("input-topic").unwrap_or("lines");
         let output = params.get("output-topic").unwrap_or("counts");
@@ -66,7 +102,8 @@ impl JobProgram for KafkaWordCount {
                 topic: None,
                 key: Some(word.as_bytes().to_vec()),
                 value: format!("{word} {count}").into_bytes(),
-            })
+            });
+        let sink = sink_options(&params, &format!("kafka-wordcount-{output}"), sink)?
             .build()
             .map_err(|e| e.to_string())?;
         let counts = source

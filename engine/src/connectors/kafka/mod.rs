@@ -1,5 +1,6 @@
 //! Apache Kafka: a source that reads topics with its offsets in checkpoints and savepoints
-//! (Flink's `KafkaSource`), and a sink that writes records at least once (Flink's `KafkaSink`).
+//! (Flink's `KafkaSource`), and a sink that writes records at least once or exactly once (Flink's
+//! `KafkaSink`).
 //! Both use librdkafka through the `rdkafka` crate; see docs/kafka.md.
 //!
 //! ```no_run
@@ -26,9 +27,10 @@
 mod assign;
 mod sink;
 mod source;
+mod txn;
 
 pub use assign::{StartingOffsets, TopicPartition, owner};
-pub use sink::{KafkaSink, KafkaSinkBuilder, ProducedRecord};
+pub use sink::{DeliveryGuarantee, KafkaSink, KafkaSinkBuilder, ProducedRecord};
 pub use source::{ConsumedRecord, KafkaSource, KafkaSourceBuilder};
 
 /// A Kafka source or sink was configured wrongly; the message names the setting.
