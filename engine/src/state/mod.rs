@@ -35,6 +35,7 @@ mod settings;
 mod snapshot;
 pub mod storage;
 mod store;
+mod timers;
 #[cfg(test)]
 mod tests;
 mod values;
@@ -54,3 +55,4 @@ pub use settings::{BackendKind, BackendSettings};
 pub use snapshot::{KeyedStateHandle, SnapshotKind, SnapshotLocation, StateFile};
 pub use storage::{FileInfo, LocalFileStorage, StateStorage};
 pub use store::KeyedStateStore;
+pub use timers::{TimeDomain, Timers};

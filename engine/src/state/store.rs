@@ -334,6 +334,23 @@ impl KeyedStateStore {
         Ok(())
     }
 
+    /// The current key's key group and archive, if a key is set.
+    pub(super) fn current_key_archive(&self) -> Option<(u32, Vec<u8>)> {
+        let current = self.inner.current.borrow();
+        current
+            .set
+            .then(|| (current.key_group, current.bytes.to_vec()))
+    }
+
+    /// The current key, deserialized.
+    pub fn current_key<K: Data>(&self) -> Result<K, StateError> {
+        let current = self.inner.current.borrow();
+        if !current.set {
+            return Err(StateError::Config("no current key is set".into()));
+        }
+        super::archives::decode(&current.bytes, "current key")
+    }
+
     /// The current key's key group, if a key is set.
     pub fn current_key_group(&self) -> Option<u32> {
         let current = self.inner.current.borrow();

@@ -802,3 +802,64 @@ fn rocksdb_instances_sharing_a_small_slot_budget_keep_every_value() -> Result<()
     counts(&restored, &|k| k % 3 + 1)?;
     Ok(())
 }
+
+#[test]
+fn timers_fire_in_time_order_once_per_key_and_timestamp_and_survive_a_rescaled_restore()
+-> Result<(), StateError> {
+    let env = Env::new();
+    for kind in BOTH {
+        let store = env.fresh(kind, &format!("timers-{kind}"));
+        let mut timers = Timers::open(&store)?;
+        for key in 0u64..40 {
+            store.set_current_key(&key)?;
+            timers.register(TimeDomain::EventTime, 1_000 + key as i64)?;
+            // A second timer at the same time is the same timer.
+            timers.register(TimeDomain::EventTime, 1_000 + key as i64)?;
+            timers.register(TimeDomain::ProcessingTime, 50_000 - key as i64)?;
+        }
+        store.set_current_key(&7u64)?;
+        timers.delete(TimeDomain::EventTime, 1_007)?;
+        assert_eq!(timers.len(TimeDomain::EventTime), 39);
+        // Due up to 1004: keys 0..=4, earliest first, each with its key made current.
+        let mut fired = Vec::new();
+        while let Some(ts) = timers.pop(TimeDomain::EventTime, 1_004)? {
+            fired.push((ts, store.current_key::<u64>()?));
+        }
+        assert_eq!(fired, (0..5).map(|k| (1_000 + k as i64, k)).collect::<Vec<_>>());
+        assert_eq!(timers.next(TimeDomain::EventTime), Some(1_005));
+
+        // Checkpoint, then restore at parallelism 2: each half gets the timers of its keys.
+        let loc = env.checkpoint(1);
+        let h = store.snapshot(&loc, &env.storage, &format!("timers-{kind}-op"))?;
+        let mut restored = Vec::new();
+        for subtask in 0..2 {
+            let range = KeyGroupRange::for_subtask(MAX_P, 2, subtask);
+            let s = env.open(
+                kind,
+                &format!("timers-{kind}-r{subtask}"),
+                range,
+                std::slice::from_ref(&h),
+                &loc.dir,
+            )?;
+            let mut t = Timers::open(&s)?;
+            while let Some(ts) = t.pop(TimeDomain::EventTime, i64::MAX)? {
+                let key = s.current_key::<u64>()?;
+                assert!(range.contains(s.current_key_group().unwrap()));
+                restored.push((ts, key));
+            }
+            assert_eq!(
+                t.len(TimeDomain::ProcessingTime),
+                (0u64..40)
+                    .filter(|k| range.contains(key_group(KeyHash::CURRENT.hash(k), MAX_P)))
+                    .count()
+            );
+        }
+        restored.sort();
+        let expected: Vec<(i64, u64)> = (5..40)
+            .filter(|&k| k != 7)
+            .map(|k| (1_000 + k as i64, k))
+            .collect();
+        assert_eq!(restored, expected, "{kind}");
+    }
+    Ok(())
+}
