@@ -406,6 +406,106 @@ mod event_time {
         }
     }
 
+    /// Per-key counts of tumbling 100 ms windows over numbers whose event times are up to 20 ms
+    /// out of order, written to [`WINDOWS`].
+    struct WindowedCounts;
+
+    /// `(key, window start, count)` as the window job's sink got them.
+    static WINDOWS: std::sync::Mutex<Vec<(u64, i64, u64)>> = std::sync::Mutex::new(Vec::new());
+
+    /// Event time of the `i`th number: every 5th one comes 20 ms late.
+    fn event_time(i: u64) -> i64 {
+        i as i64 - if i % 5 == 0 { 20 } else { 0 }
+    }
+
+    struct Remember;
+
+    impl crate::api::SinkFunction<(u64, i64, u64)> for Remember {
+        fn invoke(&mut self, record: (u64, i64, u64)) -> Result<(), crate::api::TaskError> {
+            WINDOWS.lock().unwrap().push(record);
+            Ok(())
+        }
+    }
+
+    impl JobProgram for WindowedCounts {
+        fn name(&self) -> &str {
+            "windowed-counts"
+        }
+        fn description(&self) -> &str {
+            "tumbling event-time window counts"
+        }
+        fn usage(&self) -> &str {
+            ""
+        }
+        fn build(&self, env: &StreamExecutionEnvironment, _: &[String]) -> Result<String, String> {
+            env.generate_bounded(30_000, 0, |i| (i % 3, event_time(i)))
+                .assign_timestamps_and_watermarks(
+                    WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(30))
+                        .with_timestamp_assigner(|r: &(u64, i64), _| r.1),
+                )
+                .map(|(key, ts)| (key, ts.div_euclid(100) * 100, 1u64))
+                .key_by(|r: &(u64, i64, u64)| r.0)
+                .window(crate::api::TumblingEventTimeWindows::of(
+                    Duration::from_millis(100),
+                ))
+                .reduce(|a, b| (a.0, a.1, a.2 + b.2))
+                .add_sink("Remember", |_| Ok(Remember));
+            Ok("windowed counts".into())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tumbling_window_counts_are_exact_under_out_of_order_input_in_both_backends() {
+        let mut expected = std::collections::BTreeMap::new();
+        for i in 0..30_000u64 {
+            let ts = event_time(i);
+            *expected
+                .entry((i % 3, ts.div_euclid(100) * 100))
+                .or_insert(0u64) += 1;
+        }
+        for backend in ["hashmap", "rocksdb"] {
+            WINDOWS.lock().unwrap().clear();
+            let mut programs = ProgramRegistry::new();
+            programs.register(Arc::new(WindowedCounts)).unwrap();
+            let mut config = Config::default();
+            config.set("state.backend.type", backend).unwrap();
+            let cluster = EmbeddedCluster::start_running(config, 2, 1, programs)
+                .await
+                .unwrap();
+            let shared = &cluster.jobmanager.shared;
+            let job = shared
+                .submit(
+                    ProgramSpec {
+                        name: "windowed-counts".into(),
+                        args: vec![],
+                    },
+                    Some(2),
+                    &[],
+                    None,
+                )
+                .await
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let status = shared.view().job(job).expect("the job").status();
+                if status.is_globally_terminal() {
+                    assert_eq!(status, crate::jobmanager::jobmaster::JobStatus::Finished);
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the job did not finish");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let mut got = std::collections::BTreeMap::new();
+            for (key, start, count) in WINDOWS.lock().unwrap().drain(..) {
+                assert!(
+                    got.insert((key, start), count).is_none(),
+                    "window ({key}, {start}) emitted twice ({backend})"
+                );
+            }
+            assert_eq!(got, expected, "{backend}");
+        }
+    }
+
     /// The per-subtask input watermarks of vertex `v`, as the JobManager last heard them.
     fn input_watermarks(
         cluster: &EmbeddedCluster,

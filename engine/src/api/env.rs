@@ -12,8 +12,8 @@ use std::sync::Arc;
 use super::checkpointing::SnapshotContext;
 use super::context::RuntimeContext;
 use super::operators::{
-    BatchKeyedReduce, BoxOutput, Collector, Discard, Fanout, Filter, FlatMap, KeyedProcess,
-    KeyedProcessFunction, KeyedReduce, Map, Sink,
+    BatchKeyedReduce, BoxOutput, Collector, Context, Discard, Fanout, Filter, FlatMap,
+    KeyedProcess, KeyedProcessFunction, KeyedReduce, Map, Sink,
 };
 use super::sinks::{DiscardSink, PrintSink, SinkFunction, TextFileSink, TransactionalFileSink};
 use super::sources::{
@@ -24,6 +24,9 @@ use super::stream_graph::{
     AnyBox, InputProcessor, NodeKind, ShipStrategy, SourceTask, StreamEdge, StreamGraph, StreamNode,
 };
 use super::time::{Stamped, WatermarkStrategy, restamped, unstamped};
+#[allow(unused_imports)] // named in the docs of `KeyedStream::window`
+use super::windows::TumblingEventTimeWindows;
+use super::windows::{EventTimeWindows, WindowReduce};
 use crate::common::error::TaskError;
 use crate::network::partitioner::ChannelSelector;
 use crate::network::valve::TimeSignal;
@@ -985,16 +988,54 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
         self.keyed("Keyed Process", move |ctx, next| {
             let store = ctx.keyed_state_store()?;
             let function = make(&store)?;
-            Ok(Box::new(KeyedProcess {
-                key: key.clone(),
+            Ok(Box::new(KeyedProcess::new(
+                key.clone(),
                 function,
                 store,
-                operator_id: ctx.operator_id,
-                out: Vec::new(),
+                ctx.timers.clone(),
+                ctx.operator_id,
                 next,
-                _t: PhantomData,
-            }))
+            )?))
         })
+    }
+}
+
+/// A keyed stream cut into event-time windows (Flink's `WindowedStream`); see
+/// [`KeyedStream::window`].
+pub struct WindowedStream<T, K> {
+    stream: KeyedStream<T, K>,
+    windows: EventTimeWindows,
+}
+
+impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
+    /// Cuts each key's records into event-time windows ([`TumblingEventTimeWindows`],
+    /// [`SlidingEventTimeWindows`](super::SlidingEventTimeWindows)). The stream needs
+    /// timestamps (`assign_timestamps_and_watermarks`); a window's result is emitted when the
+    /// watermark passes its end, with the timestamp `end - 1`.
+    pub fn window(&self, windows: EventTimeWindows) -> WindowedStream<T, K> {
+        WindowedStream {
+            stream: KeyedStream {
+                stream: self.stream.clone(),
+                key: self.key.clone(),
+            },
+            windows,
+        }
+    }
+}
+
+impl<T: Data, K: Data + Hash + Eq> WindowedStream<T, K> {
+    /// Each window's records of a key combined with `f`, incrementally: one aggregate per key
+    /// and slice of the window is kept, never the records. Records that come when the
+    /// watermark has passed every window they belong to are dropped.
+    pub fn reduce(&self, f: impl Fn(T, T) -> T + Send + Sync + 'static) -> DataStream<T> {
+        let f = Arc::new(f);
+        let windows = self.windows;
+        self.stream
+            .process(move |store| {
+                let f = f.clone();
+                WindowReduce::new(windows, move |a, b| f(a, b), store)
+            })
+            .name("Window Reduce")
     }
 }
 
@@ -1044,12 +1085,22 @@ impl<T: 'static, S: SinkFunction<T>> SinkFunction<Stamped<T>> for UnstampedSink<
     }
 }
 
-/// A user's keyed process function behind a stream with timestamps: what it emits for a
-/// record has that record's timestamp.
+/// A user's keyed process function behind a stream with timestamps: it sees each record's
+/// timestamp in its context, and what it emits has the timestamp of the record (or timer) it
+/// was called for.
 struct StampedProcess<F, O> {
     function: F,
-    /// What the function emitted for one record, reused.
+    /// What the function emitted for one call, reused.
     out: Vec<O>,
+}
+
+impl<F, O> StampedProcess<F, O> {
+    fn stamp(&mut self, ts: i64, out: &mut Collector<'_, Stamped<O>>) -> Result<(), TaskError> {
+        for emitted in self.out.drain(..) {
+            out.collect((ts, emitted))?;
+        }
+        Ok(())
+    }
 }
 
 impl<K, T, O: 'static, F: KeyedProcessFunction<K, T, O>>
@@ -1059,13 +1110,24 @@ impl<K, T, O: 'static, F: KeyedProcessFunction<K, T, O>>
         &mut self,
         key: &K,
         (ts, record): Stamped<T>,
+        ctx: &mut Context<'_>,
+        out: &mut Collector<'_, Stamped<O>>,
+    ) -> Result<(), TaskError> {
+        ctx.timestamp = Some(ts);
+        self.function
+            .process(key, record, ctx, &mut Collector::new(&mut self.out))?;
+        self.stamp(ts, out)
+    }
+
+    fn on_timer(
+        &mut self,
+        key: &K,
+        timestamp: i64,
+        ctx: &mut Context<'_>,
         out: &mut Collector<'_, Stamped<O>>,
     ) -> Result<(), TaskError> {
         self.function
-            .process(key, record, &mut Collector::new(&mut self.out))?;
-        for emitted in self.out.drain(..) {
-            out.collect((ts, emitted))?;
-        }
-        Ok(())
+            .on_timer(key, timestamp, ctx, &mut Collector::new(&mut self.out))?;
+        self.stamp(timestamp, out)
     }
 }

@@ -26,11 +26,13 @@ mod sinks;
 mod sources;
 pub(crate) mod stream_graph;
 mod time;
+mod windows;
 
 pub use crate::common::error::TaskError;
+pub use crate::state::TimeDomain;
 pub use context::RuntimeContext;
-pub use env::{DataStream, KeyedStream, RuntimeMode, StreamExecutionEnvironment};
-pub use operators::{Collector, KeyedProcessFunction};
+pub use env::{DataStream, KeyedStream, RuntimeMode, StreamExecutionEnvironment, WindowedStream};
+pub use operators::{Collector, Context, KeyedProcessFunction};
 pub use program::{JobProgram, ProgramRegistry};
 pub use sinks::SinkFunction;
 pub use sources::{SourceContext, SourceFunction};
@@ -38,6 +40,7 @@ pub use stream_graph::{JobFile, ShipStrategy};
 pub use time::{
     BoundedOutOfOrderness, Stamped, WatermarkGenerator, WatermarkOutput, WatermarkStrategy,
 };
+pub use windows::{EventTimeWindows, SlidingEventTimeWindows, TumblingEventTimeWindows};
 
 pub(crate) use checkpointing::{SnapshotContext, StateInit, TaskControl};
 pub(crate) use context::{ProcessingTimeService, now_ms};

@@ -9,14 +9,13 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use super::checkpointing::SnapshotContext;
-#[allow(unused_imports)] // named in the docs of `Output`
 use super::context::ProcessingTimeService;
 use super::sinks::SinkFunction;
 use crate::common::error::TaskError;
 use crate::network::valve::TimeSignal;
 use crate::network::writer::NetworkOutput;
 use crate::record::Data;
-use crate::state::{KeyedStateStore, ValueState};
+use crate::state::{KeyedStateStore, TimeDomain, Timers, ValueState};
 
 /// Where an operator sends its results: the next operator of the chain, several of them, or a
 /// network writer.
@@ -290,11 +289,17 @@ impl<T, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Outp
 }
 
 /// Runs a user's keyed process function: sets the current key of the keyed state before each
-/// record, so the function's state handles read and write that key's state.
+/// record, so the function's state handles read and write that key's state, and calls it back
+/// for its timers: event-time ones when a watermark passes them, processing-time ones when the
+/// clock does — always between records, never beside one.
 pub(crate) struct KeyedProcess<T, O, K, KF: ?Sized, F> {
     pub(crate) key: Arc<KF>,
     pub(crate) function: F,
     pub(crate) store: KeyedStateStore,
+    pub(crate) timers: Timers,
+    /// The input watermark.
+    pub(crate) watermark: i64,
+    pub(crate) processing: ProcessingTimeService,
     pub(crate) operator_id: u32,
     /// What the function emitted for a batch, reused.
     pub(crate) out: Vec<O>,
@@ -305,11 +310,67 @@ pub(crate) struct KeyedProcess<T, O, K, KF: ?Sized, F> {
 impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, T, O>>
     KeyedProcess<T, O, K, KF, F>
 {
+    /// Opens the timers of `store` (restored with it); overdue processing-time timers fire at
+    /// the first call.
+    pub(crate) fn new(
+        key: Arc<KF>,
+        function: F,
+        store: KeyedStateStore,
+        processing: ProcessingTimeService,
+        operator_id: u32,
+        next: BoxOutput<O>,
+    ) -> Result<Self, TaskError> {
+        let timers = Timers::open(&store)?;
+        if let Some(first) = timers.next(TimeDomain::ProcessingTime) {
+            processing.request(first);
+        }
+        Ok(KeyedProcess {
+            key,
+            function,
+            store,
+            timers,
+            watermark: i64::MIN,
+            processing,
+            operator_id,
+            out: Vec::new(),
+            next,
+            _t: std::marker::PhantomData,
+        })
+    }
+
     fn process(&mut self, record: T) -> Result<(), TaskError> {
         let key = (self.key)(&record);
         self.store.set_current_key(&key)?;
+        let mut ctx = Context {
+            timestamp: None,
+            watermark: self.watermark,
+            timers: &mut self.timers,
+            processing: &self.processing,
+            firing: None,
+        };
         let mut out = Collector { out: &mut self.out };
-        self.function.process(&key, record, &mut out)
+        self.function.process(&key, record, &mut ctx, &mut out)
+    }
+
+    /// Fires every timer of `domain` due at `time`, earliest first.
+    fn fire(&mut self, domain: TimeDomain, time: i64) -> Result<(), TaskError> {
+        while let Some(timestamp) = self.timers.pop(domain, time)? {
+            let key: K = self.store.current_key()?;
+            let mut ctx = Context {
+                timestamp: Some(timestamp),
+                watermark: self.watermark,
+                timers: &mut self.timers,
+                processing: &self.processing,
+                firing: Some(domain),
+            };
+            let mut out = Collector { out: &mut self.out };
+            self.function
+                .on_timer(&key, timestamp, &mut ctx, &mut out)?;
+            if self.out.len() >= MAX_BATCH {
+                self.next.push_batch(&mut self.out)?;
+            }
+        }
+        self.next.push_batch(&mut self.out)
     }
 }
 
@@ -341,10 +402,68 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
         self.next.checkpoint_complete(checkpoint_id)
     }
     fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        if let TimeSignal::Watermark(w) = signal {
+            self.watermark = self.watermark.max(w);
+            self.fire(TimeDomain::EventTime, w)?;
+        }
         self.next.time(signal)
     }
     fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
+        self.fire(TimeDomain::ProcessingTime, now)?;
+        if let Some(next) = self.timers.next(TimeDomain::ProcessingTime) {
+            self.processing.request(next);
+        }
         self.next.processing_time(now)
+    }
+}
+
+/// What a keyed process function knows besides the record, and its timers (Flink's `Context`
+/// and `TimerService`).
+pub struct Context<'a> {
+    pub(crate) timestamp: Option<i64>,
+    pub(crate) watermark: i64,
+    pub(crate) timers: &'a mut Timers,
+    pub(crate) processing: &'a ProcessingTimeService,
+    pub(crate) firing: Option<TimeDomain>,
+}
+
+impl Context<'_> {
+    /// The record's event timestamp (in `on_timer`: the timer's), if the stream has
+    /// timestamps.
+    pub fn timestamp(&self) -> Option<i64> {
+        self.timestamp
+    }
+    /// The operator's input watermark (`i64::MIN` before the first).
+    pub fn current_watermark(&self) -> i64 {
+        self.watermark
+    }
+    /// The wall clock, ms since the epoch.
+    pub fn current_processing_time(&self) -> i64 {
+        super::context::now_ms()
+    }
+    /// In `on_timer`: which clock the firing timer follows.
+    pub fn time_domain(&self) -> Option<TimeDomain> {
+        self.firing
+    }
+    /// Calls `on_timer` for the current key once the watermark reaches `timestamp` (one timer
+    /// per key and timestamp: setting it again changes nothing).
+    pub fn register_event_time_timer(&mut self, timestamp: i64) -> Result<(), TaskError> {
+        Ok(self.timers.register(TimeDomain::EventTime, timestamp)?)
+    }
+    /// Calls `on_timer` for the current key once the wall clock reaches `timestamp`.
+    pub fn register_processing_time_timer(&mut self, timestamp: i64) -> Result<(), TaskError> {
+        self.timers
+            .register(TimeDomain::ProcessingTime, timestamp)?;
+        self.processing.request(timestamp);
+        Ok(())
+    }
+    /// Removes the current key's event-time timer at `timestamp`, if set.
+    pub fn delete_event_time_timer(&mut self, timestamp: i64) -> Result<(), TaskError> {
+        Ok(self.timers.delete(TimeDomain::EventTime, timestamp)?)
+    }
+    /// Removes the current key's processing-time timer at `timestamp`, if set.
+    pub fn delete_processing_time_timer(&mut self, timestamp: i64) -> Result<(), TaskError> {
+        Ok(self.timers.delete(TimeDomain::ProcessingTime, timestamp)?)
     }
 }
 
@@ -367,13 +486,32 @@ impl<'a, O> Collector<'a, O> {
     }
 }
 
-/// A function over a keyed stream with keyed state (Flink's `KeyedProcessFunction`). It is
-/// made once per subtask from the subtask's [`KeyedStateStore`], where it takes its state
-/// handles; `process` sees each record with the current key set, so the handles read and write
-/// that key's state, which is checkpointed and restored with the job.
+/// A function over a keyed stream with keyed state and timers (Flink's
+/// `KeyedProcessFunction`). It is made once per subtask from the subtask's
+/// [`KeyedStateStore`], where it takes its state handles; `process` sees each record with the
+/// current key set, so the handles read and write that key's state, which is checkpointed and
+/// restored with the job. Timers set through the [`Context`] call `on_timer` with their key
+/// current; they are checkpointed with the state too.
 pub trait KeyedProcessFunction<K, I, O>: 'static {
     /// Handles one record of `key`.
-    fn process(&mut self, key: &K, record: I, out: &mut Collector<'_, O>) -> Result<(), TaskError>;
+    fn process(
+        &mut self,
+        key: &K,
+        record: I,
+        ctx: &mut Context<'_>,
+        out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError>;
+
+    /// A timer of `key` set for `timestamp` fired ([`Context::time_domain`] says which kind).
+    fn on_timer(
+        &mut self,
+        _key: &K,
+        _timestamp: i64,
+        _ctx: &mut Context<'_>,
+        _out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError> {
+        Ok(())
+    }
 }
 
 /// Hands records to a user sink; the end of the chain.

@@ -16,7 +16,7 @@ use std::path::Path;
 use super::kafka_wordcount::{SINK_OPTIONS, sink_options};
 use super::{JobProgram, Params};
 use crate::api::{
-    Collector, DataStream, KeyedProcessFunction, StreamExecutionEnvironment, TaskError,
+    Collector, Context, DataStream, KeyedProcessFunction, StreamExecutionEnvironment, TaskError,
 };
 use crate::connectors::kafka::{KafkaSink, KafkaSource, ProducedRecord};
 use crate::state::ValueState;
@@ -133,6 +133,7 @@ impl KeyedProcessFunction<u64, (u64, u64), (u64, u64, u64)> for CountPerKey {
         &mut self,
         key: &u64,
         (seq, _): (u64, u64),
+        _ctx: &mut Context<'_>,
         out: &mut Collector<'_, (u64, u64, u64)>,
     ) -> Result<(), TaskError> {
         let count = self.count.value()?.unwrap_or(0) + 1;

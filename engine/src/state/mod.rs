@@ -35,9 +35,9 @@ mod settings;
 mod snapshot;
 pub mod storage;
 mod store;
-mod timers;
 #[cfg(test)]
 mod tests;
+mod timers;
 mod values;
 mod write_buffer;
 

@@ -825,7 +825,10 @@ fn timers_fire_in_time_order_once_per_key_and_timestamp_and_survive_a_rescaled_r
         while let Some(ts) = timers.pop(TimeDomain::EventTime, 1_004)? {
             fired.push((ts, store.current_key::<u64>()?));
         }
-        assert_eq!(fired, (0..5).map(|k| (1_000 + k as i64, k)).collect::<Vec<_>>());
+        assert_eq!(
+            fired,
+            (0..5).map(|k| (1_000 + k as i64, k)).collect::<Vec<_>>()
+        );
         assert_eq!(timers.next(TimeDomain::EventTime), Some(1_005));
 
         // Checkpoint, then restore at parallelism 2: each half gets the timers of its keys.
