@@ -67,6 +67,38 @@ fn the_web_ui_follows_a_job_takes_a_savepoint_and_cancels_it_in_a_real_browser()
         .get(&format!("/jobs/{job}/checkpoints"))
         .expect("checkpoints");
     assert_eq!(stats["latest"]["savepoint"]["external_path"], savepoint);
+
+    // The log the page showed is the JobManager's file; files beside it are not served.
+    let (status, log) = cluster.request("GET", "/jobmanager/log", "");
+    assert_eq!(status, 200, "{log}");
+    assert!(log.contains("job submitted"), "the JobManager's log: {log}");
+    let listed = cluster.get("/jobmanager/logs").expect("log list");
+    let names: Vec<&str> = listed["logs"]
+        .as_array()
+        .expect("logs")
+        .iter()
+        .map(|l| l["name"].as_str().expect("name"))
+        .collect();
+    assert!(
+        names.iter().all(|n| n.contains("jobmanager")),
+        "only the JobManager's own log files are listed: {names:?}"
+    );
+    for entry in std::fs::read_dir(cluster.log_dir()).expect("log dir") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        let (status, body) = cluster.request("GET", &format!("/jobmanager/logs/{name}"), "");
+        if names.contains(&name.as_str()) {
+            assert_eq!(status, 200, "{name}: {body}");
+        } else {
+            assert_eq!(
+                status, 404,
+                "{name} lies beside the log but is not served: {body}"
+            );
+        }
+    }
     for shot in report["screenshots"].as_array().expect("screenshots") {
         let file = shot.as_str().expect("path");
         let bytes = std::fs::read(file).expect("screenshot written");
