@@ -26,8 +26,9 @@ if [ "$what" = test ]; then
   # Java and Maven build the YARN test launcher (this kind of machine ships them).
   command -v mvn >/dev/null 2>&1 || apt_install maven
   command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
-  # A real browser for the web UI tests.
+  # A real browser for the web UI tests, and Node (>= 18) to drive it (engine/src/web/smoke.mjs).
   apt_install chromium
+  command -v node >/dev/null 2>&1 || apt_install nodejs
   # A real ZooKeeper for the HA tests.
   [ -x scripts/zookeeper.sh ] && scripts/zookeeper.sh install
   # A real Prometheus that scrapes the metric reporters in the metrics test.

@@ -23,7 +23,8 @@ use super::assign::assign;
 use super::metadata::{CheckpointMetadata, METADATA_FILE, OperatorMetadata, RestoreError};
 use super::stats::{
     CheckpointConfigInfo, CheckpointEntry, CheckpointStatus, CheckpointingStatistics, Counts,
-    Externalization, HISTORY_SIZE, Latest, RestoredEntry, Summarizer, Summary,
+    Externalization, HISTORY_SIZE, Latest, RestoredEntry, SubtaskAck, SubtaskCheckpoint,
+    Summarizer, Summary,
 };
 use super::topology::{TaskKey, VertexTopology};
 use super::{OperatorSubtaskState, SubtaskState, TaskRestore};
@@ -301,6 +302,8 @@ struct PendingCheckpoint {
     /// Every task not finished at trigger time.
     expected: BTreeSet<TaskKey>,
     acks: BTreeMap<TaskKey, SubtaskState>,
+    /// When each acknowledgement arrived.
+    ack_times: BTreeMap<TaskKey, u64>,
     /// When the latest acknowledgement arrived, if one did.
     latest_ack: Option<u64>,
 }
@@ -347,7 +350,27 @@ impl PendingCheckpoint {
             external_path: None,
             failure_timestamp: None,
             failure_message: None,
+            subtasks: self.subtasks(),
         }
+    }
+
+    /// Every expected subtask with its acknowledgement, if it arrived.
+    fn subtasks(&self) -> Vec<SubtaskCheckpoint> {
+        self.expected
+            .iter()
+            .map(|&task| SubtaskCheckpoint {
+                vertex: task.vertex,
+                subtask: task.subtask,
+                ack: self.acks.get(&task).map(|state| {
+                    let (checkpointed_size, state_size) = state_sizes(state.operators.values());
+                    SubtaskAck {
+                        timestamp: self.ack_times.get(&task).copied().unwrap_or(self.timestamp),
+                        checkpointed_size,
+                        state_size,
+                    }
+                }),
+            })
+            .collect()
     }
 }
 
@@ -565,6 +588,7 @@ impl CheckpointCoordinator {
                         .collect(),
                 };
                 p.acks.insert(task, state);
+                p.ack_times.insert(task, now);
                 p.latest_ack = Some(now);
                 if p.is_complete() {
                     done.push(id);
@@ -740,6 +764,7 @@ impl CheckpointCoordinator {
                 savepoint_request,
                 expected,
                 acks: BTreeMap::new(),
+                ack_times: BTreeMap::new(),
                 latest_ack: None,
             },
         );
@@ -770,6 +795,7 @@ impl CheckpointCoordinator {
             return Vec::new();
         }
         p.acks.insert(task, state);
+        p.ack_times.insert(task, now);
         p.latest_ack = Some(now);
         if p.is_complete() {
             self.complete(checkpoint_id, now)
@@ -1280,6 +1306,19 @@ impl CheckpointCoordinator {
             },
             latest: self.latest.clone(),
             history,
+        }
+    }
+
+    /// One checkpoint of [`stats`](Self::stats)' history (pending ones included), with its
+    /// subtasks' acknowledgements; `None` once it left the history.
+    pub fn checkpoint(&self, id: u64) -> Option<CheckpointEntry> {
+        let pending = self
+            .pending
+            .get(&id)
+            .or_else(|| self.finalizing.get(&id).map(|(p, _)| p));
+        match pending {
+            Some(p) => Some(p.entry(CheckpointStatus::InProgress)),
+            None => self.history.iter().find(|e| e.id == id).cloned(),
         }
     }
 

@@ -1243,3 +1243,37 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn each_checkpoint_keeps_its_subtasks_acknowledgements() {
+    let env = Env::new();
+    let mut c = env.coordinator(env.settings());
+    run_all(&mut c, 0);
+    c.tick(0);
+    let (id, _, _) = trigger_of(&c.tick(100));
+    c.acknowledge(110, t(0, 1), id, state(1, b"abcd", None));
+    let pending = c.checkpoint(id).expect("pending checkpoints are known");
+    assert_eq!(pending.status, CheckpointStatus::InProgress);
+    assert_eq!(pending.subtasks.len(), 3, "every expected subtask");
+    let of = |e: &CheckpointEntry, task: TaskKey| {
+        e.subtasks
+            .iter()
+            .find(|s| (s.vertex, s.subtask) == (task.vertex, task.subtask))
+            .unwrap_or_else(|| panic!("{task} missing"))
+            .ack
+    };
+    assert_eq!(of(&pending, t(0, 0)), None, "not acknowledged yet");
+    let ack = of(&pending, t(0, 1)).expect("acknowledged");
+    assert_eq!((ack.timestamp, ack.state_size), (110, 4));
+
+    c.acknowledge(120, t(0, 0), id, state(1, b"ab", None));
+    c.acknowledge(150, t(1, 0), id, state(2, b"", None));
+    let done = c
+        .checkpoint(id)
+        .expect("completed checkpoints stay in the history");
+    assert_eq!(done.status, CheckpointStatus::Completed);
+    assert!(done.subtasks.iter().all(|s| s.ack.is_some()));
+    assert_eq!(of(&done, t(0, 0)).unwrap().timestamp, 120);
+    assert_eq!(of(&done, t(1, 0)).unwrap().timestamp, 150);
+    assert_eq!(c.checkpoint(id + 1), None, "never triggered");
+}

@@ -173,6 +173,33 @@ pub struct CheckpointEntry {
     /// Why it failed (failed ones).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
+    /// Every expected subtask and its acknowledgement, by vertex and subtask: the per-vertex
+    /// details of one checkpoint (`GET /jobs/:id/checkpoints/details/:cid`), left out of the
+    /// list as Flink leaves its `tasks` empty there.
+    #[serde(skip)]
+    pub subtasks: Vec<SubtaskCheckpoint>,
+}
+
+/// One subtask's part of a checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubtaskCheckpoint {
+    /// The vertex's index in the job graph.
+    pub vertex: u32,
+    /// The subtask's index.
+    pub subtask: u32,
+    /// Its acknowledgement; `None` while (or because) it has not acknowledged.
+    pub ack: Option<SubtaskAck>,
+}
+
+/// A subtask's acknowledgement of a checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubtaskAck {
+    /// When the JobManager received it (ms since the epoch).
+    pub timestamp: u64,
+    /// Bytes the subtask wrote for the checkpoint.
+    pub checkpointed_size: u64,
+    /// Bytes of the subtask's whole state.
+    pub state_size: u64,
 }
 
 /// Flink's `latest.restored`.

@@ -9,6 +9,7 @@
 pub mod client;
 mod error;
 mod guard;
+mod logs;
 mod metrics;
 mod ui;
 mod views;
@@ -55,11 +56,21 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
         ("/jobs", get(jobs)),
         ("/jobs/overview", get(jobs_overview)),
         ("/jobs/{jobid}", get(job_details).patch(terminate_job)),
+        ("/jobs/{jobid}/plan", get(job_plan)),
+        ("/jobs/{jobid}/config", get(job_config)),
         ("/jobs/{jobid}/exceptions", get(job_exceptions)),
         ("/jobs/{jobid}/checkpoints", get(job_checkpoints)),
         (
             "/jobs/{jobid}/checkpoints/config",
             get(job_checkpoints_config),
+        ),
+        (
+            "/jobs/{jobid}/checkpoints/details/{checkpointid}",
+            get(checkpoint_details),
+        ),
+        (
+            "/jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}",
+            get(checkpoint_subtasks),
         ),
         ("/jobs/{jobid}/savepoints", post(trigger_savepoint)),
         (
@@ -75,7 +86,11 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
         ),
         ("/jobmanager/config", get(jobmanager_config)),
         ("/jobmanager/metrics", get(jobmanager_metrics)),
+        ("/jobmanager/logs", get(jobmanager_logs)),
+        ("/jobmanager/logs/{logname}", get(jobmanager_log_file)),
+        ("/jobmanager/log", get(jobmanager_log)),
         ("/jobs/{jobid}/metrics", get(job_metrics)),
+        ("/jobs/{jobid}/vertices/{vertexid}", get(vertex_details)),
         (
             "/jobs/{jobid}/vertices/{vertexid}/metrics",
             get(vertex_metrics),
@@ -191,6 +206,135 @@ async fn job_details(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -
         .job(id)
         .ok_or_else(|| ApiError::job_not_found(id))?;
     Ok(Json(views::job_details(jm, now_ms())))
+}
+
+async fn job_plan(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -> ApiResult {
+    let dispatcher = shared.view();
+    let jm = dispatcher
+        .job(id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    Ok(Json(views::job_plan(jm)))
+}
+
+async fn job_config(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -> ApiResult {
+    let dispatcher = shared.view();
+    let jm = dispatcher
+        .job(id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    Ok(Json(views::job_config(jm)))
+}
+
+async fn vertex_details(
+    State(shared): State<Shared>,
+    ApiPath((job, vertex)): ApiPath<(String, String)>,
+) -> ApiResult {
+    let (id, v) = find_vertex(&shared, &job, &vertex)?;
+    let dispatcher = shared.view();
+    let jm = dispatcher
+        .job(id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    let host = |tm: &str| {
+        dispatcher
+            .resources()
+            .taskmanager(tm)
+            .map(|t| t.host.clone())
+    };
+    Ok(Json(views::vertex_subtasks(
+        jm,
+        v as usize,
+        now_ms(),
+        &host,
+    )))
+}
+
+/// The checkpoint `checkpoint` of job `job` from its coordinator's history, rendered by
+/// `render` with the job's graph and the ids of the retained checkpoints.
+fn with_checkpoint(
+    shared: &Shared,
+    job: &str,
+    checkpoint: &str,
+    render: impl FnOnce(
+        &crate::graph::JobGraph,
+        &crate::checkpoint::stats::CheckpointEntry,
+        &std::collections::BTreeSet<u64>,
+    ) -> Result<Value, ApiError>,
+) -> ApiResult {
+    let id: crate::common::ids::JobId = job.parse().map_err(|reason| {
+        ApiError::bad_request(format!(
+            "Bad request: invalid path parameter jobid: {reason}"
+        ))
+    })?;
+    let cid: u64 = checkpoint.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "Bad request: invalid path parameter checkpointid: '{checkpoint}' is not a number"
+        ))
+    })?;
+    let dispatcher = shared.view();
+    let jm = dispatcher
+        .job(id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    let coordinator = jm.checkpoints();
+    let entry = coordinator.checkpoint(cid).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "Could not find checkpointing statistics for checkpoint {cid} of job {id} \
+             (only the latest {} are kept)",
+            crate::checkpoint::stats::HISTORY_SIZE
+        ))
+    })?;
+    let retained = coordinator.retained().map(|c| c.id).collect();
+    render(jm.graph(), &entry, &retained).map(Json)
+}
+
+async fn checkpoint_details(
+    State(shared): State<Shared>,
+    ApiPath((job, checkpoint)): ApiPath<(String, String)>,
+) -> ApiResult {
+    with_checkpoint(&shared, &job, &checkpoint, |graph, entry, retained| {
+        Ok(views::checkpoint_details(graph, entry, retained))
+    })
+}
+
+async fn checkpoint_subtasks(
+    State(shared): State<Shared>,
+    ApiPath((job, checkpoint, vertex)): ApiPath<(String, String, String)>,
+) -> ApiResult {
+    with_checkpoint(&shared, &job, &checkpoint, |graph, entry, _| {
+        let v = graph
+            .vertices
+            .iter()
+            .position(|v| v.id == vertex)
+            .ok_or_else(|| {
+                ApiError::not_found(format!("The job has no vertex with id {vertex}"))
+            })?;
+        Ok(views::checkpoint_subtasks(graph, entry, v))
+    })
+}
+
+async fn jobmanager_logs() -> ApiResult {
+    let current = logs::current()?;
+    let files = tokio::task::spawn_blocking(move || logs::list(&current))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("Cannot list the JobManager's logs: {e}"),
+            )
+        })?;
+    Ok(Json(logs::list_json(&files)))
+}
+
+async fn jobmanager_log_file(ApiPath(name): ApiPath<String>) -> Result<Response, ApiError> {
+    logs::check_name(&name)?;
+    let current = logs::current()?;
+    let path = tokio::task::spawn_blocking(move || logs::resolve(&current, &name))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    Ok(logs::text(&path).await)
+}
+
+async fn jobmanager_log() -> Result<Response, ApiError> {
+    Ok(logs::text(&logs::current()?).await)
 }
 
 async fn job_exceptions(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -> ApiResult {

@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value, json};
 
 use crate::checkpoint::CheckpointCoordinator;
+use crate::checkpoint::stats::{CheckpointEntry, CheckpointStatus, Summarizer};
 use crate::config::Config;
 use crate::graph::JobGraph;
 use crate::jobmanager::dispatcher::Dispatcher;
-use crate::jobmanager::jobmaster::{JobMaster, JobStatus};
+use crate::jobmanager::jobmaster::{Execution, JobMaster, JobStatus};
 use crate::jobmanager::resourcemanager::TaskManagerInfo;
 use crate::rpc::messages::{ExecutionState, TaskMetrics};
 
@@ -255,14 +256,14 @@ pub fn plan(jid: &str, graph: &JobGraph) -> Value {
                     })
                 })
                 .collect();
+            // Flink's operator strategy and optimizer properties belong to its batch
+            // optimizer, which sluice does not have: they are left out.
             json!({
                 "id": vertex.id,
                 "parallelism": vertex.parallelism,
-                "operator": "",
-                "operator_strategy": "",
+                "operator": vertex.name,
                 "description": vertex.name,
                 "inputs": inputs,
-                "optimizer_properties": {},
             })
         })
         .collect();
@@ -271,6 +272,254 @@ pub fn plan(jid: &str, graph: &JobGraph) -> Value {
         "name": graph.name,
         "type": if graph.batch { "BATCH" } else { "STREAMING" },
         "nodes": nodes,
+    })
+}
+
+/// `GET /jobs/:jobid/plan` (Flink's `JobPlanInfo`).
+pub fn job_plan(jm: &JobMaster) -> Value {
+    json!({ "plan": plan(&jm.job_id().to_string(), jm.graph()) })
+}
+
+/// Start (deployment), end (-1 until terminal) and duration (-1 until deployed) of a subtask.
+fn execution_times(e: &Execution, now: u64) -> (i64, i64, i64) {
+    let start = e.timestamps.get(&ExecutionState::Deploying).copied();
+    let end = e
+        .state
+        .is_terminal()
+        .then(|| e.timestamps.get(&e.state).copied())
+        .flatten();
+    match (start, end) {
+        (None, _) => (-1, end.map_or(-1, |t| t as i64), -1),
+        (Some(s), Some(t)) => (s as i64, t as i64, t.saturating_sub(s) as i64),
+        (Some(s), None) => (s as i64, -1, now.saturating_sub(s) as i64),
+    }
+}
+
+/// How long a subtask spent in each state it reached (Flink's `status-duration`): from
+/// entering it to entering the next, the current one until `now`.
+fn status_durations(e: &Execution, now: u64) -> Map<String, Value> {
+    let mut entered: Vec<(u64, ExecutionState)> =
+        e.timestamps.iter().map(|(&s, &t)| (t, s)).collect();
+    entered.sort();
+    let mut out = Map::new();
+    for (i, (t, state)) in entered.iter().enumerate() {
+        let until = match entered.get(i + 1) {
+            Some((next, _)) => *next,
+            None if state.is_terminal() => *t,
+            None => now,
+        };
+        out.insert(state.name().into(), json!(until.saturating_sub(*t)));
+    }
+    out
+}
+
+/// `GET /jobs/:jobid/vertices/:vertexid` (Flink's `JobVertexDetailsInfo`): the vertex and each
+/// subtask's current attempt with where it runs, its times and I/O. `host` names a
+/// TaskManager's host by its id (`None` once it is gone: the slot's address is shown then).
+pub fn vertex_subtasks(
+    jm: &JobMaster,
+    v: usize,
+    now: u64,
+    host: &dyn Fn(&str) -> Option<String>,
+) -> Value {
+    let vertex = &jm.graph().vertices[v];
+    let subtasks: Vec<Value> = jm.executions()[v]
+        .iter()
+        .enumerate()
+        .map(|(index, e)| {
+            let (start, end, duration) = execution_times(e, now);
+            let mut entry = json!({
+                "subtask": index,
+                "status": e.state.name(),
+                "attempt": e.attempt,
+                "start-time": start,
+                "end-time": end,
+                "duration": duration,
+                "metrics": io_metrics(&e.metrics, e.state.is_terminal()),
+                "status-duration": status_durations(e, now),
+            });
+            // A subtask not yet given a slot runs nowhere: no endpoint, no TaskManager.
+            if let (Some(slot), Value::Object(map)) = (&e.slot, &mut entry) {
+                let name =
+                    host(&slot.resource_id).unwrap_or_else(|| slot.data_address.ip().to_string());
+                map.insert(
+                    "endpoint".into(),
+                    json!(format!("{name}:{}", slot.data_address.port())),
+                );
+                map.insert("taskmanager-id".into(), json!(slot.resource_id));
+            }
+            entry
+        })
+        .collect();
+    json!({
+        "id": vertex.id,
+        "name": vertex.name,
+        "maxParallelism": vertex.max_parallelism,
+        "parallelism": vertex.parallelism,
+        "now": now,
+        "subtasks": subtasks,
+    })
+}
+
+/// The part of one checkpoint that concerns one vertex: the acknowledged subtasks' sizes and
+/// the latest acknowledgement (Flink's `TaskCheckpointStatistics` fields).
+fn vertex_checkpoint(entry: &CheckpointEntry, vertex: &crate::graph::JobVertex, v: u32) -> Value {
+    let subtasks = entry.subtasks.iter().filter(|s| s.vertex == v);
+    let (mut expected, mut acked, mut latest, mut checkpointed, mut state) = (0u64, 0u64, 0, 0, 0);
+    for s in subtasks {
+        expected += 1;
+        if let Some(ack) = s.ack {
+            acked += 1;
+            latest = latest.max(ack.timestamp);
+            checkpointed += ack.checkpointed_size;
+            state += ack.state_size;
+        }
+    }
+    let duration = if acked == 0 {
+        0
+    } else {
+        latest.saturating_sub(entry.trigger_timestamp)
+    };
+    json!({
+        "id": vertex.id,
+        "status": checkpoint_status(entry.status),
+        "latest_ack_timestamp": latest,
+        "checkpointed_size": checkpointed,
+        "state_size": state,
+        "end_to_end_duration": duration,
+        // Aligned checkpoints buffer and persist no in-flight data (as in the list).
+        "alignment_buffered": 0,
+        "processed_data": 0,
+        "persisted_data": 0,
+        "num_subtasks": expected,
+        "num_acknowledged_subtasks": acked,
+    })
+}
+
+fn checkpoint_status(status: CheckpointStatus) -> &'static str {
+    match status {
+        CheckpointStatus::InProgress => "IN_PROGRESS",
+        CheckpointStatus::Completed => "COMPLETED",
+        CheckpointStatus::Failed => "FAILED",
+    }
+}
+
+/// `GET /jobs/:jobid/checkpoints/details/:checkpointid`: the history entry with `tasks`, per
+/// vertex id the subtasks that acknowledged, their sizes and the vertex's end-to-end duration.
+pub fn checkpoint_details(
+    graph: &JobGraph,
+    entry: &CheckpointEntry,
+    retained: &BTreeSet<u64>,
+) -> Value {
+    let mut value = serde_json::to_value(entry).unwrap_or(Value::Null);
+    flink_checkpoint_entry(&mut value, retained);
+    let tasks: Map<String, Value> = graph
+        .vertices
+        .iter()
+        .enumerate()
+        .filter(|(v, _)| entry.subtasks.iter().any(|s| s.vertex == *v as u32))
+        .map(|(v, vertex)| {
+            (
+                vertex.id.clone(),
+                vertex_checkpoint(entry, vertex, v as u32),
+            )
+        })
+        .collect();
+    if let Value::Object(map) = &mut value {
+        map.insert("tasks".into(), Value::Object(tasks));
+    }
+    value
+}
+
+/// `GET /jobs/:jobid/checkpoints/details/:checkpointid/subtasks/:vertexid` (Flink's
+/// `TaskCheckpointStatisticsWithSubtaskDetails`): the vertex's part and each subtask's
+/// acknowledgement. sluice does not time a snapshot's synchronous and asynchronous parts, the
+/// alignment or the start delay, so those fields are left out.
+pub fn checkpoint_subtasks(graph: &JobGraph, entry: &CheckpointEntry, v: usize) -> Value {
+    let vertex = &graph.vertices[v];
+    let mut value = vertex_checkpoint(entry, vertex, v as u32);
+    let (mut sizes, mut states, mut durations) = (
+        Summarizer::default(),
+        Summarizer::default(),
+        Summarizer::default(),
+    );
+    let subtasks: Vec<Value> = entry
+        .subtasks
+        .iter()
+        .filter(|s| s.vertex == v as u32)
+        .map(|s| match s.ack {
+            Some(ack) => {
+                let duration = ack.timestamp.saturating_sub(entry.trigger_timestamp);
+                sizes.add(ack.checkpointed_size);
+                states.add(ack.state_size);
+                durations.add(duration);
+                json!({
+                    "index": s.subtask,
+                    "status": "completed",
+                    "ack_timestamp": ack.timestamp,
+                    "end_to_end_duration": duration,
+                    "checkpointed_size": ack.checkpointed_size,
+                    "state_size": ack.state_size,
+                    "unaligned_checkpoint": false,
+                    "aborted": false,
+                })
+            }
+            None => json!({ "index": s.subtask, "status": "pending_or_failed" }),
+        })
+        .collect();
+    if let Value::Object(map) = &mut value {
+        map.insert(
+            "summary".into(),
+            json!({
+                "checkpointed_size": sizes.view(),
+                "state_size": states.view(),
+                "end_to_end_duration": durations.view(),
+            }),
+        );
+        map.insert("subtasks".into(), Value::Array(subtasks));
+    }
+    value
+}
+
+/// A program's arguments as Flink's `ParameterTool.fromArgs` reads them: `--key value` (or
+/// `-key value`) pairs, a key followed by another key or nothing has the value
+/// `__NO_VALUE_KEY`; an argument that is no key's value keeps its position as its key.
+fn user_config(args: &[String]) -> Map<String, Value> {
+    let is_key = |a: &str| a.starts_with('-') && a.parse::<f64>().is_err() && a.len() > 1;
+    let mut out = Map::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        if is_key(arg) {
+            let key = arg.trim_start_matches('-').to_string();
+            match args.get(i + 1).filter(|next| !is_key(next)) {
+                Some(value) => {
+                    out.insert(key, json!(value));
+                    i += 2;
+                }
+                None => {
+                    out.insert(key, json!("__NO_VALUE_KEY"));
+                    i += 1;
+                }
+            }
+        } else {
+            out.insert(i.to_string(), json!(arg));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `GET /jobs/:jobid/config` (Flink's `JobConfigInfo`): the program's arguments as its user
+/// configuration. sluice has no execution config of Flink's kind (object reuse, execution mode),
+/// so only what it has is reported.
+pub fn job_config(jm: &JobMaster) -> Value {
+    json!({
+        "jid": jm.job_id().to_string(),
+        "name": jm.name(),
+        "execution-config": {
+            "user-config": user_config(&jm.program().args),
+        },
     })
 }
 
@@ -568,4 +817,29 @@ pub fn examples(programs: &crate::api::ProgramRegistry) -> Value {
         .map(|p| json!({ "name": p.name(), "description": p.description(), "usage": p.usage() }))
         .collect();
     json!({ "examples": programs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::user_config;
+    use serde_json::json;
+
+    #[test]
+    fn program_arguments_read_as_flinks_parameter_tool_reads_them() {
+        let args: Vec<String> = [
+            "--rate", "10", "-verbose", "--offset", "-5", "extra", "--last",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            serde_json::Value::Object(user_config(&args)),
+            json!({
+                "rate": "10",
+                "verbose": "__NO_VALUE_KEY",
+                "offset": "-5",
+                "5": "extra",
+                "last": "__NO_VALUE_KEY",
+            })
+        );
+    }
 }

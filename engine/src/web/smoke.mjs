@@ -1,111 +1,206 @@
-// Test helper, not served: runs app.js under Node against a live JobManager with a tiny fake DOM
-// and checks that the page renders the API's answers and its actions work. Used by the ignored
-// test `rest::tests::web_ui_runs_against_the_api` (needs `node` ≥ 18).
-// Usage: node smoke.mjs http://127.0.0.1:PORT path/to/app.js
-import { readFileSync } from "node:fs";
-import vm from "node:vm";
+// Test driver, not served: opens the web UI of a live JobManager in headless Chromium (the
+// DevTools protocol over --remote-debugging-pipe, so no WebSocket client is needed), walks
+// through the pages of a running job, triggers a savepoint, cancels the job, and saves a
+// screenshot of each page. Used by `integration/tests/web_ui.rs`; needs node >= 18.
+// Usage: node smoke.mjs http://127.0.0.1:PORT <job id> <screenshot dir> [chromium]
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
-const [base, appPath] = process.argv.slice(2);
+const [base, jid, outDir, chromium = "/usr/bin/chromium"] = process.argv.slice(2);
+if (!base || !jid || !outDir) {
+  console.error("usage: node smoke.mjs <rest base url> <job id> <screenshot dir> [chromium]");
+  process.exit(2);
+}
+const WIDTH = 1440;
+const profile = mkdtempSync(join(tmpdir(), "sluice-ui-profile-"));
+const browser = spawn(chromium, [
+  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  "--hide-scrollbars", "--remote-debugging-pipe", `--user-data-dir=${profile}`,
+  `--window-size=${WIDTH},1000`, "about:blank",
+], { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
+let browserLog = "";
+browser.stderr.on("data", (d) => { browserLog = (browserLog + d).slice(-4000); });
 
-class Element {
-  constructor(tag, id) {
-    this.tag = tag;
-    this.id = id;
-    this.children = [];
-    this.attrs = {};
-    this.listeners = {};
-    this.hidden = false;
-    this.className = "";
-    this.value = "";
-    this._text = null;
-    this.classList = { toggle: (c, on) => { this.className = on ? c : ""; } };
-  }
-  append(...nodes) { this._text = null; this.children.push(...nodes); }
-  replaceChildren(...nodes) { this._text = null; this.children = nodes; }
-  setAttribute(k, v) { this.attrs[k] = v; }
-  addEventListener(type, f) { (this.listeners[type] ||= []).push(f); }
-  async fire(type, event = {}) {
-    for (const f of this.listeners[type] || []) {
-      await f({ preventDefault() {}, stopPropagation() {}, ...event });
+function finish(code, text) {
+  (code === 0 ? console.log : console.error)(text);
+  browser.kill("SIGKILL");
+  try { rmSync(profile, { recursive: true, force: true }); } catch (_) { /* best effort */ }
+  process.exit(code);
+}
+function fail(what) { finish(1, `FAIL: ${what}`); }
+setTimeout(() => fail("the walk through the UI took longer than 4 minutes"), 240_000).unref();
+browser.on("exit", (code) => fail(`chromium exited (${code}): ${browserLog}`));
+
+// --- the DevTools protocol: NUL-terminated JSON messages on fds 3 (in) and 4 (out) ---------
+const toBrowser = browser.stdio[3];
+const fromBrowser = browser.stdio[4];
+let nextId = 1;
+const waiting = new Map();
+const listeners = [];
+let buffered = "";
+fromBrowser.on("data", (chunk) => {
+  buffered += chunk.toString("utf8");
+  let end;
+  while ((end = buffered.indexOf("\0")) >= 0) {
+    const message = JSON.parse(buffered.slice(0, end));
+    buffered = buffered.slice(end + 1);
+    if (message.id && waiting.has(message.id)) {
+      const { resolve, reject, method } = waiting.get(message.id);
+      waiting.delete(message.id);
+      if (message.error) reject(new Error(`${method}: ${message.error.message}`));
+      else resolve(message.result);
+    } else if (message.method) {
+      for (const f of listeners) f(message);
     }
   }
-  set textContent(t) { this._text = String(t); this.children = []; }
-  get textContent() {
-    return this._text ?? this.children.map((c) => (typeof c === "string" ? c : c.textContent)).join("");
+});
+function send(method, params = {}, sessionId) {
+  const id = nextId++;
+  toBrowser.write(`${JSON.stringify({ id, method, params, sessionId })}\0`);
+  return new Promise((resolve, reject) => waiting.set(id, { resolve, reject, method }));
+}
+
+const { targetId } = await send("Target.createTarget", { url: "about:blank" });
+const { sessionId } = await send("Target.attachToTarget", { targetId, flatten: true });
+const page = (method, params) => send(method, params, sessionId);
+let dialogs = 0;
+const consoleErrors = [];
+listeners.push((m) => {
+  if (m.sessionId !== sessionId) return;
+  if (m.method === "Page.javascriptDialogOpening") {
+    dialogs++;
+    page("Page.handleJavaScriptDialog", { accept: true });
+  } else if (m.method === "Runtime.exceptionThrown") {
+    consoleErrors.push(m.params.exceptionDetails.exception?.description || m.params.exceptionDetails.text);
   }
-  find(pred) {
-    if (pred(this)) return this;
-    for (const c of this.children) {
-      const hit = c instanceof Element && c.find(pred);
-      if (hit) return hit;
+});
+await page("Page.enable");
+await page("Runtime.enable");
+await page("Emulation.setDeviceMetricsOverride", { width: WIDTH, height: 1000, deviceScaleFactor: 1, mobile: false });
+
+async function evaluate(expression) {
+  const { result, exceptionDetails } = await page("Runtime.evaluate", {
+    expression, returnByValue: true, awaitPromise: true,
+  });
+  if (exceptionDetails) throw new Error(`${expression}: ${exceptionDetails.exception?.description || exceptionDetails.text}`);
+  return result.value;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitFor(expression, what, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await evaluate(expression);
+      if (last) return last;
+    } catch (e) {
+      last = e.message;
     }
-    return null;
+    await sleep(250);
   }
+  const status = await evaluate("document.getElementById('status').textContent").catch(() => "?");
+  fail(`${what} (last: ${JSON.stringify(last)}; page status: ${status})`);
 }
-class Text extends Element {
-  constructor(t) { super("#text"); this._text = t; }
+async function open(hash) {
+  await page("Page.navigate", { url: `${base}/${hash}` });
 }
-
-const byId = new Map();
-const get = (id) => { if (!byId.has(id)) byId.set(id, new Element("div", id)); return byId.get(id); };
-const tbodies = new Map();
-globalThis.Node = Element;
-globalThis.document = {
-  getElementById: get,
-  querySelector(sel) {
-    const m = /^#([\w-]+) tbody$/.exec(sel);
-    if (!m) throw new Error(`unsupported selector ${sel}`);
-    if (!tbodies.has(m[1])) tbodies.set(m[1], new Element("tbody"));
-    return tbodies.get(m[1]);
-  },
-  createElement: (tag) => new Element(tag),
-  createTextNode: (t) => new Text(t),
-};
-const realFetch = globalThis.fetch;
-globalThis.fetch = (path, init) => realFetch(base + path, init);
-globalThis.setInterval = () => 0;
-globalThis.confirm = () => true;
-
-function check(cond, what) {
-  if (!cond) { console.error(`FAIL: ${what}`); process.exit(1); }
+const shots = [];
+async function screenshot(name) {
+  const { cssContentSize } = await page("Page.getLayoutMetrics");
+  const height = Math.min(4000, Math.ceil(cssContentSize.height));
+  const { data } = await page("Page.captureScreenshot", {
+    format: "png", captureBeyondViewport: true, clip: { x: 0, y: 0, width: WIDTH, height, scale: 1 },
+  });
+  const path = join(outDir, `${name}.png`);
+  writeFileSync(path, Buffer.from(data, "base64"));
+  shots.push(path);
 }
-const settle = () => new Promise((r) => setTimeout(r, 300));
+const text = (selector) => `(document.querySelector(${JSON.stringify(selector)})?.textContent ?? "")`;
 
-vm.runInThisContext(readFileSync(appPath, "utf8"), { filename: "app.js" });
-await settle();
+// --- the walk ----------------------------------------------------------------------------------
 
-check(get("status").textContent.startsWith("updated"), `status: ${get("status").textContent}`);
-check(get("overview").children.length === 7, "seven overview cards");
-check(get("version").textContent.startsWith("sluice"), "version shown");
-check(get("submit-job").children.length >= 2, "examples in the submit form");
+// Overview: the cluster's numbers and the running job.
+await open("#/overview");
+await waitFor(`${text("#running-jobs")}.includes(${JSON.stringify(jid)}) && ${text("#running-jobs")}.includes("RUNNING")`,
+  "the overview lists the job as running");
+const cards = await evaluate("document.querySelectorAll('#overview-cards .card').length");
+if (cards !== 6) fail(`six overview cards, not ${cards}`);
+await screenshot("overview");
 
-// Submit a job through the form.
-get("submit-job").value = "stream-sum";
-get("submit-args").value = "--rate 5";
-get("submit-parallelism").value = "2";
-await get("submit").fire("submit");
-await settle();
-const result = get("submit-result").textContent;
-check(result.startsWith("Submitted "), `submit result: ${result}`);
-const jid = result.slice("Submitted ".length);
-const running = document.querySelector("#running-jobs tbody");
-check(running.textContent.includes(jid), "the job is listed as running");
-check(running.textContent.includes("RUNNING"), "its state is shown");
-check(!get("job-detail").hidden, "its details are shown after submission");
-const vertices = document.querySelector("#detail-vertices tbody");
-check(vertices.children.length >= 1 && vertices.textContent.includes("SCHEDULED"), "vertices shown");
+// The job: its graph, numbers that change, the throughput chart.
+await open(`#/job/${jid}`);
+const nodes = await waitFor("document.querySelectorAll('#job-graph g.node').length >= 2 && document.querySelectorAll('#job-graph g.node').length",
+  "the job graph draws its vertices");
+const labels = await evaluate("[...document.querySelectorAll('#job-graph .edge-label text')].map((t) => t.textContent)");
+if (labels.length < 1 || labels.some((l) => !l)) fail(`edges name their ship strategy: ${JSON.stringify(labels)}`);
+// No text of a vertex box runs past the box.
+const overflow = await evaluate(`[...document.querySelectorAll('#job-graph g.node')].flatMap((g) => {
+  const box = g.querySelector('rect.box').getBBox();
+  return [...g.querySelectorAll('text')].filter((t) => t.getBBox().x + t.getBBox().width > box.width - 4).map((t) => t.textContent);
+})`);
+if (overflow.length > 0) fail(`text runs out of its vertex box: ${JSON.stringify(overflow)}`);
+const recordsIn = `[...document.querySelectorAll('#job-vertices td.records-in .count')].reduce((s, c) => s + Number(c.textContent.replace(/,/g, '')), 0)`;
+const first = await waitFor(`${recordsIn} > 0 && ${recordsIn}`, "records flow into the vertices");
+await waitFor(`${recordsIn} > ${first}`, "the record counts grow while the page is open");
+await waitFor("document.querySelectorAll('#job-chart polyline').length >= 1", "the throughput chart draws a line", 20_000);
+await waitFor(`/in [0-9][0-9.,]*( [kMG])?\\/s/.test(${text("#job-graph")}) && !${text("#job-graph")}.includes("in –/s")`, "the graph shows live input rates", 20_000);
+await screenshot("job-overview");
 
-// Cancel it with its button.
-const button = running.find((e) => e.tag === "button");
-check(button, "a Cancel button");
-await button.fire("click");
-await settle();
-const finished = document.querySelector("#finished-jobs tbody");
-check(finished.textContent.includes(jid) && finished.textContent.includes("CANCELED"), "cancelled job listed as finished");
+// A savepoint through its button.
+await evaluate("document.getElementById('action-savepoint').click()");
+const done = await waitFor(`${text("#job-message")}.startsWith("Savepoint completed: ") && ${text("#job-message")}`,
+  "the savepoint completes", 90_000);
+const savepoint = done.slice("Savepoint completed: ".length);
 
-// A bad submission shows the server's reason.
-get("submit-args").value = "--rate x";
-await get("submit").fire("submit");
-await settle();
-check(get("submit-result").textContent.includes("--rate"), `bad submission: ${get("submit-result").textContent}`);
-console.log("UI OK");
+// Its entry among the checkpoints, with per-vertex and per-subtask details.
+await open(`#/job/${jid}/checkpoints`);
+await waitFor(`${text("#checkpoint-history")}.includes("savepoint")`, "the savepoint is in the checkpoint history");
+await evaluate(`[...document.querySelectorAll('#checkpoint-history tbody tr')].find((tr) => tr.textContent.includes('savepoint')).click()`);
+await waitFor(`${text("#checkpoint-details")}.startsWith("Savepoint") && document.querySelectorAll('#checkpoint-details tbody tr.clickable').length >= 2`,
+  "the savepoint's vertices are listed");
+await evaluate("document.querySelector('#checkpoint-details tbody tr.clickable').click()");
+await waitFor(`${text("#checkpoint-details")}.includes("Subtasks of") && ${text("#checkpoint-details")}.includes("acknowledged")`,
+  "a vertex's subtasks acknowledged the savepoint");
+await waitFor(`${text("#latest-savepoint")} === ${JSON.stringify(savepoint)}`, "the latest savepoint's path is shown");
+await screenshot("job-checkpoints");
+
+// Subtasks: where each runs.
+await open(`#/job/${jid}/subtasks`);
+await waitFor(`document.querySelectorAll('#job-subtasks tbody tr').length >= 2 && ${text("#job-subtasks")}.includes("RUNNING") && /:[0-9]+/.test(${text("#job-subtasks")})`,
+  "the subtasks are listed with their hosts");
+await screenshot("job-subtasks");
+
+// Configuration: the program's arguments.
+await open(`#/job/${jid}/configuration`);
+await waitFor(`${text("#job-user-config")}.includes("rate") && ${text("#job-checkpoint-config")}.includes("exactly_once")`,
+  "the job's configuration is shown");
+await open(`#/job/${jid}/exceptions`);
+await waitFor(`${text("#job-exceptions")}.length > 0`, "the exception history is shown");
+
+// TaskManagers with their slots and resident memory.
+await open("#/taskmanagers");
+await waitFor(`document.querySelectorAll('#tm-list .slot.used').length >= 1 && /[0-9.]+ MiB/.test(${text("#tm-list")})`,
+  "the TaskManagers show used slots and memory");
+await screenshot("taskmanagers");
+
+// The JobManager's log.
+await open("#/jobmanager/logs");
+await waitFor(`${text("#jm-log-text")}.includes(${JSON.stringify(jid)})`, "the JobManager's log mentions the job");
+await screenshot("jobmanager-log");
+
+// Cancel through its button (the confirmation is accepted).
+await open(`#/job/${jid}`);
+await waitFor("document.getElementById('action-cancel') && !document.getElementById('action-cancel').disabled", "the cancel button is enabled");
+await evaluate("document.getElementById('action-cancel').click()");
+await waitFor(`${text("#job-state")} === "CANCELED"`, "the job is cancelled", 60_000);
+if (dialogs < 1) fail("cancelling asked for confirmation");
+await waitFor("document.getElementById('action-cancel').disabled", "the actions are disabled once the job ended");
+await screenshot("job-canceled");
+await open("#/jobs");
+await waitFor(`${text("#completed-jobs")}.includes(${JSON.stringify(jid)}) && ${text("#completed-jobs")}.includes("CANCELED")`,
+  "the job is listed as completed");
+if (consoleErrors.length > 0) fail(`the page threw: ${consoleErrors.join("; ")}`);
+finish(0, JSON.stringify({ ok: true, vertices: nodes, savepoint, screenshots: shots }));
