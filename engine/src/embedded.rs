@@ -415,7 +415,7 @@ mod event_time {
 
     /// Event time of the `i`th number: every 5th one comes 20 ms late.
     fn event_time(i: u64) -> i64 {
-        i as i64 - if i % 5 == 0 { 20 } else { 0 }
+        i as i64 - if i.is_multiple_of(5) { 20 } else { 0 }
     }
 
     struct Remember;
