@@ -443,12 +443,15 @@ mod event_time {
                     WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(30))
                         .with_timestamp_assigner(|r: &(u64, i64), _| r.1),
                 )
-                .map(|(key, ts)| (key, ts.div_euclid(100) * 100, 1u64))
-                .key_by(|r: &(u64, i64, u64)| r.0)
+                .map(|(key, _)| (key, 1u64))
+                .key_by(|r: &(u64, u64)| r.0)
                 .window(crate::api::TumblingEventTimeWindows::of(
                     Duration::from_millis(100),
                 ))
-                .reduce(|a, b| (a.0, a.1, a.2 + b.2))
+                .reduce_with(
+                    |a, b| (a.0, a.1 + b.1),
+                    |key, window, (_, count)| (*key, window.start, count),
+                )
                 .add_sink("Remember", |_| Ok(Remember));
             Ok("windowed counts".into())
         }

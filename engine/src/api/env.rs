@@ -26,7 +26,7 @@ use super::stream_graph::{
 use super::time::{Stamped, WatermarkStrategy, restamped, unstamped};
 #[allow(unused_imports)] // named in the docs of `KeyedStream::window`
 use super::windows::TumblingEventTimeWindows;
-use super::windows::{EventTimeWindows, WindowReduce};
+use super::windows::{EventTimeWindows, TimeWindow, WindowReduce};
 use crate::common::error::TaskError;
 use crate::network::partitioner::ChannelSelector;
 use crate::network::valve::TimeSignal;
@@ -1028,12 +1028,28 @@ impl<T: Data, K: Data + Hash + Eq> WindowedStream<T, K> {
     /// and slice of the window is kept, never the records. Records that come when the
     /// watermark has passed every window they belong to are dropped.
     pub fn reduce(&self, f: impl Fn(T, T) -> T + Send + Sync + 'static) -> DataStream<T> {
-        let f = Arc::new(f);
+        self.reduce_with(f, |_: &K, _: TimeWindow, result: T| result)
+    }
+
+    /// Like [`reduce`](Self::reduce), then `apply(key, window, result)` makes each window's
+    /// output: the window's bounds are known here (Flink's `reduce` with a
+    /// `ProcessWindowFunction`).
+    pub fn reduce_with<O: Data>(
+        &self,
+        f: impl Fn(T, T) -> T + Send + Sync + 'static,
+        apply: impl Fn(&K, TimeWindow, T) -> O + Send + Sync + 'static,
+    ) -> DataStream<O> {
+        let (f, apply) = (Arc::new(f), Arc::new(apply));
         let windows = self.windows;
         self.stream
             .process(move |store| {
-                let f = f.clone();
-                WindowReduce::new(windows, move |a, b| f(a, b), store)
+                let (f, apply) = (f.clone(), apply.clone());
+                WindowReduce::new(
+                    windows,
+                    move |a, b| f(a, b),
+                    move |key: &K, window: TimeWindow, result: T| apply(key, window, result),
+                    store,
+                )
             })
             .name("Window Reduce")
     }

@@ -40,7 +40,9 @@ pub use stream_graph::{JobFile, ShipStrategy};
 pub use time::{
     BoundedOutOfOrderness, Stamped, WatermarkGenerator, WatermarkOutput, WatermarkStrategy,
 };
-pub use windows::{EventTimeWindows, SlidingEventTimeWindows, TumblingEventTimeWindows};
+pub use windows::{
+    EventTimeWindows, SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows,
+};
 
 pub(crate) use checkpointing::{SnapshotContext, StateInit, TaskControl};
 pub(crate) use context::{ProcessingTimeService, now_ms};

@@ -14,6 +14,22 @@ use crate::common::error::TaskError;
 use crate::record::Data;
 use crate::state::{KeyedStateStore, MapState};
 
+/// A window of event time: `[start, end)` in ms since the epoch (Flink's `TimeWindow`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimeWindow {
+    /// The first instant in the window.
+    pub start: i64,
+    /// The first instant after it.
+    pub end: i64,
+}
+
+impl TimeWindow {
+    /// The last instant in the window, the timestamp of its result: `end - 1`.
+    pub fn max_timestamp(&self) -> i64 {
+        self.end - 1
+    }
+}
+
 /// Which windows a record belongs to: the windows `[start, start + size)` whose starts are
 /// multiples of `slide` (ms since the epoch), in event time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,23 +103,27 @@ impl EventTimeWindows {
 
 /// A window reduce for one subtask: partial aggregates per key and slice, a timer per window
 /// end; a record that arrives when the watermark has passed every window it belongs to is
-/// late and dropped (counted in [`WindowReduce::late_records`]).
-pub(crate) struct WindowReduce<T, F> {
+/// late and dropped (counted in [`WindowReduce::late_records`]). `emit` makes the output of a
+/// key's window from its result.
+pub(crate) struct WindowReduce<T, F, E> {
     windows: EventTimeWindows,
     reduce: F,
+    emit: E,
     slices: MapState<i64, T>,
     late: u64,
 }
 
-impl<T: Data, F: Fn(T, T) -> T + 'static> WindowReduce<T, F> {
+impl<T: Data, F: Fn(T, T) -> T + 'static, E> WindowReduce<T, F, E> {
     pub(crate) fn new(
         windows: EventTimeWindows,
         reduce: F,
+        emit: E,
         store: &KeyedStateStore,
     ) -> Result<Self, TaskError> {
         Ok(WindowReduce {
             windows,
             reduce,
+            emit,
             slices: store.map_state("window-slices")?,
             late: 0,
         })
@@ -116,13 +136,15 @@ impl<T: Data, F: Fn(T, T) -> T + 'static> WindowReduce<T, F> {
     }
 }
 
-impl<K, T: Data, F: Fn(T, T) -> T + 'static> KeyedProcessFunction<K, T, T> for WindowReduce<T, F> {
+impl<K, T: Data, O, F: Fn(T, T) -> T + 'static, E: Fn(&K, TimeWindow, T) -> O + 'static>
+    KeyedProcessFunction<K, T, O> for WindowReduce<T, F, E>
+{
     fn process(
         &mut self,
         _key: &K,
         record: T,
         ctx: &mut Context<'_>,
-        _out: &mut Collector<'_, T>,
+        _out: &mut Collector<'_, O>,
     ) -> Result<(), TaskError> {
         let Some(timestamp) = ctx.timestamp() else {
             return Err(TaskError::User(
@@ -154,10 +176,10 @@ impl<K, T: Data, F: Fn(T, T) -> T + 'static> KeyedProcessFunction<K, T, T> for W
 
     fn on_timer(
         &mut self,
-        _key: &K,
+        key: &K,
         timestamp: i64,
         _ctx: &mut Context<'_>,
-        out: &mut Collector<'_, T>,
+        out: &mut Collector<'_, O>,
     ) -> Result<(), TaskError> {
         let end = timestamp + 1;
         let mut result: Option<T> = None;
@@ -177,7 +199,7 @@ impl<K, T: Data, F: Fn(T, T) -> T + 'static> KeyedProcessFunction<K, T, T> for W
             }
         }
         match result {
-            Some(value) => out.collect(value),
+            Some(value) => out.collect((self.emit)(key, TimeWindow { start, end }, value)),
             None => Ok(()),
         }
     }
@@ -195,15 +217,19 @@ mod tests {
 
     /// Gives the window its records' timestamps, as a stream with timestamps does, and counts
     /// late ones where the test can see them.
-    struct Stamping(WindowReduce<u64, fn(u64, u64) -> u64>, Rc<RefCell<u64>>);
+    type Window = fn(&u8, TimeWindow, u64) -> (i64, u64);
+    struct Stamping(
+        WindowReduce<u64, fn(u64, u64) -> u64, Window>,
+        Rc<RefCell<u64>>,
+    );
 
-    impl KeyedProcessFunction<u8, (i64, u64), u64> for Stamping {
+    impl KeyedProcessFunction<u8, (i64, u64), (i64, u64)> for Stamping {
         fn process(
             &mut self,
             key: &u8,
             (ts, value): (i64, u64),
             ctx: &mut Context<'_>,
-            out: &mut Collector<'_, u64>,
+            out: &mut Collector<'_, (i64, u64)>,
         ) -> Result<(), TaskError> {
             ctx.timestamp = Some(ts);
             self.0.process(key, value, ctx, out)?;
@@ -215,7 +241,7 @@ mod tests {
             key: &u8,
             ts: i64,
             ctx: &mut Context<'_>,
-            out: &mut Collector<'_, u64>,
+            out: &mut Collector<'_, (i64, u64)>,
         ) -> Result<(), TaskError> {
             self.0.on_timer(key, ts, ctx, out)
         }
@@ -229,24 +255,24 @@ mod tests {
             SlidingEventTimeWindows::of(Duration::from_millis(10), Duration::from_millis(5));
         let sum: fn(u64, u64) -> u64 = |a, b| a + b;
         let late = Rc::new(RefCell::new(0));
-        let function = Stamping(
-            WindowReduce::new(windows, sum, &store).unwrap(),
-            late.clone(),
-        );
+        let start: Window = |_, window, sum| (window.start, sum);
+        let reduce = WindowReduce::new(windows, sum, start, &store).unwrap();
+        let function = Stamping(reduce, late.clone());
         let got = Rc::new(RefCell::new(Vec::new()));
-        let next: BoxOutput<u64> = Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
+        let next: BoxOutput<(i64, u64)> =
+            Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
         let key = Arc::new(|_: &(i64, u64)| 0u8);
         let mut op = KeyedProcess::new(key, function, store, ctx.timers.clone(), 0, next).unwrap();
         op.push_batch(&mut vec![(1, 1), (3, 1), (6, 1)]).unwrap();
         op.time(TimeSignal::Watermark(9)).unwrap();
         // [-5, 5) holds 1 and 3; [0, 10) holds 1, 3 and 6.
-        assert_eq!(*got.borrow(), [2, 3]);
+        assert_eq!(*got.borrow(), [(-5, 2), (0, 3)]);
         // 2 belongs only to windows that fired: late. 7 still counts for [5, 15).
         op.push_batch(&mut vec![(12, 1), (2, 1), (7, 1)]).unwrap();
         assert_eq!(*late.borrow(), 1);
         op.time(TimeSignal::Watermark(i64::MAX)).unwrap();
         // [5, 15): 6, 7, 12; [10, 20): 12.
-        assert_eq!(*got.borrow(), [2, 3, 3, 1]);
+        assert_eq!(*got.borrow(), [(-5, 2), (0, 3), (5, 3), (10, 1)]);
     }
 
     #[test]
