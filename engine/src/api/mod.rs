@@ -41,7 +41,8 @@ pub use time::{
     BoundedOutOfOrderness, Stamped, WatermarkGenerator, WatermarkOutput, WatermarkStrategy,
 };
 pub use windows::{
-    EventTimeWindows, SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows,
+    EventTimeSessionWindows, EventTimeWindows, SlidingEventTimeWindows, TimeWindow,
+    TumblingEventTimeWindows,
 };
 
 pub(crate) use checkpointing::{SnapshotContext, StateInit, TaskControl};

@@ -1,5 +1,5 @@
-//! Event-time windows over a keyed stream: tumbling and sliding windows with an incremental
-//! reduce (Flink's `window(...).reduce(f)`).
+//! Event-time windows over a keyed stream: tumbling, sliding and session windows with an
+//! incremental reduce (Flink's `window(...).reduce(f)`).
 //!
 //! Sliding windows do not keep one copy of each record per window, as Flink's window operator
 //! does: time is cut into slices of the greatest common divisor of size and slide, each key
@@ -30,12 +30,42 @@ impl TimeWindow {
     }
 }
 
-/// Which windows a record belongs to: the windows `[start, start + size)` whose starts are
-/// multiples of `slide` (ms since the epoch), in event time.
+/// Which event-time windows a record belongs to: made by [`TumblingEventTimeWindows`],
+/// [`SlidingEventTimeWindows`] or [`EventTimeSessionWindows`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventTimeWindows {
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Sliding(Sliding),
+    /// Windows `[t, t + gap)` around each record, merged while they overlap or touch.
+    Session {
+        gap: i64,
+    },
+}
+
+/// The windows `[start, start + size)` whose starts are multiples of `slide` (ms since the
+/// epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Sliding {
     size: i64,
     slide: i64,
+}
+
+/// Windows of activity per key, closed by a gap without records (Flink's
+/// `EventTimeSessionWindows`): each record opens `[t, t + gap)`, and windows of a key that
+/// overlap or touch merge into one.
+pub struct EventTimeSessionWindows;
+
+impl EventTimeSessionWindows {
+    /// Sessions that end `gap` (at least 1 ms) after their last record.
+    pub fn with_gap(gap: Duration) -> EventTimeWindows {
+        EventTimeWindows {
+            kind: Kind::Session { gap: millis(gap) },
+        }
+    }
 }
 
 /// Windows of a fixed size that do not overlap (Flink's `TumblingEventTimeWindows`).
@@ -46,7 +76,9 @@ impl TumblingEventTimeWindows {
     #[allow(clippy::new_ret_no_self)]
     pub fn of(size: Duration) -> EventTimeWindows {
         let size = millis(size);
-        EventTimeWindows { size, slide: size }
+        EventTimeWindows {
+            kind: Kind::Sliding(Sliding { size, slide: size }),
+        }
     }
 }
 
@@ -57,8 +89,10 @@ impl SlidingEventTimeWindows {
     /// Windows of `size` starting every `slide` (each at least 1 ms), aligned to the epoch.
     pub fn of(size: Duration, slide: Duration) -> EventTimeWindows {
         EventTimeWindows {
-            size: millis(size),
-            slide: millis(slide),
+            kind: Kind::Sliding(Sliding {
+                size: millis(size),
+                slide: millis(slide),
+            }),
         }
     }
 }
@@ -71,7 +105,7 @@ fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-impl EventTimeWindows {
+impl Sliding {
     /// The length of the slices partial aggregates are kept for.
     fn slice(&self) -> i64 {
         gcd(self.size, self.slide)
@@ -109,7 +143,10 @@ pub(crate) struct WindowReduce<T, F, E> {
     windows: EventTimeWindows,
     reduce: F,
     emit: E,
+    /// Sliding windows: each key's partial aggregates by slice end.
     slices: MapState<i64, T>,
+    /// Session windows: each key's sessions, start → (end, aggregate).
+    sessions: MapState<i64, (i64, T)>,
     late: u64,
 }
 
@@ -125,6 +162,7 @@ impl<T: Data, F: Fn(T, T) -> T + 'static, E> WindowReduce<T, F, E> {
             reduce,
             emit,
             slices: store.map_state("window-slices")?,
+            sessions: store.map_state("window-sessions")?,
             late: 0,
         })
     }
@@ -133,6 +171,79 @@ impl<T: Data, F: Fn(T, T) -> T + 'static, E> WindowReduce<T, F, E> {
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn late_records(&self) -> u64 {
         self.late
+    }
+}
+
+impl<T: Data, F: Fn(T, T) -> T, E> WindowReduce<T, F, E> {
+    /// Opens `[timestamp, timestamp + gap)` for the current key and merges it with the key's
+    /// sessions it overlaps or touches; late if even the merged session has ended.
+    fn add_to_session(
+        &mut self,
+        timestamp: i64,
+        gap: i64,
+        record: T,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), TaskError> {
+        let mut merged = TimeWindow {
+            start: timestamp,
+            end: timestamp.saturating_add(gap),
+        };
+        let mut parts: Vec<(i64, i64, T)> = Vec::new();
+        for (start, (end, value)) in self.sessions.entries()? {
+            if start <= merged.end && end >= merged.start {
+                parts.push((start, end, value));
+            }
+        }
+        for (start, end, _) in &parts {
+            merged.start = merged.start.min(*start);
+            merged.end = merged.end.max(*end);
+        }
+        if merged.max_timestamp() <= ctx.current_watermark() {
+            self.late += 1;
+            return Ok(());
+        }
+        for (start, end, _) in &parts {
+            self.sessions.remove(start)?;
+            if *end != merged.end {
+                ctx.delete_event_time_timer(end - 1)?;
+            }
+        }
+        // Combined in time order, the new record where its timestamp puts it.
+        parts.push((timestamp, timestamp, record));
+        parts.sort_by_key(|p| p.0);
+        let value = parts
+            .into_iter()
+            .map(|(_, _, value)| value)
+            .reduce(|a, b| (self.reduce)(a, b));
+        if let Some(value) = value {
+            self.sessions.put(merged.start, (merged.end, value))?;
+            ctx.register_event_time_timer(merged.max_timestamp())?;
+        }
+        Ok(())
+    }
+
+    /// Emits and forgets the current key's session that ends at `end`.
+    fn close_session<K, O>(
+        &mut self,
+        key: &K,
+        end: i64,
+        out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError>
+    where
+        E: Fn(&K, TimeWindow, T) -> O,
+    {
+        let found = self
+            .sessions
+            .entries()?
+            .into_iter()
+            .find(|(_, (e, _))| *e == end);
+        match found {
+            Some((start, (_, value))) => {
+                self.sessions.remove(&start)?;
+                out.collect((self.emit)(key, TimeWindow { start, end }, value))
+            }
+            None => Ok(()),
+        }
     }
 }
 
@@ -153,9 +264,13 @@ impl<K, T: Data, O, F: Fn(T, T) -> T + 'static, E: Fn(&K, TimeWindow, T) -> O + 
                     .into(),
             ));
         };
+        let windows = match self.windows.kind {
+            Kind::Sliding(windows) => windows,
+            Kind::Session { gap } => return self.add_to_session(timestamp, gap, record, ctx),
+        };
         let watermark = ctx.current_watermark();
         let mut open = false;
-        for end in self.windows.window_ends(timestamp) {
+        for end in windows.window_ends(timestamp) {
             // A window fires when the watermark reaches its last instant, end - 1.
             if end - 1 > watermark {
                 ctx.register_event_time_timer(end - 1)?;
@@ -166,7 +281,7 @@ impl<K, T: Data, O, F: Fn(T, T) -> T + 'static, E: Fn(&K, TimeWindow, T) -> O + 
             self.late += 1;
             return Ok(());
         }
-        let slice = self.windows.slice_end(timestamp);
+        let slice = windows.slice_end(timestamp);
         let value = match self.slices.get(&slice)? {
             Some(acc) => (self.reduce)(acc, record),
             None => record,
@@ -182,8 +297,12 @@ impl<K, T: Data, O, F: Fn(T, T) -> T + 'static, E: Fn(&K, TimeWindow, T) -> O + 
         out: &mut Collector<'_, O>,
     ) -> Result<(), TaskError> {
         let end = timestamp + 1;
+        let windows = match self.windows.kind {
+            Kind::Sliding(windows) => windows,
+            Kind::Session { .. } => return self.close_session(key, end, out),
+        };
         let mut result: Option<T> = None;
-        for slice in self.windows.slices_of(end) {
+        for slice in windows.slices_of(end) {
             if let Some(part) = self.slices.get(&slice)? {
                 result = Some(match result {
                     Some(acc) => (self.reduce)(acc, part),
@@ -192,9 +311,9 @@ impl<K, T: Data, O, F: Fn(T, T) -> T + 'static, E: Fn(&K, TimeWindow, T) -> O + 
             }
         }
         // The next window starts one slide later: the slices before that are done.
-        let start = end - self.windows.size;
-        for slice in self.windows.slices_of(end) {
-            if slice <= start + self.windows.slide {
+        let start = end - windows.size;
+        for slice in windows.slices_of(end) {
+            if slice <= start + windows.slide {
                 self.slices.remove(&slice)?;
             }
         }
@@ -248,6 +367,35 @@ mod tests {
     }
 
     #[test]
+    fn sessions_merge_when_they_overlap_or_touch_and_fire_once_their_gap_has_passed() {
+        let ctx = crate::api::RuntimeContext::standalone(0, 1);
+        let store = ctx.keyed_state_store().unwrap();
+        let windows = EventTimeSessionWindows::with_gap(Duration::from_millis(10));
+        let sum: fn(u64, u64) -> u64 = |a, b| a + b;
+        let late = Rc::new(RefCell::new(0));
+        let start: Window = |_, window, sum| (window.start, sum);
+        let reduce = WindowReduce::new(windows, sum, start, &store).unwrap();
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let next: BoxOutput<(i64, u64)> =
+            Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
+        let key = Arc::new(|_: &(i64, u64)| 0u8);
+        let function = Stamping(reduce, late.clone());
+        let mut op = KeyedProcess::new(key, function, store, ctx.timers.clone(), 0, next).unwrap();
+        // [1, 11) and [5, 15) merge; [30, 40) stands apart.
+        op.push_batch(&mut vec![(1, 1), (5, 1), (30, 1)]).unwrap();
+        op.time(TimeSignal::Watermark(20)).unwrap();
+        assert_eq!(*got.borrow(), [(1, 2)]);
+        // [3, 13) has ended at watermark 20 (had [12, 22) been open, 3 would have joined it):
+        // late. 25 joins [30, 40); then 22 touches [12, 22) and overlaps [25, 40): one
+        // session [12, 40).
+        op.push_batch(&mut vec![(3, 1), (12, 1), (25, 1), (22, 1)])
+            .unwrap();
+        assert_eq!(*late.borrow(), 1);
+        op.time(TimeSignal::Watermark(i64::MAX)).unwrap();
+        assert_eq!(*got.borrow(), [(1, 2), (12, 4)]);
+    }
+
+    #[test]
     fn sliding_windows_fire_in_time_order_and_drop_records_too_late_for_all_of_theirs() {
         let ctx = crate::api::RuntimeContext::standalone(0, 1);
         let store = ctx.keyed_state_store().unwrap();
@@ -277,13 +425,20 @@ mod tests {
 
     #[test]
     fn a_record_belongs_to_size_over_slide_windows_and_one_slice() {
-        let w = SlidingEventTimeWindows::of(Duration::from_millis(10), Duration::from_millis(4));
+        let sliding = |w: EventTimeWindows| match w.kind {
+            Kind::Sliding(s) => s,
+            Kind::Session { .. } => unreachable!(),
+        };
+        let w = sliding(SlidingEventTimeWindows::of(
+            Duration::from_millis(10),
+            Duration::from_millis(4),
+        ));
         assert_eq!(w.slice(), 2);
         // Windows start at multiples of 4 and last 10: 13 is in [4,14), [8,18), [12,22).
         assert_eq!(w.window_ends(13).collect::<Vec<_>>(), [22, 18, 14]);
         assert_eq!(w.slice_end(13), 14);
         assert_eq!(w.slices_of(14).collect::<Vec<_>>(), [6, 8, 10, 12, 14]);
-        let t = TumblingEventTimeWindows::of(Duration::from_millis(5));
+        let t = sliding(TumblingEventTimeWindows::of(Duration::from_millis(5)));
         assert_eq!(t.window_ends(-1).collect::<Vec<_>>(), [0]);
         assert_eq!(t.window_ends(5).collect::<Vec<_>>(), [10]);
         assert_eq!(t.slices_of(10).collect::<Vec<_>>(), [10]);
