@@ -468,26 +468,9 @@ mod event_time {
         }
         for backend in ["hashmap", "rocksdb"] {
             WINDOWS.lock().unwrap().clear();
-            let mut programs = ProgramRegistry::new();
-            programs.register(Arc::new(WindowedCounts)).unwrap();
-            let mut config = Config::default();
-            config.set("state.backend.type", backend).unwrap();
-            let cluster = EmbeddedCluster::start_running(config, 2, 1, programs)
-                .await
-                .unwrap();
+            let (cluster, job) =
+                run_on_two_taskmanagers(WindowedCounts, &[("state.backend.type", backend)]).await;
             let shared = &cluster.jobmanager.shared;
-            let job = shared
-                .submit(
-                    ProgramSpec {
-                        name: "windowed-counts".into(),
-                        args: vec![],
-                    },
-                    Some(2),
-                    &[],
-                    None,
-                )
-                .await
-                .unwrap();
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
                 let status = shared.view().job(job).expect("the job").status();
@@ -509,6 +492,32 @@ mod event_time {
         }
     }
 
+    /// Starts two TaskManagers of one slot with `config` set, and `program` on them at
+    /// parallelism 2.
+    async fn run_on_two_taskmanagers(
+        program: impl JobProgram + 'static,
+        config: &[(&str, &str)],
+    ) -> (EmbeddedCluster, crate::common::ids::JobId) {
+        let name = program.name().to_string();
+        let mut programs = ProgramRegistry::new();
+        programs.register(Arc::new(program)).unwrap();
+        let mut c = Config::default();
+        for (key, value) in config {
+            c.set(key, value).unwrap();
+        }
+        let cluster = EmbeddedCluster::start_running(c, 2, 1, programs)
+            .await
+            .unwrap();
+        let spec = ProgramSpec { name, args: vec![] };
+        let job = cluster
+            .jobmanager
+            .shared
+            .submit(spec, Some(2), &[], None)
+            .await
+            .unwrap();
+        (cluster, job)
+    }
+
     /// The per-subtask input watermarks of vertex `v`, as the JobManager last heard them.
     fn input_watermarks(
         cluster: &EmbeddedCluster,
@@ -527,26 +536,9 @@ mod event_time {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn watermarks_cross_the_exchange_between_taskmanagers_and_advance() {
-        let mut programs = ProgramRegistry::new();
-        programs.register(Arc::new(OutOfOrder)).unwrap();
-        let mut config = Config::default();
-        config.set("heartbeat.interval", "200 ms").unwrap();
-        let cluster = EmbeddedCluster::start_running(config, 2, 1, programs)
-            .await
-            .unwrap();
+        let (cluster, job) =
+            run_on_two_taskmanagers(OutOfOrder, &[("heartbeat.interval", "200 ms")]).await;
         let shared = &cluster.jobmanager.shared;
-        let job = shared
-            .submit(
-                ProgramSpec {
-                    name: "out-of-order".into(),
-                    args: vec![],
-                },
-                Some(2),
-                &[],
-                None,
-            )
-            .await
-            .unwrap();
         // Vertex 1 (the keyed reduce) reads both sources' subtasks, one of them over QUIC from
         // the other TaskManager: its input watermark is the least of theirs.
         let deadline = Instant::now() + Duration::from_secs(30);
