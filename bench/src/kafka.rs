@@ -8,10 +8,10 @@
 //!    the bundled Hamlet text, picked at random by `--payload-file`) produced and read back.
 //! 2. `kafka-wordcount --bounded` (Kafka → flat_map → key_by → running count → Kafka) on a
 //!    standalone cluster of two TaskManagers, at least once and exactly once (checkpoints every
-//!    second), over a short and a long pre-filled input topic: the steady rate is the difference
-//!    of the two runs' lines over the difference of their RUNNING→FINISHED times, and per
-//!    TaskManager CPU second the same over their TaskManagers' CPU (`/proc`), as
-//!    `sluice-bench flink` does.
+//!    second by default, `--checkpoint-interval`), over a short and a long pre-filled input
+//!    topic: the steady rate is the difference of the two runs' lines over the difference of
+//!    their RUNNING→FINISHED times, and per TaskManager CPU second the same over their
+//!    TaskManagers' CPU (`/proc`), as `sluice-bench flink` does.
 //! 3. End-to-end latency with exactly-once output: a producer in this process writes
 //!    `s<seq>t<ns>` lines at a fixed rate (the wall clock at the send in the line), the job counts
 //!    each as a word of its own, and a `read_committed` consumer here takes `now - ns` when the
@@ -53,6 +53,8 @@ pub struct Plan {
     pub lines: [[u64; 2]; 2],
     /// Short-and-long pairs per delivery guarantee, and baseline repetitions.
     pub runs: usize,
+    /// Checkpoint interval of the throughput runs, in seconds.
+    pub checkpoint_interval: u64,
     /// Records per second of the latency runs.
     pub rate: u64,
     /// Seconds of counted records per latency run.
@@ -436,6 +438,9 @@ struct LatencyRun {
 
 /// `sluice-bench kafka`.
 pub fn run(sluice: &Path, plan: &Plan) -> Result<()> {
+    if plan.checkpoint_interval == 0 || plan.intervals.contains(&0) {
+        bail!("checkpoint intervals are whole seconds above 0");
+    }
     for (option, [short, long]) in ["--lines", "--eos-lines"].iter().zip(plan.lines) {
         if short >= long {
             bail!("{option}: the short run ({short}) needs fewer lines than the long one ({long})");
@@ -514,7 +519,12 @@ pub fn run(sluice: &Path, plan: &Plan) -> Result<()> {
     let scratch = tempfile::Builder::new()
         .prefix("sluice-bench-kafka-")
         .tempdir()?;
-    let mut cluster = start_cluster(sluice, 1, &scratch.path().join("checkpoints-1"), &plan.set)?;
+    let mut cluster = start_cluster(
+        sluice,
+        plan.checkpoint_interval,
+        &scratch.path().join("checkpoints"),
+        &plan.set,
+    )?;
     let broker_pid = broker.pid()?;
     let mut pairs: [Vec<WordcountPair>; 2] = [Vec::new(), Vec::new()];
     for r in 0..plan.runs {
@@ -642,7 +652,8 @@ pub fn run(sluice: &Path, plan: &Plan) -> Result<()> {
 
     println!();
     println!(
-        "kafka-wordcount --bounded on a standalone cluster (JobManager + 2 TaskManagers of one slot, parallelism {PARTITIONS}, checkpoints every 1 s): steady state from the difference of a short and a long input (RUNNING→FINISHED by the JobManager; CPU of both TaskManagers and of the broker from /proc). A line is an input record; it becomes one output record per word (words/line). The ratios divide sluice's lines/s by the tools' lines/s above."
+        "kafka-wordcount --bounded on a standalone cluster (JobManager + 2 TaskManagers of one slot, parallelism {PARTITIONS}, checkpoints every {} s): steady state from the difference of a short and a long input (RUNNING→FINISHED by the JobManager; CPU of both TaskManagers and of the broker from /proc). A line is an input record; it becomes one output record per word (words/line). The ratios divide sluice's lines/s by the tools' lines/s above.",
+        plan.checkpoint_interval
     );
     println!();
     println!(

@@ -204,6 +204,9 @@ enum Sub {
         /// with `--quick`).
         #[arg(long)]
         runs: Option<usize>,
+        /// Checkpoint interval of the throughput runs, in seconds.
+        #[arg(long, default_value_t = 1)]
+        checkpoint_interval: u64,
         /// Records per second of the latency runs.
         #[arg(long, default_value_t = 1000)]
         rate: u64,
@@ -353,6 +356,7 @@ fn main() -> std::process::ExitCode {
             record_size,
             ref lines,
             ref eos_lines,
+            checkpoint_interval,
             runs,
             rate,
             seconds,
@@ -375,6 +379,7 @@ fn main() -> std::process::ExitCode {
                     )?,
                 ],
                 runs: runs.unwrap_or(if q { 1 } else { 3 }),
+                checkpoint_interval,
                 rate,
                 seconds: seconds.unwrap_or(if q { 5.0 } else { 30.0 }),
                 warmup,
