@@ -33,6 +33,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
 use sluice::examples::LatencyHistogram;
 
 use crate::cluster::Cluster;
@@ -760,7 +761,12 @@ fn latency_run(
         .set("fetch.wait.max.ms", "10")
         .create()
         .context("latency consumer")?;
-    consumer.subscribe(&[&output])?;
+    // Assigned, not subscribed: no group join to wait for before the first counted record.
+    let mut partitions = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        partitions.add_partition_offset(&output, p, Offset::Beginning)?;
+    }
+    consumer.assign(&partitions)?;
     let args = wordcount_args(&broker.bootstrap, &input, &output, true, false);
     let id = cluster.submit("kafka-wordcount", &args, PARTITIONS as u32)?;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -819,30 +825,35 @@ fn latency_run(
     let (mut duplicates, mut first, mut last) = (0u64, u64::MAX, 0u64);
     let produce_time = Duration::from_secs_f64(plan.warmup + plan.seconds);
     let deadline = Instant::now() + produce_time + Duration::from_secs(3 * interval_s + 30);
-    while (seen.len() as u64) < total && Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(m)) => {
-                let now = now_nanos();
-                let value = std::str::from_utf8(m.payload().unwrap_or(&[])).unwrap_or("");
-                let (seq, ns) = parse_stamp(value)
-                    .with_context(|| format!("an unexpected output record {value:?}"))?;
-                if !seen.insert(seq) {
-                    duplicates += 1;
-                } else if seq >= warmup {
-                    histogram.record(ns, now);
-                    first = first.min(ns);
-                    last = last.max(ns);
+    let read = (|| -> Result<()> {
+        while (seen.len() as u64) < total && Instant::now() < deadline {
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(m)) => {
+                    let now = now_nanos();
+                    let value = std::str::from_utf8(m.payload().unwrap_or(&[])).unwrap_or("");
+                    let (seq, ns) = parse_stamp(value)
+                        .with_context(|| format!("an unexpected output record {value:?}"))?;
+                    if !seen.insert(seq) {
+                        duplicates += 1;
+                    } else if seq >= warmup {
+                        histogram.record(ns, now);
+                        first = first.min(ns);
+                        last = last.max(ns);
+                    }
                 }
+                Some(Err(e)) => bail!("reading {output}: {e}"),
+                None => {}
             }
-            Some(Err(e)) => bail!("reading {output}: {e}"),
-            None => {}
         }
-    }
+        Ok(())
+    })();
+    // The producer stops early if reading failed.
     stop.store(true, Ordering::Relaxed);
     let produced = producing
         .join()
         .map_err(|_| anyhow::anyhow!("producer panicked"))?;
     cluster.cancel(&id)?;
+    read?;
     produced?;
     if seen.len() as u64 != total || duplicates > 0 {
         bail!(
