@@ -25,7 +25,7 @@ pub(crate) fn project_dir() -> PathBuf {
 }
 
 /// The text the wordcount inputs repeat: sluice's bundled WordCount text.
-const TEXT: &str = include_str!("../../engine/src/examples/hamlet.txt");
+pub(crate) const TEXT: &str = include_str!("../../engine/src/examples/hamlet.txt");
 
 /// What a Flink job needs on its command line besides `java`.
 pub(crate) const JAVA_OPTIONS: &[&str] = &[
@@ -106,7 +106,7 @@ impl FlinkJar {
 }
 
 /// The newest modification time of `path` and everything under it.
-fn newest(path: &Path) -> Result<SystemTime> {
+pub(crate) fn newest(path: &Path) -> Result<SystemTime> {
     let meta = std::fs::metadata(path).with_context(|| format!("stat {}", path.display()))?;
     let mut t = meta.modified()?;
     if meta.is_dir() {

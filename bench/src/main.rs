@@ -8,7 +8,8 @@
 //! the keyed-state backends alone (see `state.rs`); `hostile` what strangers on the network cost
 //! a JobManager and a TaskManager (see `hostile.rs`); `flink` sluice beside Apache Flink on the
 //! same jobs (see `flink.rs`); `latency` the end-to-end latency of both (see `latency.rs`);
-//! `flink-cluster` the exchange between two TaskManagers of both (see `flink_cluster.rs`).
+//! `flink-cluster` the exchange between two TaskManagers of both (see `flink_cluster.rs`); `kafka`
+//! the Kafka connectors against the broker's own tools (see `kafka.rs`).
 //! Nothing here asserts on time: it prints
 //! numbers.
 
@@ -20,6 +21,7 @@ mod control;
 mod flink;
 mod flink_cluster;
 mod hostile;
+mod kafka;
 mod latency;
 mod metrics;
 mod procs;
@@ -181,6 +183,43 @@ enum Sub {
         #[arg(long, value_name = "KEY=VALUE")]
         variant: Vec<String>,
     },
+    /// The Kafka connectors on one broker the bench starts (scripts/kafka.sh): the broker's
+    /// producer and consumer perf tools, kafka-wordcount's steady-state throughput at least
+    /// once and exactly once, and exactly-once end-to-end latency per checkpoint interval.
+    Kafka {
+        /// Records of the tools' fixed-size baseline (default 2000000; 200000 with `--quick`).
+        #[arg(long)]
+        records: Option<u64>,
+        /// Bytes per record of that baseline.
+        #[arg(long, default_value_t = 100)]
+        record_size: u64,
+        /// Lines of the short and the long input topic of kafka-wordcount at least once,
+        /// `SHORT,LONG` (default 100000,600000; 20000,100000 with `--quick`).
+        #[arg(long, value_delimiter = ',')]
+        lines: Vec<u64>,
+        /// The same for exactly once (default 20000,120000; 10000,40000 with `--quick`).
+        #[arg(long, value_delimiter = ',')]
+        eos_lines: Vec<u64>,
+        /// Runs of each tool and short-and-long pairs per delivery guarantee (default 3; 1
+        /// with `--quick`).
+        #[arg(long)]
+        runs: Option<usize>,
+        /// Checkpoint interval of the throughput runs, in seconds.
+        #[arg(long, default_value_t = 1)]
+        checkpoint_interval: u64,
+        /// Records per second of the latency runs.
+        #[arg(long, default_value_t = 1000)]
+        rate: u64,
+        /// Seconds of counted records per latency run (default 30; 5 with `--quick`).
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// Seconds of records produced before the counted ones.
+        #[arg(long, default_value_t = 3.0)]
+        warmup: f64,
+        /// Checkpoint intervals of the latency runs in seconds; comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,10")]
+        intervals: Vec<u64>,
+    },
     /// The stand-in TaskManagers of `control` (the harness starts them).
     #[command(hide = true)]
     StandIns {
@@ -312,6 +351,43 @@ fn main() -> std::process::ExitCode {
             };
             latency::run(&bin, &plan)
         }),
+        Some(Sub::Kafka {
+            records,
+            record_size,
+            ref lines,
+            ref eos_lines,
+            checkpoint_interval,
+            runs,
+            rate,
+            seconds,
+            warmup,
+            ref intervals,
+        }) => (|| {
+            let bin = sluice_bin(&cli)?;
+            let q = cli.quick;
+            let plan = kafka::Plan {
+                records: records.unwrap_or(if q { 200_000 } else { 2_000_000 }),
+                record_size,
+                lines: [
+                    kafka::short_long("--lines", lines, [20_000, 100_000], [100_000, 600_000], q)?,
+                    kafka::short_long(
+                        "--eos-lines",
+                        eos_lines,
+                        [10_000, 40_000],
+                        [20_000, 120_000],
+                        q,
+                    )?,
+                ],
+                runs: runs.unwrap_or(if q { 1 } else { 3 }),
+                checkpoint_interval,
+                rate,
+                seconds: seconds.unwrap_or(if q { 5.0 } else { 30.0 }),
+                warmup,
+                intervals: intervals.clone(),
+                set: cli.set.clone(),
+            };
+            kafka::run(&bin, &plan)
+        })(),
         Some(Sub::StandIns {
             jobmanager,
             count,

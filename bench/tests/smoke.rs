@@ -117,3 +117,36 @@ fn flink_cluster_quick_run_prints_the_table() {
         assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
     }
 }
+
+/// `sluice-bench kafka --quick` (about a minute), only when `SLUICE_BENCH_KAFKA=1`: it starts a
+/// Kafka broker (scripts/kafka.sh) and needs Maven and a JDK 17 for the broker's jars and tools.
+/// Checks that the tools, both delivery guarantees and both latency runs produced their rows
+/// (the harness fails when a latency record is missing or duplicated).
+#[test]
+fn kafka_quick_run_prints_the_tables() {
+    if std::env::var("SLUICE_BENCH_KAFKA").as_deref() != Ok("1") {
+        println!("skipped: set SLUICE_BENCH_KAFKA=1 to run `sluice-bench kafka --quick`");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice-bench"))
+        .args(["kafka", "--quick"])
+        .output()
+        .expect("run sluice-bench kafka");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "sluice-bench kafka --quick failed:\n{stderr}"
+    );
+    for expected in [
+        "| producer-perf-test, 100 B records |",
+        "| consumer-perf-test, 100 B records |",
+        "| at least once |",
+        "| exactly once |",
+        "| 1 s |",
+        "| 10 s |",
+    ] {
+        assert!(stdout.contains(expected), "no {expected:?} in:\n{stdout}");
+    }
+}
