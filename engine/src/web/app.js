@@ -149,6 +149,15 @@ function formatBytes(n) {
   return `${v.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
 }
 
+// A vertex's low watermark (the least input watermark of its subtasks): event time as a
+// clock time when it looks like one (ms since the epoch), else the number of ms.
+function formatWatermark(ms) {
+  if (ms === undefined || ms === null || ms < -1e15) return "no watermark";
+  if (ms >= 9e15) return "end of input";
+  return ms > 1e11 ? new Date(ms).toLocaleTimeString([], { hour12: false, fractionalSecondDigits: 3 })
+    : `${formatCount(ms)} ms`;
+}
+
 function percent(msPerSecond) {
   return msPerSecond === undefined ? "–" : `${Math.round(msPerSecond / 10)}%`;
 }
@@ -346,11 +355,15 @@ const RATE_METRICS = [
 async function vertexRates(job) {
   const rates = new Map();
   await Promise.all(job.vertices.map(async (v) => {
-    const list = await api("GET",
-      `/jobs/${job.jid}/vertices/${v.id}/subtasks/metrics?get=${RATE_METRICS.join(",")}&agg=sum,max`);
+    const [list, marks] = await Promise.all([
+      api("GET", `/jobs/${job.jid}/vertices/${v.id}/subtasks/metrics?get=${RATE_METRICS.join(",")}&agg=sum,max`),
+      api("GET", `/jobs/${job.jid}/vertices/${v.id}/watermarks`),
+    ]);
     const m = Object.fromEntries(list.map((e) => [e.id, e]));
     const pick = (id, agg) => (m[id] ? m[id][agg] : undefined);
+    const watermarks = marks.map((e) => Number(e.value));
     rates.set(v.id, {
+      watermark: watermarks.length ? Math.min(...watermarks) : undefined,
       in: pick("numRecordsInPerSecond", "sum"),
       out: pick("numRecordsOutPerSecond", "sum"),
       busy: pick("busyTimeMsPerSecond", "max"),
@@ -370,7 +383,7 @@ async function updateJobOverview(job, live) {
   fill("job-chart", drawChart(job));
   fill("job-vertices", table(
     ["Vertex", "Parallelism", "Status", "Records in", "Records out", "Bytes in / out",
-      "Busy", "Back-pressured", "Duration", "Tasks"],
+      "Busy", "Back-pressured", "Low watermark", "Duration", "Tasks"],
     job.vertices.map((v) => {
       const r = rates.get(v.id) || {};
       return el("tr", { "data-vertex": v.id },
@@ -382,6 +395,8 @@ async function updateJobOverview(job, live) {
         el("td", { class: "num" }, `${formatBytes(v.metrics["read-bytes"])} / ${formatBytes(v.metrics["write-bytes"])}`),
         el("td", { class: "num" }, percent(r.busy)),
         el("td", { class: "num" }, percent(r.backPressured)),
+        el("td", { class: "num watermark", title: "the least input watermark of the vertex's subtasks" },
+          live ? formatWatermark(r.watermark) : "–"),
         el("td", { class: "num" }, formatDuration(v.duration)),
         el("td", {}, taskCounts(v.tasks)));
     })));

@@ -146,6 +146,10 @@ const recordsIn = `[...document.querySelectorAll('#job-vertices td.records-in .c
 const first = await waitFor(`${recordsIn} > 0 && ${recordsIn}`, "records flow into the vertices");
 await waitFor(`${recordsIn} > ${first}`, "the record counts grow while the page is open");
 await waitFor("document.querySelectorAll('#job-chart polyline').length >= 1", "the throughput chart draws a line", 20_000);
+// The job has no event time: every vertex says so (read from each vertex's watermarks).
+await waitFor("document.querySelectorAll('#job-vertices td.watermark').length >= 2", "the vertices have a low watermark column");
+const watermarks = await evaluate("[...document.querySelectorAll('#job-vertices td.watermark')].map((td) => td.textContent)");
+if (!watermarks.every((w) => w === "no watermark")) fail(`a job without event time has no watermarks: ${JSON.stringify(watermarks)}`);
 await waitFor(`/in [0-9][0-9.,]*( [kMG])?\\/s/.test(${text("#job-graph")}) && !${text("#job-graph")}.includes("in –/s")`, "the graph shows live input rates", 20_000);
 await screenshot("job-overview");
 
