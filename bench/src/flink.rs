@@ -79,13 +79,13 @@ impl Job {
 
 /// The two engines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Engine {
+pub(crate) enum Engine {
     Sluice,
     Flink,
 }
 
 impl Engine {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Engine::Sluice => "sluice",
             Engine::Flink => "Flink 2.3.0",
@@ -102,6 +102,17 @@ pub(crate) struct FlinkJar {
 impl FlinkJar {
     pub(crate) fn classpath(&self) -> String {
         format!("{}:{}", self.jar.display(), self.classpath)
+    }
+
+    /// `java ... dev.sluice.bench.FlinkJobs`: the Flink side of a run, to add the job's
+    /// arguments to.
+    pub(crate) fn jobs_command(&self) -> Command {
+        let mut cmd = Command::new(java());
+        cmd.args(JAVA_OPTIONS)
+            .arg("-cp")
+            .arg(self.classpath())
+            .arg("dev.sluice.bench.FlinkJobs");
+        cmd
     }
 }
 
@@ -292,13 +303,8 @@ impl Bench<'_> {
                 cmd
             }
             Engine::Flink => {
-                let mut cmd = Command::new(java());
-                cmd.args(JAVA_OPTIONS)
-                    .arg("-cp")
-                    .arg(self.flink.classpath())
-                    .arg("dev.sluice.bench.FlinkJobs")
-                    .args(&args)
-                    .args(["--parallelism", "2"]);
+                let mut cmd = self.flink.jobs_command();
+                cmd.args(&args).args(["--parallelism", "2"]);
                 if job == Job::StreamSumRocksdb {
                     cmd.args(["--rocksdb", "--checkpoint-interval-ms", "1000"])
                         .arg("--checkpoint-dir")

@@ -27,7 +27,7 @@ use serde_json::Value;
 use crate::Stat;
 use crate::cluster::{Cluster, JobDetails};
 use crate::flink::{
-    FlinkJar, JAVA_OPTIONS, Steady, Usage, build_jar, java, project_dir, steady_row,
+    Engine, FlinkJar, JAVA_OPTIONS, Steady, Usage, build_jar, java, project_dir, steady_row,
 };
 use crate::procs::{self, Child};
 
@@ -199,20 +199,7 @@ fn cpu_of(pids: &[u32]) -> Result<f64> {
     pids.iter().map(|&p| procs::cpu_seconds(p)).sum()
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Engine {
-    Sluice,
-    Flink,
-}
-
 impl Engine {
-    fn name(self) -> &'static str {
-        match self {
-            Engine::Sluice => "sluice",
-            Engine::Flink => "Flink 2.3.0",
-        }
-    }
-
     /// The short and the long run's records: long enough that start-up is a small share.
     fn sizes(self, quick: bool) -> [u64; 2] {
         match (self, quick) {
@@ -254,12 +241,8 @@ impl Clusters<'_> {
                 let pids = self.flink.pids();
                 let before = cpu_of(&pids)?;
                 let log = self.flink.dir.path().join(format!("client-{records}.log"));
-                let mut cmd = Command::new(java());
-                cmd.args(JAVA_OPTIONS)
-                    .arg("-cp")
-                    .arg(self.jar.classpath())
-                    .arg("dev.sluice.bench.FlinkJobs")
-                    .arg("shuffle")
+                let mut cmd = self.jar.jobs_command();
+                cmd.arg("shuffle")
                     .args(&args)
                     .args(["--parallelism", "2", "--remote"])
                     .arg(format!("127.0.0.1:{}", self.flink.rest_port))

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use sluice::examples::{LatencyHistogram, warmup_records};
 
-use crate::flink::{FlinkJar, JAVA_OPTIONS, build_jar, java, project_dir};
+use crate::flink::{FlinkJar, build_jar, project_dir};
 use crate::procs;
 
 /// One engine, sluice possibly with a setting of its own.
@@ -124,12 +124,8 @@ impl Bench<'_> {
                 cmd
             }
             Engine::Flink => {
-                let mut cmd = Command::new(java());
-                cmd.args(JAVA_OPTIONS)
-                    .arg("-cp")
-                    .arg(self.flink.classpath())
-                    .arg("dev.sluice.bench.FlinkJobs")
-                    .args(&args)
+                let mut cmd = self.flink.jobs_command();
+                cmd.args(&args)
                     .args(["--parallelism", "2", "--buffer-timeout-ms"])
                     .arg(timeout_ms.to_string());
                 cmd
