@@ -171,10 +171,7 @@ pub async fn wide(parallelism: u32, taskmanagers: u32) -> Result<()> {
         jm.shared.view().resources().total_slots() >= parallelism
     })
     .await?;
-    let program = ProgramSpec {
-        name: "shuffle".into(),
-        args: vec![],
-    };
+    let program = ProgramSpec::new("shuffle", vec![]);
     let start = Instant::now();
     let job = jm
         .shared
@@ -251,10 +248,7 @@ pub async fn many(jobs: u32, parallelism: u32, seconds: u64, taskmanagers: u32) 
     .await?;
     let mut ids = Vec::new();
     for _ in 0..jobs {
-        let program = ProgramSpec {
-            name: "stream-sum".into(),
-            args: vec![],
-        };
+        let program = ProgramSpec::new("stream-sum", vec![]);
         ids.push(
             jm.shared
                 .submit(program, Some(parallelism), &[], None)

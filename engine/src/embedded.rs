@@ -172,10 +172,7 @@ mod tests {
             .jobmanager
             .shared
             .submit(
-                ProgramSpec {
-                    name: "wordcount".into(),
-                    args,
-                },
+                ProgramSpec::new("wordcount", args),
                 Some(parallelism),
                 &[],
                 None,
@@ -217,10 +214,7 @@ mod tests {
         let shared = &cluster.jobmanager.shared;
         let steady = shared
             .submit(
-                ProgramSpec {
-                    name: "stream-sum".into(),
-                    args: vec!["--rate".into(), "1000".into()],
-                },
+                ProgramSpec::new("stream-sum", vec!["--rate".into(), "1000".into()]),
                 Some(2),
                 &[],
                 None,
@@ -236,15 +230,7 @@ mod tests {
             "5000".into(),
         ];
         let poisoned = shared
-            .submit(
-                ProgramSpec {
-                    name: "stream-sum".into(),
-                    args,
-                },
-                Some(2),
-                &[],
-                None,
-            )
+            .submit(ProgramSpec::new("stream-sum", args), Some(2), &[], None)
             .await
             .unwrap();
         assert_eq!(wait_terminal(&cluster, poisoned).await, JobStatus::Failed);
@@ -294,10 +280,7 @@ mod tests {
         let shared = &cluster.jobmanager.shared;
         let job = shared
             .submit(
-                ProgramSpec {
-                    name: "stream-sum".into(),
-                    args: vec!["--rate".into(), "1000".into()],
-                },
+                ProgramSpec::new("stream-sum", vec!["--rate".into(), "1000".into()]),
                 Some(2),
                 &[],
                 None,
@@ -349,10 +332,7 @@ mod tests {
         let shared = &cluster.jobmanager.shared;
         let job = shared
             .submit(
-                ProgramSpec {
-                    name: "stream-sum".into(),
-                    args: vec!["--rate".into(), "0".into()],
-                },
+                ProgramSpec::new("stream-sum", vec!["--rate".into(), "0".into()]),
                 Some(2),
                 &[],
                 None,
@@ -508,7 +488,7 @@ mod event_time {
         let cluster = EmbeddedCluster::start_running(c, 2, 1, programs)
             .await
             .unwrap();
-        let spec = ProgramSpec { name, args: vec![] };
+        let spec = ProgramSpec::new(name, vec![]);
         let job = cluster
             .jobmanager
             .shared
@@ -618,15 +598,7 @@ mod throughput {
             let job = cluster
                 .jobmanager
                 .shared
-                .submit(
-                    ProgramSpec {
-                        name: "stream-sum".into(),
-                        args,
-                    },
-                    Some(2),
-                    &[],
-                    None,
-                )
+                .submit(ProgramSpec::new("stream-sum", args), Some(2), &[], None)
                 .await
                 .unwrap();
             loop {

@@ -31,3 +31,28 @@ pub mod taskmanager;
 pub mod threads;
 pub mod timezone;
 pub mod yarn;
+
+/// The `main` of a job artifact: a user's binary that registers its programs and hands over.
+/// It answers the cluster (what it holds, a program's job graph, a worker's subtasks) and has
+/// every verb of the `sluice` command line, so `my-job run -t local my-program ARGS` runs one of
+/// its programs in an embedded cluster. See docs/user-code.md.
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # struct MyJob;
+/// # impl sluice::api::JobProgram for MyJob {
+/// #     fn name(&self) -> &str { "my-job" }
+/// #     fn description(&self) -> &str { "" }
+/// #     fn usage(&self) -> &str { "" }
+/// #     fn build(&self, _: &sluice::api::StreamExecutionEnvironment, _: &[String]) -> Result<String, String> { Ok("x".into()) }
+/// # }
+/// fn main() -> std::process::ExitCode {
+///     let mut programs = sluice::api::ProgramRegistry::new();
+///     programs.register(Arc::new(MyJob)).expect("one program of that name");
+///     sluice::job_main(programs)
+/// }
+/// ```
+pub fn job_main(programs: api::ProgramRegistry) -> std::process::ExitCode {
+    allocator::tune();
+    cli::commands::main_with(programs)
+}

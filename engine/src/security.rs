@@ -82,6 +82,25 @@ impl ClusterSecret {
         ClusterSecret(Arc::new(secret.as_ref().trim_ascii_end().to_vec()))
     }
 
+    /// The secret in hex, for a child process this one starts (given on its standard input,
+    /// which no other process can read).
+    pub(crate) fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The secret [`to_hex`](Self::to_hex) wrote.
+    pub(crate) fn from_hex(text: &str) -> Option<Self> {
+        let text = text.trim();
+        if text.len() % 2 != 0 || text.is_empty() {
+            return None;
+        }
+        let bytes = (0..text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()?;
+        Some(ClusterSecret(Arc::new(bytes)))
+    }
+
     /// A random secret for a cluster that lives in one process.
     pub fn random() -> Self {
         let bytes: [u8; 32] = rand::random();

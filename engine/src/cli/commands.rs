@@ -83,6 +83,27 @@ pub enum Command {
     /// The JobManager as YARN ApplicationMaster (started by a NodeManager, not by hand).
     #[command(hide = true)]
     YarnAppmaster,
+    /// Prints what this binary holds, as a job artifact (read by the JobManager on upload).
+    #[command(name = "sluice-describe", hide = true)]
+    Describe,
+    /// Prints a program's job graph as JSON (run by the JobManager for a submission).
+    #[command(name = "sluice-plan", hide = true)]
+    Plan {
+        /// The program.
+        program: String,
+        /// Its default parallelism.
+        parallelism: u32,
+        /// Its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Runs one job's subtasks for the TaskManager that started this process (the cluster's
+    /// secret comes on standard input, the TaskManager's address in SLUICE_WORKER_PARENT).
+    #[command(name = "sluice-worker", hide = true)]
+    Worker {
+        /// The job.
+        job: String,
+    },
     /// Checks the output of the `counting` example: every record exactly once.
     CheckCounting {
         /// The number of records the job emitted.
@@ -129,7 +150,11 @@ pub struct RunArgs {
     /// Detached: print the job id and return instead of waiting for the result.
     #[arg(short = 'd', long = "detached")]
     pub detached: bool,
-    /// The job: a bundled example's name (see `sluice examples`).
+    /// With a job artifact that holds several programs: the one to run (Flink's entry class).
+    #[arg(short = 'c', long = "class", value_name = "PROGRAM")]
+    pub class: Option<String>,
+    /// The job: a job artifact's path (a binary built with `sluice::job_main`, e.g.
+    /// `./target/release/my-job`), or a bundled program's name (see `sluice examples`).
     pub job: String,
     /// The job's arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -174,22 +199,31 @@ fn init_logging(default: &str, rotate: Option<&crate::config::LogOptions>) {
     };
 }
 
-/// Runs the command line; the binary's `main` calls this.
+/// Runs the command line of the `sluice` binary: its programs are the bundled examples.
 pub fn main() -> std::process::ExitCode {
+    main_with(crate::examples::bundled())
+}
+
+/// Runs the command line of a binary whose programs are `programs`: the `sluice` binary, or a
+/// user's job artifact (`crate::job_main`), which so has every verb too.
+pub fn main_with(programs: crate::api::ProgramRegistry) -> std::process::ExitCode {
     let cli = Cli::parse_from(super::yarn::flink_style_args(std::env::args_os()));
-    let server = matches!(
-        cli.command,
-        Command::Jobmanager | Command::Taskmanager { .. } | Command::YarnAppmaster
-    );
+    let worker = matches!(cli.command, Command::Worker { .. });
+    let server = worker
+        || matches!(
+            cli.command,
+            Command::Jobmanager | Command::Taskmanager { .. } | Command::YarnAppmaster
+        );
     // The configuration first: the daemons' log rotation is configured there. An unreadable
     // one is reported as `execute` reports it.
     let dir = conf_dir(&cli.config_dir);
     let log = Config::load(dir.as_deref(), &cli.dynamic)
         .ok()
         .map(|c| c.log);
+    // A worker's output goes to its TaskManager, which logs it.
     init_logging(
         if server { "info" } else { "warn" },
-        log.as_ref().filter(|_| server),
+        log.as_ref().filter(|_| server && !worker),
     );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -201,7 +235,7 @@ pub fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(execute(cli)) {
+    match runtime.block_on(execute(cli, std::sync::Arc::new(programs))) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -210,18 +244,28 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
-/// The programs the `sluice` binary runs: the bundled examples.
-fn bundled() -> std::sync::Arc<crate::api::ProgramRegistry> {
-    std::sync::Arc::new(crate::examples::bundled())
-}
-
-async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
+async fn execute(
+    cli: Cli,
+    programs: std::sync::Arc<crate::api::ProgramRegistry>,
+) -> Result<std::process::ExitCode> {
+    if let Command::Worker { job } = &cli.command {
+        // Exactly the configuration its TaskManager handed down, no file of its own.
+        let config = Config::load(None, &cli.dynamic)?;
+        return super::artifact::worker(config, programs, job).await;
+    }
     let dir = conf_dir(&cli.config_dir);
     let config = Config::load(dir.as_deref(), &cli.dynamic)?;
     match cli.command {
+        Command::Describe => super::artifact::describe(&programs),
+        Command::Plan {
+            program,
+            parallelism,
+            args,
+        } => super::artifact::plan(&programs, program, parallelism, args),
+        Command::Worker { .. } => unreachable!("handled above"),
         Command::Jobmanager => {
             let secret = ClusterSecret::resolve(&config, dir.as_deref())?;
-            let jm = crate::rest::start_jobmanager(config, secret, bundled()).await?;
+            let jm = crate::rest::start_jobmanager(config, secret, programs).await?;
             println!("JobManager REST endpoint: http://{}", jm.rest_address);
             wait_for_shutdown().await;
             drop(jm);
@@ -237,7 +281,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
                 )
             });
             let ha = crate::ha::services(&config)?;
-            let tm = TaskManager::start(config, secret, bundled()).await?;
+            let tm = TaskManager::start(config, secret, programs).await?;
             let worker = tm.clone();
             let work = async move {
                 match (ha, jobmanager_given) {
@@ -272,7 +316,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
             })
         }
         Command::Examples => {
-            for p in crate::examples::bundled().iter() {
+            for p in programs.iter() {
                 println!(
                     "{}\n    {}\n    arguments: {}",
                     p.name(),
@@ -334,7 +378,7 @@ async fn execute(cli: Cli) -> Result<std::process::ExitCode> {
         }
         Command::Run(args) => {
             let job_config = job_scoped(&cli.dynamic);
-            run(config, args, job_config).await
+            run(config, args, job_config, programs).await
         }
     }
 }
@@ -416,8 +460,15 @@ async fn run(
     config: Config,
     args: RunArgs,
     job_config: Vec<(String, String)>,
+    programs: std::sync::Arc<crate::api::ProgramRegistry>,
 ) -> Result<std::process::ExitCode> {
+    let artifact = super::artifact::artifact_path(&args.job, &programs)?;
     if args.deployment.as_deref() == Some("yarn-application") {
+        if artifact.is_some() {
+            bail!(
+                "-t yarn-application runs bundled programs only so far; submit a job artifact to a YARN session (-t yarn-session)"
+            );
+        }
         let job = crate::yarn::ApplicationJob {
             name: args.job,
             args: args.args,
@@ -458,9 +509,10 @@ async fn run(
                 crate::config::MAX_PARALLELISM
             );
         }
-        let cluster = EmbeddedCluster::start(config.clone(), parallelism)
-            .await
-            .context("starting the embedded cluster")?;
+        let cluster =
+            EmbeddedCluster::start_running(config.clone(), 1, parallelism, (*programs).clone())
+                .await
+                .context("starting the embedded cluster")?;
         let address = cluster.rest_address();
         (Some(cluster), address)
     } else if args.deployment.as_deref() == Some("yarn-session") {
@@ -473,15 +525,41 @@ async fn run(
     let started = Instant::now();
     let job_args = absolute_path_args(&args.args);
     let savepoint = args.from_savepoint.as_deref().map(absolute_path);
-    let job_id = client
-        .submit_with(
-            &args.job,
-            &job_args,
-            args.parallelism.or(Some(parallelism)),
-            &job_config,
-            savepoint.as_deref(),
-        )
-        .await?;
+    let job_id = match &artifact {
+        Some(path) => {
+            let id = client
+                .upload_artifact(path)
+                .await
+                .with_context(|| format!("uploading the job artifact {}", path.display()))?;
+            client
+                .run_artifact(
+                    &id,
+                    args.class.as_deref(),
+                    &job_args,
+                    args.parallelism.or(Some(parallelism)),
+                    &job_config,
+                    savepoint.as_deref(),
+                )
+                .await?
+        }
+        None => {
+            if args.class.is_some() {
+                bail!(
+                    "-c/--class names a program of a job artifact; {} is a bundled program",
+                    args.job
+                );
+            }
+            client
+                .submit_with(
+                    &args.job,
+                    &job_args,
+                    args.parallelism.or(Some(parallelism)),
+                    &job_config,
+                    savepoint.as_deref(),
+                )
+                .await?
+        }
+    };
     println!("Job has been submitted with JobID {job_id}");
     if args.detached {
         return Ok(std::process::ExitCode::SUCCESS);

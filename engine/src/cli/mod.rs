@@ -1,3 +1,4 @@
+mod artifact;
 pub mod commands;
 pub mod list;
 mod signals;

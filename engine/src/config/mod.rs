@@ -316,6 +316,11 @@ pub struct RestOptions {
     /// `web.submit.max-args-size` (default 64 KiB): most bytes of one submission's program
     /// arguments, together.
     pub max_args_size: u64,
+    /// `rest.server.max-content-length` (default 100 MiB): the largest request body.
+    pub max_content_length: u64,
+    /// `web.upload.dir` (default: a directory of the JobManager's own in the system's temporary
+    /// directory): where uploaded job artifacts are kept.
+    pub upload_dir: Option<PathBuf>,
 }
 
 /// TaskManager identity and endpoint options.
@@ -574,6 +579,8 @@ impl Config {
                 idle_timeout: Duration::ZERO,
                 max_connections: 0,
                 max_args_size: 0,
+                max_content_length: 0,
+                upload_dir: None,
                 submit_enabled: false,
                 cancel_enabled: false,
             },

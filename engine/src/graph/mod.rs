@@ -254,6 +254,17 @@ pub enum BuildError {
     BadGraph(#[from] GraphError),
 }
 
+/// A job artifact's answer when asked for a program's job graph
+/// ([`crate::rpc::artifact::PLAN`]): the graph, or why there is none.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanAnswer {
+    /// The program built its dataflow.
+    Graph(JobGraph),
+    /// It could not: unknown program, bad arguments, an invalid graph, a panic.
+    Error(String),
+}
+
 /// Builds the job graph of `program` at `parallelism` by running the program's code (user
 /// code: the JobManager runs this off its lock and async runtime).
 pub fn build_job_graph(

@@ -169,6 +169,9 @@ pub enum SubmitError {
     /// The dataflow cannot run (e.g. a forward edge between different parallelisms).
     #[error("invalid job graph: {0}")]
     BadGraph(String),
+    /// The job artifact is unknown or its program could not build a job graph.
+    #[error("{0}")]
+    Artifact(String),
     /// The parallelism is 0.
     #[error("parallelism must be at least 1")]
     BadParallelism,
@@ -718,10 +721,7 @@ mod tests {
     }
 
     fn spec(name: &str, args: &[&str]) -> ProgramSpec {
-        ProgramSpec {
-            name: name.into(),
-            args: args.iter().map(|s| s.to_string()).collect(),
-        }
+        ProgramSpec::new(name, args.iter().map(|s| s.to_string()).collect())
     }
 
     /// Builds the program's graph, as the service does before it submits.

@@ -74,6 +74,42 @@ pub(super) async fn accept_loop(
     }
 }
 
+/// Sends a TaskManager the job artifact `key`: its size, then its bytes in frames; or why not.
+async fn send_artifact<W: tokio::io::AsyncWrite + Unpin>(
+    writer: &mut W,
+    key: &str,
+    shared: &JobManagerShared,
+) -> Result<(), RpcError> {
+    use tokio::io::AsyncReadExt;
+    let opened = match shared.artifacts().path(key) {
+        Ok(path) => tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(reason) => {
+            return transport::send(writer, &JmToTm::Refused { reason }).await;
+        }
+    };
+    let size = file.metadata().await?.len();
+    transport::send(writer, &JmToTm::Artifact { size }).await?;
+    let mut chunk = vec![0u8; crate::rpc::messages::ARTIFACT_CHUNK];
+    let mut left = size;
+    while left > 0 {
+        let n = file.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(RpcError::Malformed(format!(
+                "artifact {key} shrank while it was sent"
+            )));
+        }
+        transport::write_frame(writer, &chunk[..n]).await?;
+        left = left.saturating_sub(n as u64);
+    }
+    Ok(())
+}
+
 /// Tells a TaskManager why its registration is refused (it logs the reason and stops trying
 /// where retrying cannot help), logs it here too, and ends the connection with it.
 async fn refuse<W: tokio::io::AsyncWrite + Unpin>(
@@ -113,10 +149,14 @@ async fn serve_taskmanager(
         running: _,
         leader_session,
         metrics_port,
+        worker_of: _,
     } = first
     else {
+        if let TmToJm::FetchArtifact { key } = first {
+            return send_artifact(&mut writer, &key, &shared).await;
+        }
         return Err(RpcError::Malformed(
-            "the first message must be Register".into(),
+            "the first message must be Register or FetchArtifact".into(),
         ));
     };
     if protocol_version != PROTOCOL_VERSION {
@@ -262,8 +302,10 @@ async fn serve_taskmanager(
                     );
                     shared.deliver(outbox);
                 }
-                TmToJm::Register { .. } => {
-                    return Err(RpcError::Malformed("Register sent twice".into()));
+                TmToJm::Register { .. } | TmToJm::FetchArtifact { .. } => {
+                    return Err(RpcError::Malformed(
+                        "Register or FetchArtifact on a registered connection".into(),
+                    ));
                 }
             }
         }

@@ -1273,10 +1273,7 @@ mod tests {
     use crate::rpc::messages::ChannelDeployment;
 
     fn job(parallelism: u32) -> JobMaster {
-        let program = ProgramSpec {
-            name: "wordcount".into(),
-            args: vec![],
-        };
+        let program = ProgramSpec::new("wordcount", vec![]);
         let graph = build_job_graph(&examples::bundled(), &program, parallelism).unwrap();
         let coordinator = CheckpointCoordinator::new(
             JobId(1).to_string(),

@@ -4,6 +4,7 @@
 //! pure state machines; `service` runs them, `endpoint` speaks the TaskManager protocol,
 //! `leadership` is the ZooKeeper HA part and `process` starts it all.
 
+pub mod artifacts;
 pub mod dispatcher;
 pub mod endpoint;
 pub mod ha_state;

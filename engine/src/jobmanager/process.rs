@@ -156,9 +156,15 @@ impl JobManager {
                 info!(dir = %crate::common::log_text::clip(&dir), "removed a savepoint its JobManager never completed");
             }
         }
+        let artifacts =
+            super::artifacts::ArtifactStore::open(config.rest.upload_dir.clone().unwrap_or_else(
+                || std::env::temp_dir().join(format!("sluice-jars-{}", std::process::id())),
+            ))
+            .map_err(|e| StartError::Unsupported(e.to_string()))?;
         let shared = Arc::new(JobManagerShared::new(
             config,
             programs,
+            Arc::new(artifacts),
             storage,
             rpc_address,
             ha,

@@ -19,6 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Notify, mpsc};
 use tracing::{info, warn};
 
+use super::artifacts::ArtifactStore;
 use super::dispatcher::{
     CancelError, Dispatcher, DispatcherSettings, JobSettings, Outbox, SavepointError, SubmitError,
     check_job_paths, check_program_args,
@@ -50,6 +51,7 @@ const LANE_IDLE: Duration = Duration::from_secs(30);
 pub struct JobManagerShared {
     config: Config,
     programs: Arc<ProgramRegistry>,
+    artifacts: Arc<ArtifactStore>,
     storage: Arc<dyn StateStorage>,
     dispatcher: Mutex<Dispatcher>,
     settings: DispatcherSettings,
@@ -100,6 +102,7 @@ impl JobManagerShared {
     pub(super) fn new(
         config: Config,
         programs: Arc<ProgramRegistry>,
+        artifacts: Arc<ArtifactStore>,
         storage: Arc<dyn StateStorage>,
         rpc_address: SocketAddr,
         ha: Option<HaRuntime>,
@@ -108,6 +111,7 @@ impl JobManagerShared {
         JobManagerShared {
             config,
             programs,
+            artifacts,
             storage,
             dispatcher: Mutex::new(Dispatcher::new(settings.clone())),
             settings,
@@ -145,6 +149,11 @@ impl JobManagerShared {
     /// The programs this JobManager can run.
     pub fn programs(&self) -> &ProgramRegistry {
         &self.programs
+    }
+
+    /// The job artifacts uploaded to this JobManager.
+    pub fn artifacts(&self) -> &Arc<ArtifactStore> {
+        &self.artifacts
     }
 
     /// Where TaskManagers connect.
@@ -310,8 +319,14 @@ impl JobManagerShared {
             return Err(SubmitError::BadParallelism);
         }
         let (programs, spec) = (self.programs.clone(), program.clone());
-        let graph = tokio::task::spawn_blocking(move || {
-            crate::graph::build_job_graph(&programs, &spec, parallelism).map_err(SubmitError::from)
+        let artifacts = self.artifacts.clone();
+        let graph = tokio::task::spawn_blocking(move || match &spec.artifact {
+            // The artifact builds its graph in a child process of its own.
+            Some(id) => artifacts
+                .plan(id, &spec.name, &spec.args, parallelism)
+                .map_err(|e| SubmitError::Artifact(e.to_string())),
+            None => crate::graph::build_job_graph(&programs, &spec, parallelism)
+                .map_err(SubmitError::from),
         })
         .await
         .unwrap_or_else(|panic| {

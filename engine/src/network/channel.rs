@@ -121,6 +121,11 @@ impl ProducerGroups {
         groups.push(group);
     }
 
+    /// The group `id` of `job`, if it was sent.
+    pub fn group(&self, job: JobId, id: u64) -> Option<Arc<ProducerGroup>> {
+        self.by_job.get(&job)?.iter().find(|g| g.id == id).cloned()
+    }
+
     /// Forgets a job's groups.
     pub fn release_job(&mut self, job: JobId) {
         self.by_job.remove(&job);

@@ -11,8 +11,16 @@ use crate::common::ids::{JobId, PartitionId};
 /// Subpartition queues by partition; a consumer takes its queue's receiving end once.
 #[derive(Default)]
 pub(crate) struct PartitionRegistry {
-    partitions: Mutex<HashMap<PartitionId, Vec<Subpartition>>>,
+    partitions: Mutex<Partitions>,
     changed: Condvar,
+}
+
+#[derive(Default)]
+struct Partitions {
+    by_id: HashMap<PartitionId, Vec<Subpartition>>,
+    /// Jobs whose subtasks run in a worker process of this TaskManager, with the worker's data
+    /// port: consumers asking here for their partitions are sent there.
+    moved: HashMap<JobId, u16>,
 }
 
 /// A subpartition's queue, until its consumer takes it.
@@ -32,13 +40,26 @@ pub(crate) enum TakeError {
     Taken(PartitionId, u32),
     #[error("cancelled")]
     Cancelled,
+    #[error("partition {0} is served by the job's worker process at port {1}")]
+    Moved(PartitionId, u16),
 }
 
 impl PartitionRegistry {
     /// Makes a producer's subpartitions available to consumers.
     pub(crate) fn register(&self, id: PartitionId, subpartitions: Vec<Subpartition>) {
         let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
-        map.insert(id, subpartitions);
+        map.by_id.insert(id, subpartitions);
+        self.changed.notify_all();
+    }
+
+    /// From now on, requests for `job`'s partitions are answered with [`TakeError::Moved`] to
+    /// the data port of the worker process that runs its subtasks (`None`: no longer).
+    pub(crate) fn set_moved(&self, job: JobId, port: Option<u16>) {
+        let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
+        match port {
+            Some(port) => map.moved.insert(job, port),
+            None => map.moved.remove(&job),
+        };
         self.changed.notify_all();
     }
 
@@ -56,7 +77,10 @@ impl PartitionRegistry {
         let deadline = Instant::now() + timeout;
         let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(subs) = map.get_mut(&id) {
+            if let Some(&port) = map.moved.get(&id.producer.job).filter(|_| !local) {
+                return Err(TakeError::Moved(id, port));
+            }
+            if let Some(subs) = map.by_id.get_mut(&id) {
                 let sub = subs
                     .get_mut(subpartition as usize)
                     .filter(|s| s.queue.is_some())
@@ -85,12 +109,12 @@ impl PartitionRegistry {
     /// Forgets every partition of a job (it ended or is being restarted).
     pub(crate) fn release_job(&self, job: JobId) {
         let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|id, _| id.producer.job != job);
+        map.by_id.retain(|id, _| id.producer.job != job);
     }
 
     /// Forgets one producer's partitions.
     pub(crate) fn release_producer(&self, producer: crate::common::ids::ExecutionId) {
         let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|id, _| id.producer != producer);
+        map.by_id.retain(|id, _| id.producer != producer);
     }
 }

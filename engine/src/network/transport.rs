@@ -37,7 +37,7 @@ use tracing::{debug, warn};
 
 use super::buffer::{Buffer, BufferPool, CheckpointBarrier, CreditGuard, Credits, NetBuffer};
 use super::channel::{ChannelDeployment, RemoteChannels};
-use super::registry::PartitionRegistry;
+use super::registry::{PartitionRegistry, TakeError};
 use super::valve::TimeSignal;
 use crate::common::error::TaskError;
 use crate::common::ids::PartitionId;
@@ -45,9 +45,9 @@ use crate::security::{self, ClusterSecret};
 use crate::threads::SchedulingPolicy;
 
 /// ALPN protocol id of the data plane: version 2 framed records in runs (`crate::record`),
-/// version 3 adds event time frames, so a TaskManager of an earlier version fails the handshake
-/// instead of misreading the stream.
-pub const ALPN: &[u8] = b"sluice-data/3";
+/// version 3 adds event time frames, version 4 the redirect to a job's worker process, so a
+/// TaskManager of an earlier version fails the handshake instead of misreading the stream.
+pub const ALPN: &[u8] = b"sluice-data/4";
 const KIND_DATA: u8 = 1;
 const KIND_END: u8 = 2;
 const KIND_ERROR: u8 = 3;
@@ -56,6 +56,11 @@ const KIND_BARRIER: u8 = 4;
 const KIND_WATERMARK: u8 = 5;
 /// Body: 1 byte, 1 when the producer became idle, 0 when it became active.
 const KIND_STATUS: u8 = 6;
+/// The partition is served by the job's worker process on the same host: body, its data port
+/// (2 bytes little endian). Sent instead of any data; the consumer asks there.
+const KIND_MOVED: u8 = 7;
+/// How many redirects a channel follows (a worker never redirects; one is what happens).
+const MAX_REDIRECTS: u32 = 2;
 /// Socket buffer size the data port asks the kernel for, in each direction.
 const SOCKET_BUFFER: usize = 8 * 1024 * 1024;
 /// How long freed credits short of a batch wait before they are announced anyway.
@@ -360,20 +365,20 @@ impl DataPlane {
         Ok(connection)
     }
 
-    /// Opens a channel: requests the subpartition with `capacity` credits and forwards its
-    /// buffers into a queue of that size. Each buffer carries a credit that returns to the
-    /// producer when the task has processed (dropped) the buffer.
-    async fn open_channel(
-        self: Arc<Self>,
-        channel: ChannelDeployment,
+    /// Asks the producer at `addr` for the channel's subpartition with `credits`' capacity and
+    /// announces freed credits on the request's stream until `credits` closes (or the task is
+    /// cancelled); returns the stream's frames.
+    async fn request(
+        &self,
+        addr: SocketAddr,
+        channel: &ChannelDeployment,
+        credits: Arc<Credits>,
         capacity: usize,
         cancelled: Arc<AtomicBool>,
-    ) -> Result<flume::Receiver<NetBuffer>, TransportError> {
-        let addr = channel.location.data_address;
+    ) -> Result<FrameReader, TransportError> {
         let connection = self.connection(addr).await?;
         let stream_err = |e: &dyn std::fmt::Display| TransportError::Stream(e.to_string());
         let (mut send, recv) = connection.open_bi().await.map_err(|e| stream_err(&e))?;
-        let capacity = capacity.max(1);
         let request = serde_json::to_vec(&PartitionRequest {
             partition: channel.partition,
             subpartition: channel.subpartition,
@@ -384,36 +389,81 @@ impl DataPlane {
             .await
             .map_err(|e| stream_err(&e))?;
         send.write_all(&request).await.map_err(|e| stream_err(&e))?;
-        let (tx, rx) = flume::bounded(capacity);
-        let credits = Arc::new(Credits::new(capacity as u32));
-        let peer = addr;
         // Announces freed credits to the producer.
-        let announcer = credits.clone();
         tokio::spawn(async move {
             loop {
                 // Woken by a full batch of freed credits; credits that never make a batch (the
                 // task stopped reading, or a channel that carries little) go out after a while,
                 // so a producer always learns about them and a consumer that went away is noticed.
-                let _ = tokio::time::timeout(CREDIT_LINGER, announcer.notify.notified()).await;
-                let freed = announcer.freed.swap(0, Ordering::AcqRel);
+                let _ = tokio::time::timeout(CREDIT_LINGER, credits.notify.notified()).await;
+                let freed = credits.freed.swap(0, Ordering::AcqRel);
                 if freed > 0 && send.write_all(&freed.to_le_bytes()).await.is_err() {
                     return;
                 }
-                if announcer.closed.load(Ordering::Acquire) || cancelled.load(Ordering::Relaxed) {
+                if credits.closed.load(Ordering::Acquire) || cancelled.load(Ordering::Relaxed) {
                     let _ = send.finish();
                     return;
                 }
             }
         });
+        Ok(FrameReader::new(recv, addr))
+    }
+
+    /// Opens a channel: requests the subpartition with `capacity` credits and forwards its
+    /// buffers into a queue of that size. Each buffer carries a credit that returns to the
+    /// producer when the task has processed (dropped) the buffer. A TaskManager whose job runs
+    /// in a worker process answers with the worker's port, and the request goes there.
+    async fn open_channel(
+        self: Arc<Self>,
+        channel: ChannelDeployment,
+        capacity: usize,
+        cancelled: Arc<AtomicBool>,
+    ) -> Result<flume::Receiver<NetBuffer>, TransportError> {
+        let capacity = capacity.max(1);
+        let (tx, rx) = flume::bounded(capacity);
+        let mut credits = Arc::new(Credits::new(capacity as u32));
+        let mut frames = self
+            .request(
+                channel.location.data_address,
+                &channel,
+                credits.clone(),
+                capacity,
+                cancelled.clone(),
+            )
+            .await?;
+        let plane = self.clone();
         // Received buffers are recycled: the channel holds at most `capacity` of them.
         let pool = BufferPool::new(self.settings.segment_size, capacity);
-        let mut frames = FrameReader::new(recv, peer);
         // Reads frames into the queue; the producer's credit guarantees room, so this never
         // waits on the queue. Dropping `tx` without an end-of-partition tells the task its
         // producer is gone.
         tokio::spawn(async move {
+            let mut redirects = 0;
             let result = loop {
                 match frames.next(&pool).await {
+                    Ok(Some((KIND_MOVED, body))) => {
+                        let Ok(port) = <[u8; 2]>::try_from(&body[..]).map(u16::from_le_bytes)
+                        else {
+                            break Err("malformed redirect".to_string());
+                        };
+                        redirects += 1;
+                        if redirects > MAX_REDIRECTS {
+                            break Err(format!("more than {MAX_REDIRECTS} redirects"));
+                        }
+                        // Nothing was received on the old stream: close it and ask again.
+                        credits.closed.store(true, Ordering::Release);
+                        credits.notify.notify_one();
+                        credits = Arc::new(Credits::new(capacity as u32));
+                        let mut addr = frames.peer;
+                        addr.set_port(port);
+                        match plane
+                            .request(addr, &channel, credits.clone(), capacity, cancelled.clone())
+                            .await
+                        {
+                            Ok(next) => frames = next,
+                            Err(e) => break Err(e.to_string()),
+                        }
+                    }
                     Ok(Some((KIND_DATA, body))) => {
                         let credit = CreditGuard(credits.clone());
                         let buffer = Buffer::remote(body, pool.clone(), credit);
@@ -460,6 +510,7 @@ impl DataPlane {
                 }
             };
             if let Err(e) = result {
+                let peer = frames.peer;
                 warn!(%peer, partition = %channel.partition, "data channel failed: {e}");
             }
             credits.closed.store(true, Ordering::Release);
@@ -602,7 +653,7 @@ fn decode_time(kind: u8, body: &[u8]) -> Result<TimeSignal, String> {
 pub fn decode_header(header: [u8; 5]) -> Result<(usize, u8), String> {
     let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
     let kind = header[4];
-    if !(KIND_DATA..=KIND_STATUS).contains(&kind) {
+    if !(KIND_DATA..=KIND_MOVED).contains(&kind) {
         return Err(format!("unknown frame kind {kind}"));
     }
     if len > MAX_FRAME {
@@ -763,6 +814,12 @@ async fn serve_channel(
     };
     let rx = match rx {
         Ok(rx) => rx,
+        Err(TakeError::Moved(_, port)) => {
+            let _ = send.write_all(&encode_header(2, KIND_MOVED)).await;
+            let _ = send.write_all(&port.to_le_bytes()).await;
+            let _ = send.finish();
+            return Ok(());
+        }
         Err(e) => {
             let msg = e.to_string();
             let _ = send.write_all(&encode_header(msg.len(), KIND_ERROR)).await;
@@ -884,7 +941,7 @@ mod tests {
         fn header_round_trips_and_garbage_is_rejected(len in 0usize..MAX_FRAME, kind in 0u8..=255) {
             match decode_header(encode_header(len, kind)) {
                 Ok((l, k)) => { prop_assert_eq!(l, len); prop_assert_eq!(k, kind); }
-                Err(_) => prop_assert!(!(KIND_DATA..=KIND_STATUS).contains(&kind)),
+                Err(_) => prop_assert!(!(KIND_DATA..=KIND_MOVED).contains(&kind)),
             }
         }
     }

@@ -110,6 +110,16 @@ impl RestClient {
         if let Some(body) = body {
             request = request.json(&body);
         }
+        self.answer(path, request).await
+    }
+
+    /// Sends `request` and reads its JSON answer; a non-2xx answer becomes
+    /// [`ClientError::Server`] with Flink's `errors`.
+    async fn answer(
+        &self,
+        path: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Value, ClientError> {
         let response = request.send().await.map_err(|e| ClientError::Unreachable {
             address: self.base.clone(),
             reason: error_chain(&e),
@@ -140,6 +150,72 @@ impl RestClient {
         }
         serde_json::from_str(&text)
             .map_err(|e| ClientError::Malformed(format!("{path} did not answer JSON: {e}")))
+    }
+
+    /// Uploads a job artifact (`POST /jars/upload`); returns its id.
+    pub async fn upload_artifact(&self, path: &std::path::Path) -> Result<String, ClientError> {
+        let bytes = tokio::fs::read(path).await.map_err(|e| {
+            ClientError::Malformed(format!("cannot read the artifact {}: {e}", path.display()))
+        })?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "artifact".into());
+        let part = reqwest::multipart::Part::bytes(bytes)
+            .file_name(name)
+            .mime_str("application/octet-stream")
+            .map_err(|e| ClientError::Malformed(e.to_string()))?;
+        let form = reqwest::multipart::Form::new().part("jarfile", part);
+        let url = format!("{}/v1/jars/upload", self.base);
+        // Large artifacts take longer than a JSON call; the JobManager also runs the artifact
+        // once to learn what it holds.
+        let request = self
+            .http
+            .post(&url)
+            .multipart(form)
+            .timeout(Duration::from_secs(600));
+        let answer = self.answer("/v1/jars/upload", request).await?;
+        let file = field_str(&answer, "filename")?;
+        Ok(file.rsplit('/').next().unwrap_or(file).to_string())
+    }
+
+    /// Runs a program of an uploaded artifact (`POST /jars/:id/run`); returns the job's id.
+    pub async fn run_artifact(
+        &self,
+        id: &str,
+        entry: Option<&str>,
+        args: &[String],
+        parallelism: Option<u32>,
+        config: &[(String, String)],
+        savepoint: Option<&str>,
+    ) -> Result<JobId, ClientError> {
+        let mut body = json!({ "programArgsList": args });
+        if let Some(entry) = entry {
+            body["entryClass"] = json!(entry);
+        }
+        if let Some(p) = parallelism {
+            body["parallelism"] = json!(p);
+        }
+        if !config.is_empty() {
+            let map: serde_json::Map<String, Value> = config
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            body["flinkConfiguration"] = Value::Object(map);
+        }
+        if let Some(path) = savepoint {
+            body["savepointPath"] = json!(path);
+        }
+        let answer = self
+            .call(
+                reqwest::Method::POST,
+                &format!("/v1/jars/{id}/run"),
+                Some(body),
+            )
+            .await?;
+        field_str(&answer, "jobid")?
+            .parse()
+            .map_err(ClientError::Malformed)
     }
 
     async fn get(&self, path: &str) -> Result<Value, ClientError> {

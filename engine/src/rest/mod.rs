@@ -9,6 +9,7 @@
 pub mod client;
 mod error;
 mod guard;
+mod jars;
 mod logs;
 mod metrics;
 mod ui;
@@ -108,6 +109,10 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
             get(vertex_watermarks),
         ),
         ("/sluice/jobs", post(submit)),
+        ("/jars", get(jars::list)),
+        ("/jars/upload", post(jars::upload)),
+        ("/jars/{jarid}", axum::routing::delete(jars::delete)),
+        ("/jars/{jarid}/run", post(jars::run)),
         ("/sluice/examples", get(examples)),
     ];
     let mut router = Router::new();
@@ -117,6 +122,9 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
             .route(&format!("/v1{path}"), route);
     }
     ui::routes(router)
+        .layer(axum::extract::DefaultBodyLimit::max(
+            shared.config().rest.max_content_length as usize,
+        ))
         .method_not_allowed_fallback(error::method_not_allowed)
         .fallback(error::not_found)
         .layer(axum::middleware::from_fn_with_state(
@@ -718,31 +726,45 @@ async fn submit(
     ApiJson(request): ApiJson<SubmitRequest>,
 ) -> Result<Response, ApiError> {
     switched_on(shared.config().rest.submit_enabled, "web.submit.enable")?;
-    if request.parallelism.is_some_and(|p| p > MAX_PARALLELISM) {
+    let program = ProgramSpec::new(request.job, request.args);
+    let overrides: Vec<(String, String)> = request.config.into_iter().collect();
+    submit_program(
+        &shared,
+        program,
+        request.parallelism,
+        overrides,
+        request.savepoint_path,
+    )
+    .await
+}
+
+/// Submits `program` as a REST call does (the job kept in the HA job store) and answers with
+/// its id; shared by the bundled programs' call and the artifacts' `/jars/:id/run`.
+async fn submit_program(
+    shared: &Shared,
+    program: ProgramSpec,
+    parallelism: Option<u32>,
+    overrides: Vec<(String, String)>,
+    savepoint_path: Option<String>,
+) -> Result<Response, ApiError> {
+    if parallelism.is_some_and(|p| p > MAX_PARALLELISM) {
         return Err(ApiError::bad_request(format!(
             "Bad request: parallelism must be at most {MAX_PARALLELISM}"
         )));
     }
-    let program = ProgramSpec {
-        name: request.job,
-        args: request.args,
-    };
-    let overrides: Vec<(String, String)> = request.config.into_iter().collect();
     let record = |job_id| crate::ha::JobRecord {
         job_id,
         program: program.clone(),
-        parallelism: request
-            .parallelism
-            .unwrap_or(shared.config().parallelism_default),
+        parallelism: parallelism.unwrap_or(shared.config().parallelism_default),
         overrides: overrides.clone(),
-        savepoint: request.savepoint_path.clone(),
+        savepoint: savepoint_path.clone(),
     };
     let submitted = shared
         .submit(
             program.clone(),
-            request.parallelism,
+            parallelism,
             &overrides,
-            request.savepoint_path.clone(),
+            savepoint_path.clone(),
         )
         .await;
     if let Ok(id) = submitted

@@ -1077,10 +1077,7 @@ mod views_of_a_running_cluster {
             1_000,
         );
         let job = JobId(42);
-        let program = ProgramSpec {
-            name: "stream-sum".into(),
-            args: vec![],
-        };
+        let program = ProgramSpec::new("stream-sum", vec![]);
         let graph =
             crate::graph::build_job_graph(&crate::examples::bundled(), &program, 2).unwrap();
         let _ = d

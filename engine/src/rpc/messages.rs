@@ -83,13 +83,28 @@ impl ExecutionState {
     }
 }
 
-/// Which job program runs, with which arguments.
+/// Which job program runs, with which arguments, and from which code.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgramSpec {
-    /// A bundled program's name.
+    /// The program's name in its registry.
     pub name: String,
     /// Its arguments.
     pub args: Vec<String>,
+    /// The job artifact holding the program (its content hash, see
+    /// `crate::rpc::artifact`), or `None` for a program compiled into the process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<String>,
+}
+
+impl ProgramSpec {
+    /// A program of the process's own registry.
+    pub fn new(name: impl Into<String>, args: Vec<String>) -> Self {
+        Self {
+            name: name.into(),
+            args,
+            artifact: None,
+        }
+    }
 }
 
 /// Everything a TaskManager needs to run one subtask.
@@ -166,6 +181,9 @@ pub struct Hardware {
     pub process_memory: u64,
 }
 
+/// The largest raw frame of an artifact sent after [`JmToTm::Artifact`].
+pub const ARTIFACT_CHUNK: usize = 1 << 20;
+
 /// TaskManager → JobManager.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -198,6 +216,16 @@ pub enum TmToJm {
         /// The port of its Prometheus reporter (`metrics.reporter.prom.port`), if it runs one.
         #[serde(default)]
         metrics_port: Option<u16>,
+        /// Set by a job's worker process registering with its TaskManager: the job it runs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker_of: Option<JobId>,
+    },
+    /// First and only request on a connection of its own: send the job artifact with this
+    /// content key ([`crate::rpc::artifact::content_key`]). Answered by
+    /// [`JmToTm::Artifact`] and the bytes as raw frames, or by [`JmToTm::Refused`].
+    FetchArtifact {
+        /// The artifact's content key.
+        key: String,
     },
     /// Periodic liveness signal with task metrics.
     Heartbeat {
@@ -295,4 +323,10 @@ pub enum JmToTm {
     },
     /// Answer to a heartbeat.
     HeartbeatAck,
+    /// Answer to [`TmToJm::FetchArtifact`]: the artifact's size; its bytes follow as raw
+    /// frames of at most [`ARTIFACT_CHUNK`] bytes.
+    Artifact {
+        /// Its size in bytes.
+        size: u64,
+    },
 }

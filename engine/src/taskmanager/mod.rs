@@ -5,3 +5,4 @@ mod local_state;
 pub(crate) mod metrics;
 pub mod service;
 pub(crate) mod task;
+mod worker;

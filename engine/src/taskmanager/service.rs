@@ -11,8 +11,9 @@ use tracing::{error, info, warn};
 
 use super::metrics::{TaskLabels, TaskManagerMetrics};
 use super::task::{self, TaskHandle, TaskServices};
+use super::worker::Workers;
 use crate::api::TaskControl;
-use crate::common::ids::ExecutionId;
+use crate::common::ids::{ExecutionId, JobId};
 use crate::config::Config;
 use crate::network::channel::ProducerGroups;
 use crate::network::registry::PartitionRegistry;
@@ -44,6 +45,9 @@ pub enum TaskManagerError {
     /// The Prometheus reporter's port could not be opened.
     #[error("the Prometheus reporter: {0}")]
     Reporter(std::io::Error),
+    /// The port for job worker processes could not be opened.
+    #[error("the port for job workers: {0}")]
+    Workers(std::io::Error),
 }
 
 type Tasks = Arc<Mutex<HashMap<ExecutionId, TaskHandle>>>;
@@ -60,6 +64,10 @@ pub struct TaskManager {
     metrics: Arc<TaskManagerMetrics>,
     /// The Prometheus reporter's port and server, if `metrics.reporter.prom.*` asks for one.
     reporter: Option<(u16, tokio::task::JoinHandle<()>)>,
+    /// The worker processes of jobs whose code came in an artifact (none in a worker itself).
+    workers: Option<Arc<Workers>>,
+    /// In a job's worker process: the job.
+    worker_of: Option<JobId>,
 }
 
 /// What this machine has, and the process size this TaskManager is configured with.
@@ -131,6 +139,34 @@ impl TaskManager {
         config: Config,
         secret: ClusterSecret,
         programs: Arc<crate::api::ProgramRegistry>,
+    ) -> Result<Arc<TaskManager>, TaskManagerError> {
+        Self::open(config, secret, programs, None).await
+    }
+
+    /// Opens the data port of a job's worker process (see `super::worker`); call
+    /// [`serve_parent`](Self::serve_parent) to work for the TaskManager that started it.
+    pub async fn start_worker(
+        config: Config,
+        secret: ClusterSecret,
+        programs: Arc<crate::api::ProgramRegistry>,
+        job: JobId,
+    ) -> Result<Arc<TaskManager>, TaskManagerError> {
+        Self::open(config, secret, programs, Some(job)).await
+    }
+
+    /// Registers with the TaskManager that started this worker and runs what it sends until
+    /// the connection ends (the TaskManager stopped the worker, or went away).
+    pub async fn serve_parent(self: Arc<Self>, parent: &str) -> Result<(), RpcError> {
+        let result = self.clone().session(parent, None).await;
+        self.cancel_all();
+        result
+    }
+
+    async fn open(
+        config: Config,
+        secret: ClusterSecret,
+        programs: Arc<crate::api::ProgramRegistry>,
+        worker_of: Option<JobId>,
     ) -> Result<Arc<TaskManager>, TaskManagerError> {
         let registry = Arc::new(PartitionRegistry::default());
         let net = &config.network;
@@ -223,6 +259,20 @@ impl TaskManager {
             config.taskmanager.host.clone(),
         ));
         let tasks: Tasks = Arc::default();
+        let workers = match worker_of {
+            Some(_) => None,
+            None => Some(
+                Workers::start(
+                    resource_id.clone(),
+                    config.clone(),
+                    secret.clone(),
+                    services.registry.clone(),
+                    &services.local_state_dir,
+                )
+                .await
+                .map_err(TaskManagerError::Workers)?,
+            ),
+        };
         let reporter = if config.metrics.prometheus {
             Some(
                 start_reporter(&config, metrics.clone(), tasks.clone())
@@ -240,6 +290,8 @@ impl TaskManager {
             services,
             metrics,
             reporter,
+            workers,
+            worker_of,
         }))
     }
 
@@ -333,6 +385,9 @@ impl TaskManager {
         for t in tasks.values() {
             t.cancelled.store(true, Ordering::Relaxed);
         }
+        if let Some(workers) = &self.workers {
+            workers.stop_all();
+        }
     }
 
     /// One control connection, from registration until it breaks.
@@ -351,13 +406,16 @@ impl TaskManager {
             })?;
         let stream = transport::connect(addr, &self.secret).await?;
         let (mut reader, mut writer) = tokio::io::split(stream);
-        let running: Vec<ExecutionId> = self
+        let mut running: Vec<ExecutionId> = self
             .tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .keys()
             .copied()
             .collect();
+        if let Some(workers) = &self.workers {
+            running.extend(workers.executions());
+        }
         let data_port = self.data.local_addr().map(|a| a.port()).unwrap_or(0);
         transport::send(
             &mut writer,
@@ -373,6 +431,7 @@ impl TaskManager {
                 running,
                 leader_session,
                 metrics_port: self.reporter_port(),
+                worker_of: self.worker_of,
             },
         )
         .await?;
@@ -394,8 +453,16 @@ impl TaskManager {
                 )));
             }
         };
-        info!(%jobmanager, "registered at the JobManager");
+        match self.worker_of {
+            Some(job) => {
+                info!(%job, taskmanager = %jobmanager, "the job's worker registered at its TaskManager")
+            }
+            None => info!(%jobmanager, "registered at the JobManager"),
+        }
         let (tx, mut rx) = mpsc::unbounded_channel::<TmToJm>();
+        if let Some(workers) = &self.workers {
+            workers.set_upstream(Some((tx.clone(), jobmanager.to_string())));
+        }
         let write_loop = async {
             let mut ticker = tokio::time::interval(interval);
             loop {
@@ -405,6 +472,9 @@ impl TaskManager {
                         None => return Ok::<(), RpcError>(()),
                     },
                     _ = ticker.tick() => {
+                        if let Some(workers) = &self.workers {
+                            workers.stop_idle(std::time::Instant::now());
+                        }
                         let metrics = self.task_metrics();
                         let process = Some(self.metrics.sample(crate::metrics::now_ms(), &metrics));
                         transport::send(&mut writer, &TmToJm::Heartbeat { metrics, process }).await?;
@@ -428,14 +498,22 @@ impl TaskManager {
                 self.handle(msg, &mut groups, &tx);
             }
         };
-        tokio::select! {
+        let result = tokio::select! {
             r = write_loop => r,
             r = read_loop => r,
+        };
+        if let Some(workers) = &self.workers {
+            workers.set_upstream(None);
         }
+        result
     }
 
     fn task_metrics(&self) -> Vec<(ExecutionId, TaskMetrics)> {
-        running_metrics(&self.tasks)
+        let mut metrics = running_metrics(&self.tasks);
+        if let Some(workers) = &self.workers {
+            metrics.extend(workers.metrics());
+        }
+        metrics
     }
 
     /// The port of this TaskManager's Prometheus reporter, if it runs one.
@@ -446,6 +524,24 @@ impl TaskManager {
     fn handle(&self, msg: JmToTm, groups: &mut ProducerGroups, tx: &mpsc::UnboundedSender<TmToJm>) {
         match msg {
             JmToTm::Producers(group) => groups.insert(group),
+            JmToTm::Deploy(deployment)
+                if self
+                    .worker_of
+                    .is_some_and(|job| job != deployment.execution.job) =>
+            {
+                let _ = tx.send(TmToJm::TaskState {
+                    execution: deployment.execution,
+                    state: ExecutionState::Failed,
+                    error: Some("a job's worker was sent another job's subtask".into()),
+                    metrics: TaskMetrics::default(),
+                });
+            }
+            JmToTm::Deploy(deployment)
+                if let (Some(workers), Some(key)) =
+                    (&self.workers, deployment.program.artifact.clone()) =>
+            {
+                workers.deploy(deployment, key, groups);
+            }
             JmToTm::Deploy(deployment) => {
                 let execution = deployment.execution;
                 let inputs = match groups.expand(execution.job, &deployment.inputs) {
@@ -528,6 +624,11 @@ impl TaskManager {
                     }
                 }
             }
+            msg @ (JmToTm::Cancel { .. }
+            | JmToTm::TriggerCheckpoint { .. }
+            | JmToTm::NotifyCheckpointComplete { .. }
+            | JmToTm::NotifyCheckpointAborted { .. })
+                if self.routed(&msg) => {}
             JmToTm::Cancel { execution } => {
                 let tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
                 match tasks.get(&execution) {
@@ -565,8 +666,30 @@ impl TaskManager {
             JmToTm::ReleaseJob { job } => {
                 groups.release_job(job);
                 self.services.registry.release_job(job);
+                if let Some(workers) = &self.workers {
+                    workers.release_job(job);
+                }
             }
-            JmToTm::HeartbeatAck | JmToTm::Registered { .. } | JmToTm::Refused { .. } => {}
+            JmToTm::HeartbeatAck
+            | JmToTm::Registered { .. }
+            | JmToTm::Refused { .. }
+            | JmToTm::Artifact { .. } => {}
+        }
+    }
+
+    /// Passes a message about one execution to the job worker that runs it; false if none
+    /// does (the execution is this process's own, or unknown).
+    fn routed(&self, msg: &JmToTm) -> bool {
+        let execution = match msg {
+            JmToTm::Cancel { execution }
+            | JmToTm::TriggerCheckpoint { execution, .. }
+            | JmToTm::NotifyCheckpointComplete { execution, .. }
+            | JmToTm::NotifyCheckpointAborted { execution, .. } => *execution,
+            _ => return false,
+        };
+        match &self.workers {
+            Some(workers) => workers.route(execution, msg.clone()).is_none(),
+            None => false,
         }
     }
 

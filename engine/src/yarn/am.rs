@@ -144,10 +144,7 @@ async fn submit_application_job(
     };
     let job = ApplicationJob::from_env(&json).map_err(Outcome::Failed)?;
     let refused = |e: String| Outcome::Failed(format!("the job {} was refused: {e}", job.name));
-    let program = ProgramSpec {
-        name: job.name.clone(),
-        args: job.args.clone(),
-    };
+    let program = ProgramSpec::new(job.name.clone(), job.args.clone());
     let Some(ha) = shared.ha() else {
         return shared
             .submit(

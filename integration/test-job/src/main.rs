@@ -1,0 +1,109 @@
+//! A user's job artifact as the integration tests submit it: a binary that links sluice,
+//! registers its programs and hands over to `sluice::job_main`.
+//!
+//! - `sum --records N --keys K --output DIR`: N generated records, a keyed running sum, each
+//!   update written as text (`key sum`); the last sum of each key is N / K.
+//! - `abort --after N`: records forever, and the process aborts at record N of a subtask (a
+//!   job whose code takes its process down, as a crash in a C library would).
+//! - `panic-in-build`: the program panics while building its dataflow.
+
+use std::sync::Arc;
+
+use sluice::api::{JobProgram, ProgramRegistry, StreamExecutionEnvironment};
+
+/// `--name value` pairs into a lookup.
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn number(args: &[String], name: &str, default: u64) -> Result<u64, String> {
+    match arg(args, name) {
+        Some(v) => v
+            .parse()
+            .map_err(|_| format!("{name} must be a number, not '{v}'")),
+        None => Ok(default),
+    }
+}
+
+struct Sum;
+
+impl JobProgram for Sum {
+    fn name(&self) -> &str {
+        "sum"
+    }
+    fn description(&self) -> &str {
+        "generated records -> key_by -> running sum per key -> text"
+    }
+    fn usage(&self) -> &str {
+        "--records N [--keys K] [--rate R] --output DIR"
+    }
+    fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
+        let records = number(args, "--records", 1000)?;
+        let keys = number(args, "--keys", 10)?.max(1);
+        let rate = number(args, "--rate", 0)?;
+        let output = arg(args, "--output").ok_or("--output DIR is required")?;
+        env.generate_bounded(records, rate, move |i| (i % keys, 1u64))
+            .key_by(|r: &(u64, u64)| r.0)
+            .reduce(|(k, a): (u64, u64), (_, b): (u64, u64)| (k, a + b))
+            .map(|(k, s): (u64, u64)| format!("{k} {s}"))
+            .write_as_text(output);
+        Ok(format!("Sum of {records} records over {keys} keys"))
+    }
+}
+
+struct Abort;
+
+impl JobProgram for Abort {
+    fn name(&self) -> &str {
+        "abort"
+    }
+    fn description(&self) -> &str {
+        "records forever; the process aborts at record N of a subtask"
+    }
+    fn usage(&self) -> &str {
+        "--after N"
+    }
+    fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
+        let after = number(args, "--after", 1000)?;
+        env.generate(1000, |i| i)
+            .map(move |i: u64| {
+                if i == after {
+                    std::process::abort();
+                }
+                i
+            })
+            .discard();
+        Ok("Abort".into())
+    }
+}
+
+struct PanicInBuild;
+
+impl JobProgram for PanicInBuild {
+    fn name(&self) -> &str {
+        "panic-in-build"
+    }
+    fn description(&self) -> &str {
+        "panics while building its dataflow"
+    }
+    fn usage(&self) -> &str {
+        ""
+    }
+    fn build(&self, _: &StreamExecutionEnvironment, _: &[String]) -> Result<String, String> {
+        panic!("this program cannot be built");
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let mut programs = ProgramRegistry::new();
+    for program in [
+        Arc::new(Sum) as Arc<dyn JobProgram>,
+        Arc::new(Abort),
+        Arc::new(PanicInBuild),
+    ] {
+        programs.register(program).expect("distinct names");
+    }
+    sluice::job_main(programs)
+}
