@@ -44,6 +44,21 @@ pub fn sluice_bin() -> PathBuf {
     bin
 }
 
+/// The job artifact the tests submit: `integration/test-job`, a binary built as users build
+/// theirs (`cargo build --workspace --bins` builds it; scripts/test.sh does).
+pub fn test_job_bin() -> PathBuf {
+    let bin = sluice_bin()
+        .parent()
+        .map(|d| d.join("sluice-test-job"))
+        .unwrap_or_default();
+    assert!(
+        bin.is_file(),
+        "no test job artifact at {}: run `cargo build -p sluice-test-job` first (scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
 /// A TCP port that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

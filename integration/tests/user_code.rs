@@ -1,0 +1,241 @@
+//! Users' own jobs: a job artifact (`integration/test-job`, built like a user's) uploaded to a
+//! standalone cluster through the CLI and Flink's `/jars` calls, run in worker processes on the
+//! TaskManagers, and failing alone when its code takes its process down.
+
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use sluice_integration::{StandaloneCluster, alive, job_id_of, test_job_bin, wait_for};
+
+/// One cluster for the tests that submit: two TaskManagers of two slots.
+fn cluster() -> &'static StandaloneCluster {
+    static CLUSTER: OnceLock<StandaloneCluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| StandaloneCluster::start(2, 2, ""))
+}
+
+fn run(cluster: &StandaloneCluster, args: &[&str]) -> (bool, String) {
+    let rest = cluster.rest();
+    let mut full = vec!["run", "-m", rest.as_str()];
+    full.extend_from_slice(args);
+    let out = cluster.cli(&full);
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The last sum written for each key (the running sums only grow).
+fn final_sums(dir: &Path) -> std::collections::BTreeMap<u64, u64> {
+    let mut sums = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("output dir").flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        for line in text.lines() {
+            let mut parts = line.split(' ');
+            let (Some(k), Some(s)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let (k, s): (u64, u64) = (k.parse().unwrap(), s.parse().unwrap());
+            let e = sums.entry(k).or_insert(0);
+            *e = (*e).max(s);
+        }
+    }
+    sums
+}
+
+#[test]
+fn an_artifact_job_runs_across_taskmanagers_with_exact_results() {
+    let cluster = cluster();
+    let artifact = test_job_bin();
+    let out = cluster.work_dir().join("sum");
+    let (ok, text) = run(
+        cluster,
+        &[
+            "-p",
+            "4",
+            "-c",
+            "sum",
+            artifact.to_str().unwrap(),
+            "--records",
+            "200000",
+            "--keys",
+            "10",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("has finished"), "{text}");
+    let sums = final_sums(&out);
+    assert_eq!(sums.len(), 10, "{sums:?}");
+    assert!(sums.values().all(|&s| s == 20_000), "{sums:?}");
+    // Both TaskManagers ran a worker of the job (four subtasks over two of two slots).
+    let logs = cluster.logs("taskmanager");
+    assert_eq!(logs.len(), 2);
+    assert!(
+        logs.iter()
+            .all(|log| log.contains("the job's worker registered")),
+        "each TaskManager should have started a worker"
+    );
+}
+
+#[test]
+fn a_job_that_aborts_its_process_fails_alone() {
+    let cluster = cluster();
+    let taskmanagers = cluster.pids("taskmanager");
+    let steady = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "2000"]);
+    cluster.wait_state(&steady, "RUNNING", Duration::from_secs(30));
+    let artifact = test_job_bin();
+    let (ok, text) = run(
+        cluster,
+        &[
+            "-d",
+            "-p",
+            "2",
+            "-D",
+            "restart-strategy.type=none",
+            "-c",
+            "abort",
+            artifact.to_str().unwrap(),
+            "--after",
+            "300",
+        ],
+    );
+    assert!(ok, "{text}");
+    let aborting = job_id_of(&text);
+    cluster.wait_state(&aborting, "FAILED", Duration::from_secs(60));
+    let exceptions = cluster
+        .get(&format!("/jobs/{aborting}/exceptions"))
+        .expect("exceptions")
+        .to_string();
+    assert!(
+        exceptions.contains("worker process") && exceptions.contains("SIGABRT"),
+        "{exceptions}"
+    );
+    // The other job and every TaskManager went on.
+    let records = |cluster: &StandaloneCluster| {
+        cluster.job(&steady)["vertices"][0]["metrics"]["write-records"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let before = records(cluster);
+    wait_for(
+        Duration::from_secs(30),
+        "the other job to keep going",
+        || (records(cluster) > before).then_some(()),
+    );
+    assert_eq!(cluster.job_state(&steady), "RUNNING");
+    assert!(taskmanagers.iter().all(|&pid| alive(pid)));
+    assert_eq!(cluster.pids("taskmanager"), taskmanagers);
+    let _ = cluster.cli(&["cancel", "-m", &cluster.rest(), &steady]);
+}
+
+/// `POST /jars/upload` of `bytes` as `name`; status and body.
+fn upload(cluster: &StandaloneCluster, name: &str, bytes: Vec<u8>) -> (u16, serde_json::Value) {
+    let form = reqwest::blocking::multipart::Form::new().part(
+        "jarfile",
+        reqwest::blocking::multipart::Part::bytes(bytes).file_name(name.to_string()),
+    );
+    let response = reqwest::blocking::Client::new()
+        .post(format!("http://{}/jars/upload", cluster.rest()))
+        .multipart(form)
+        .send()
+        .expect("upload");
+    let status = response.status().as_u16();
+    (status, response.json().unwrap_or(serde_json::Value::Null))
+}
+
+#[test]
+fn the_jar_calls_list_run_and_delete_artifacts_and_refuse_what_is_not_one() {
+    let cluster = cluster();
+    let (status, body) = upload(cluster, "../../evil.jar", b"PK\x03\x04 not a job".to_vec());
+    assert_eq!(status, 400, "{body}");
+    let error = body["errors"][0].as_str().unwrap_or_default();
+    assert!(
+        error.contains("evil.jar") && error.contains("not an executable"),
+        "{error}"
+    );
+
+    let (status, body) = upload(
+        cluster,
+        "my-job",
+        std::fs::read(test_job_bin()).expect("artifact"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let id = body["filename"]
+        .as_str()
+        .and_then(|f| f.rsplit('/').next())
+        .expect("filename")
+        .to_string();
+    let jars = cluster.get("/jars").expect("jars");
+    let entry = jars["files"]
+        .as_array()
+        .and_then(|files| files.iter().find(|f| f["id"] == id.as_str()))
+        .unwrap_or_else(|| panic!("{id} not listed: {jars}"));
+    assert_eq!(entry["name"], "my-job");
+    let programs: Vec<&str> = entry["entry"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(programs, ["abort", "panic-in-build", "sum"]);
+
+    // Several programs: the entry must be named.
+    let (status, body) = cluster.request("POST", &format!("/jars/{id}/run"), "{}");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("several programs"), "{body}");
+    let (status, body) = cluster.request(
+        "POST",
+        &format!("/jars/{id}/run"),
+        r#"{"entryClass": "panic-in-build"}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("panicked") && body.contains("cannot be built"),
+        "{body}"
+    );
+    let (status, body) = cluster.request(
+        "POST",
+        &format!("/jars/{id}/run"),
+        r#"{"entryClass": "sum", "programArgsList": ["--records", "x"]}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("--records must be a number"), "{body}");
+    let out = cluster.work_dir().join("rest-sum");
+    let (status, body) = cluster.request(
+        "POST",
+        &format!("/jars/{id}/run"),
+        &format!(
+            r#"{{"entryClass": "sum", "parallelism": 2, "programArgsList": ["--records", "1000", "--output", "{}"]}}"#,
+            out.display()
+        ),
+    );
+    assert_eq!(status, 202, "{body}");
+    let job: serde_json::Value = serde_json::from_str(&body).unwrap();
+    cluster.wait_state(
+        job["jobid"].as_str().unwrap(),
+        "FINISHED",
+        Duration::from_secs(60),
+    );
+    assert_eq!(final_sums(&out).values().sum::<u64>(), 1000);
+
+    let (status, body) = cluster.request("DELETE", &format!("/jars/{id}"), "");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = cluster.request("POST", &format!("/jars/{id}/run"), "{}");
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = cluster.request("DELETE", "/jars/..%2F..%2Fetc%2Fpasswd", "");
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn uploads_are_refused_when_submission_is_switched_off() {
+    let cluster = StandaloneCluster::start(1, 1, "web.submit.enable: false");
+    let (status, body) = upload(&cluster, "my-job", b"\x7fELF".to_vec());
+    assert_eq!(status, 403, "{body}");
+    assert!(body.to_string().contains("web.submit.enable"), "{body}");
+}
