@@ -239,3 +239,110 @@ fn uploads_are_refused_when_submission_is_switched_off() {
     assert_eq!(status, 403, "{body}");
     assert!(body.to_string().contains("web.submit.enable"), "{body}");
 }
+
+/// The cargo flags that build a job project with the profile the workspace builds sluice with,
+/// so its dependencies come from the test's own target directory instead of a cold build.
+fn workspace_profile() -> Vec<String> {
+    let mut flags = Vec::new();
+    for setting in [
+        "profile.dev.opt-level=2",
+        r#"profile.dev.debug="line-tables-only""#,
+        r#"profile.dev.package."*".opt-level=3"#,
+        r#"profile.dev.package."*".debug=false"#,
+    ] {
+        flags.extend(["--config".to_string(), setting.to_string()]);
+    }
+    for member in ["sluice", "zk-ha", "yarn-am"] {
+        for setting in ["opt-level=2", r#"debug="line-tables-only""#] {
+            flags.extend([
+                "--config".to_string(),
+                format!("profile.dev.package.{member}.{setting}"),
+            ]);
+        }
+    }
+    flags
+}
+
+#[test]
+fn a_new_job_project_builds_and_runs_on_a_cluster_and_embedded() {
+    let cluster = cluster();
+    let project = cluster.work_dir().join("word-job");
+    let out = cluster.cli(&["new-job", project.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("cargo build --release"), "{text}");
+    let target = sluice_integration::sluice_bin()
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf();
+    let build = std::process::Command::new("cargo")
+        .arg("build")
+        .arg("--offline")
+        .args(workspace_profile())
+        .current_dir(&project)
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("cargo");
+    assert!(
+        build.status.success(),
+        "the new job project does not build: {}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let artifact = target.join("debug").join("word-job");
+    let counts = |dir: &Path| {
+        let mut all = std::collections::BTreeMap::new();
+        // One file from a sink of parallelism 1, else a directory of part files.
+        let files: Vec<std::path::PathBuf> = if dir.is_file() {
+            vec![dir.to_path_buf()]
+        } else {
+            std::fs::read_dir(dir)
+                .expect("output")
+                .flatten()
+                .map(|e| e.path())
+                .collect()
+        };
+        for file in files {
+            for line in std::fs::read_to_string(file).unwrap().lines() {
+                let (word, n) = line.split_once(' ').unwrap();
+                let n: u64 = n.parse().unwrap();
+                let e = all.entry(word.to_string()).or_insert(0);
+                *e = n.max(*e);
+            }
+        }
+        all
+    };
+    let on_cluster = cluster.work_dir().join("word-counts");
+    let (ok, text) = run(
+        cluster,
+        &[
+            "-p",
+            "2",
+            artifact.to_str().unwrap(),
+            "--output",
+            on_cluster.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{text}");
+    let counts_on_cluster = counts(&on_cluster);
+    assert_eq!(counts_on_cluster["the"], 4);
+    assert_eq!(counts_on_cluster["fox"], 2);
+    // The artifact is a sluice command line of its own: an embedded cluster runs its program.
+    let embedded = cluster.work_dir().join("word-counts-embedded");
+    let local = std::process::Command::new(&artifact)
+        .args(["run", "-t", "local", "word-job", "--output"])
+        .arg(&embedded)
+        .output()
+        .expect("run the artifact");
+    assert!(
+        local.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&local.stdout),
+        String::from_utf8_lossy(&local.stderr)
+    );
+    assert_eq!(counts(&embedded), counts_on_cluster);
+}

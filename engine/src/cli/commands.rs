@@ -83,6 +83,19 @@ pub enum Command {
     /// The JobManager as YARN ApplicationMaster (started by a NodeManager, not by hand).
     #[command(hide = true)]
     YarnAppmaster,
+    /// Writes a new job project: a Cargo project whose binary is a job artifact to submit with
+    /// `sluice run`.
+    NewJob {
+        /// The project's folder (its name names the job and the binary).
+        dir: PathBuf,
+        /// The sluice package to depend on (its folder: engine/ in sluice's repository;
+        /// default: the sources this binary was built from).
+        #[arg(long, value_name = "DIR")]
+        sluice_path: Option<PathBuf>,
+        /// Depend on sluice from this git repository instead.
+        #[arg(long, value_name = "URL")]
+        sluice_git: Option<String>,
+    },
     /// Prints what this binary holds, as a job artifact (read by the JobManager on upload).
     #[command(name = "sluice-describe", hide = true)]
     Describe,
@@ -257,6 +270,11 @@ async fn execute(
     let config = Config::load(dir.as_deref(), &cli.dynamic)?;
     match cli.command {
         Command::Describe => super::artifact::describe(&programs),
+        Command::NewJob {
+            dir,
+            sluice_path,
+            sluice_git,
+        } => super::artifact::new_job(&dir, sluice_path, sluice_git),
         Command::Plan {
             program,
             parallelism,
