@@ -51,12 +51,14 @@ impl<T: 'static> OutputTag<T> {
     }
 }
 
+/// Pushes a batch of side-output records to their consumers, leaving it empty.
+pub(crate) type PushBatch<Y> = Box<dyn FnMut(&mut Vec<Y>) -> Result<(), TaskError>>;
+
 /// A side output's records gathered during a batch, of the type they travel as (`X` or, on a
 /// stream with timestamps, `(timestamp, X)`), and how they are handed on.
 pub(crate) struct SideBuffer<Y> {
     pub(crate) records: Vec<Y>,
-    /// Pushes a batch to the side output's consumers, leaving it empty.
-    pub(crate) push: Box<dyn FnMut(&mut Vec<Y>) -> Result<(), TaskError>>,
+    pub(crate) push: PushBatch<Y>,
 }
 
 /// A [`SideBuffer`] with its record type erased.

@@ -483,13 +483,16 @@ mod tests {
     use std::cell::RefCell;
     use std::rc::Rc;
 
+    /// `(timestamp, (window start, sum))`.
+    type Firing = (i64, (i64, u64));
+
     /// A window sum over `(timestamp, value)` records of one key, emitting `(timestamp,
     /// (window start, sum))`, run by the keyed process operator as in a job, with simulated
     /// watermarks.
     struct Harness {
         op: BoxOutput<Stamped<u64>>,
         /// What the window emitted.
-        got: Rc<RefCell<Vec<(i64, (i64, u64))>>>,
+        got: Rc<RefCell<Vec<Firing>>>,
         /// What reached the late-data side output, with timestamps.
         late: Rc<RefCell<Vec<(i64, u64)>>>,
         counters: Arc<IoCounters>,
@@ -511,7 +514,7 @@ mod tests {
             let reduce =
                 WindowReduce::new(windows, lateness, sum, start, &store, counters.clone()).unwrap();
             let got = Rc::new(RefCell::new(Vec::new()));
-            let next: BoxOutput<(i64, (i64, u64))> =
+            let next: BoxOutput<Firing> =
                 Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
             let late = Rc::new(RefCell::new(Vec::new()));
             let sink = late.clone();
@@ -557,7 +560,7 @@ mod tests {
             self.op.time(TimeSignal::Watermark(w)).unwrap();
         }
 
-        fn emitted(&self) -> Vec<(i64, (i64, u64))> {
+        fn emitted(&self) -> Vec<Firing> {
             self.got.borrow().clone()
         }
 
