@@ -852,7 +852,8 @@ impl<T: Data> DataStream<T> {
     /// consumers are connected like those of any stream (chained, or across the network with
     /// their own partitioning), and watermarks, barriers and the end of input reach them as
     /// they reach the main output's. Empty if the operator emits nothing there (only process
-    /// functions and windows do).
+    /// functions and windows do). The stream's operator is still the one that makes it:
+    /// `name` and `set_parallelism` on it change that operator.
     pub fn get_side_output<X: Data>(&self, tag: &OutputTag<X>) -> DataStream<X> {
         let record_type = std::any::TypeId::of::<X>();
         let mut g = self.env.graph.borrow_mut();
