@@ -445,9 +445,14 @@ impl StreamExecutionEnvironment {
         let e = g.edges.len() - 1;
         g.nodes[from].outputs.push(e);
         g.nodes[to].inputs.push(e);
-        if !g.nodes[from].side_outputs.is_empty() {
-            let routes = g.nodes[from].outputs.iter().map(|&e| g.edges[e].side);
-            let routes = routes.collect();
+        // A node gets the fanout of several outputs once a stream reads one of its side
+        // outputs; until then it keeps the plain one.
+        let routes: Vec<Option<usize>> = g.nodes[from]
+            .outputs
+            .iter()
+            .map(|&e| g.edges[e].side)
+            .collect();
+        if routes.iter().any(Option::is_some) {
             let node = &g.nodes[from];
             let sides = node.side_outputs.iter();
             let sides = sides

@@ -503,6 +503,17 @@ mod tests {
         fn new(windows: EventTimeWindows, lateness_ms: i64, side_output: bool) -> Harness {
             let ctx = crate::api::RuntimeContext::standalone(0, 1);
             let store = ctx.keyed_state_store().unwrap();
+            Harness::on(store, windows, lateness_ms, side_output)
+        }
+
+        /// The window over `store` (restored or fresh).
+        fn on(
+            store: KeyedStateStore,
+            windows: EventTimeWindows,
+            lateness_ms: i64,
+            side_output: bool,
+        ) -> Harness {
+            let ctx = crate::api::RuntimeContext::standalone(0, 1);
             let sum: fn(u64, u64) -> u64 = |a, b| a + b;
             let start: fn(&u8, TimeWindow, u64) -> (i64, u64) = |_, w, sum| (w.start, sum);
             let tag = OutputTag::<u64>::new("late");
@@ -696,6 +707,60 @@ mod tests {
         h.watermark(i64::MAX);
         assert_eq!(h.emitted().len(), 3);
         assert_eq!(h.state_entries("window-sessions"), 0);
+    }
+
+    #[test]
+    fn window_state_and_its_lateness_timers_survive_a_checkpoint_and_restore_in_both_backends() {
+        use crate::common::keys::KeyHash;
+        use crate::state::{
+            BackendKind, BackendSettings, KeyGroupRange, LocalFileStorage, SnapshotKind,
+            SnapshotLocation,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_string_lossy().into_owned();
+        for kind in [BackendKind::HashMap, BackendKind::RocksDb] {
+            let open = |name: &str, restore: &[crate::state::KeyedStateHandle], meta: &str| {
+                let settings = BackendSettings {
+                    kind,
+                    local_dir: dir.path().join("local").join(format!("{kind}-{name}")),
+                    incremental: false,
+                    rocks_memory: None,
+                    key_hash: KeyHash::CURRENT,
+                };
+                let range = KeyGroupRange::new(0, 127);
+                KeyedStateStore::open(&settings, 128, range, restore, &LocalFileStorage, meta)
+                    .unwrap()
+            };
+            let windows = || TumblingEventTimeWindows::of(Duration::from_millis(10));
+            let mut before = Harness::on(open("before", &[], ""), windows(), 5, true);
+            before.ones(&[1, 5, 12]);
+            before.watermark(9);
+            assert_eq!(before.emitted(), [(9, (0, 2))]);
+            let location = SnapshotLocation {
+                checkpoint_id: 1,
+                kind: SnapshotKind::Checkpoint,
+                dir: format!("{base}/{kind}/chk-1"),
+                shared_dir: Some(format!("{base}/{kind}/shared")),
+            };
+            let handle = before
+                .store
+                .snapshot(&location, &LocalFileStorage, "window")
+                .unwrap();
+            drop(before);
+            // Restored: [0, 10) fired but is kept until watermark 14, [10, 20) is open, and
+            // their timers came back with the state.
+            let store = open("after", std::slice::from_ref(&handle), &location.dir);
+            let mut after = Harness::on(store, windows(), 5, true);
+            after.watermark(9);
+            after.ones(&[3]);
+            assert_eq!(after.emitted(), [(9, (0, 3))], "{kind}: a late firing");
+            after.watermark(14);
+            after.ones(&[4]);
+            assert_eq!(*after.late.borrow(), [(4, 1)], "{kind}: cleaned up");
+            after.watermark(i64::MAX);
+            assert_eq!(after.emitted(), [(9, (0, 3)), (19, (10, 1))], "{kind}");
+            assert_eq!(after.state_entries("window-slices"), 0, "{kind}");
+        }
     }
 
     #[test]
