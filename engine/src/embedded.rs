@@ -616,9 +616,13 @@ mod event_time {
     static LATE_FIRINGS: std::sync::Mutex<Vec<(u64, i64, u64)>> = std::sync::Mutex::new(Vec::new());
     static DROPPING_FIRINGS: std::sync::Mutex<Vec<(u64, i64, u64)>> =
         std::sync::Mutex::new(Vec::new());
+    static SLIDING_FIRINGS: std::sync::Mutex<Vec<(u64, i64, u64)>> =
+        std::sync::Mutex::new(Vec::new());
     /// What reached the late-data side output: `(key, timestamp in the record, timestamp in
     /// the context)`.
     static TOO_LATE: std::sync::Mutex<Vec<(u64, i64, i64)>> = std::sync::Mutex::new(Vec::new());
+    /// The same for the sliding window: `(key, timestamp)`.
+    static SLIDING_TOO_LATE: std::sync::Mutex<Vec<(u64, i64)>> = std::sync::Mutex::new(Vec::new());
 
     struct Store<T: 'static>(&'static std::sync::Mutex<Vec<T>>);
 
@@ -699,6 +703,19 @@ mod event_time {
                 .rebalance()
                 .process(WithContextTime)
                 .add_sink("Too late", |_| Ok(Store(&TOO_LATE)));
+            let sliding = keyed
+                .window(crate::api::SlidingEventTimeWindows::of(
+                    Duration::from_secs(1),
+                    Duration::from_millis(500),
+                ))
+                .allowed_lateness(Duration::from_millis(500))
+                .side_output_late_data(&late)
+                .reduce_with(count, with_window);
+            sliding.add_sink("Sliding firings", |_| Ok(Store(&SLIDING_FIRINGS)));
+            sliding
+                .get_side_output(&late)
+                .map(|(key, ts, _)| (key, ts))
+                .add_sink("Sliding too late", |_| Ok(Store(&SLIDING_TOO_LATE)));
             window()
                 .reduce_with(count, with_window)
                 .name("Window Reduce (dropping)")
@@ -712,23 +729,29 @@ mod event_time {
         // What the job must compute: every record within the lateness counts in its window;
         // the 2 s late ones reach the side output with their timestamps (or are dropped).
         let mut expected = BTreeMap::new();
+        let mut expected_sliding = BTreeMap::new();
         let mut too_late = Vec::new();
         for i in 0..LATE_RECORDS {
             let (key, ts) = late_record(i);
             if (i / 8) as i64 - ts == 2_000 {
                 too_late.push((key, ts, ts));
             } else {
-                *expected
-                    .entry((key, ts.div_euclid(1000) * 1000))
-                    .or_insert(0u64) += 1;
+                let start = ts.div_euclid(1000) * 1000;
+                *expected.entry((key, start)).or_insert(0u64) += 1;
+                // The sliding windows of 1 s every 500 ms that hold `ts`.
+                let last = ts.div_euclid(500) * 500;
+                for start in [last - 500, last] {
+                    *expected_sliding.entry((key, start)).or_insert(0u64) += 1;
+                }
             }
         }
         too_late.sort();
         for backend in ["hashmap", "rocksdb"] {
-            for store in [&LATE_FIRINGS, &DROPPING_FIRINGS] {
+            for store in [&LATE_FIRINGS, &DROPPING_FIRINGS, &SLIDING_FIRINGS] {
                 store.lock().unwrap().clear();
             }
             TOO_LATE.lock().unwrap().clear();
+            SLIDING_TOO_LATE.lock().unwrap().clear();
             let (cluster, job) =
                 run_on_two_taskmanagers(LateWindows, &[("state.backend.type", backend)]).await;
             let shared = &cluster.jobmanager.shared;
@@ -742,10 +765,12 @@ mod event_time {
                 assert!(Instant::now() < deadline, "the job did not finish");
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            for (branch, store) in [
-                ("side output", &LATE_FIRINGS),
-                ("dropping", &DROPPING_FIRINGS),
-            ] {
+            let branches = [
+                ("side output", &LATE_FIRINGS, &expected),
+                ("dropping", &DROPPING_FIRINGS, &expected),
+                ("sliding", &SLIDING_FIRINGS, &expected_sliding),
+            ];
+            for (branch, store, expected) in branches {
                 // Each window fires when the watermark passes it and again for each record
                 // within the lateness after that: its counts only grow, and its last one
                 // counts every record that was not too late.
@@ -757,12 +782,16 @@ mod event_time {
                         late_firings += 1;
                     }
                 }
-                assert_eq!(last, expected, "{branch} {backend}");
+                assert_eq!(&last, expected, "{branch} {backend}");
                 assert!(late_firings > 100, "{branch} {backend}: {late_firings}");
             }
             let mut got = std::mem::take(&mut *TOO_LATE.lock().unwrap());
             got.sort();
             assert_eq!(got, too_late, "{backend}");
+            let mut sliding_late = std::mem::take(&mut *SLIDING_TOO_LATE.lock().unwrap());
+            sliding_late.sort();
+            let once: Vec<(u64, i64)> = too_late.iter().map(|&(k, ts, _)| (k, ts)).collect();
+            assert_eq!(sliding_late, once, "{backend}: each too-late record once");
             // The dropping window counted what it dropped, as `numLateRecordsDropped`.
             let graph = shared.view().job(job).unwrap().graph().clone();
             let dropping = graph
