@@ -673,7 +673,7 @@ mod event_time {
         fn build(&self, env: &StreamExecutionEnvironment, _: &[String]) -> Result<String, String> {
             let late = crate::api::OutputTag::<(u64, i64, u64)>::new("late");
             let keyed = env
-                .generate_bounded(LATE_RECORDS, 0, late_record)
+                .generate_bounded(LATE_RECORDS, 20_000, late_record)
                 .set_parallelism(1)
                 .assign_timestamps_and_watermarks(
                     WatermarkStrategy::for_generator(|| Punctuated(i64::MIN + 101))
@@ -752,8 +752,17 @@ mod event_time {
             }
             TOO_LATE.lock().unwrap().clear();
             SLIDING_TOO_LATE.lock().unwrap().clear();
-            let (cluster, job) =
-                run_on_two_taskmanagers(LateWindows, &[("state.backend.type", backend)]).await;
+            // With checkpoints every 100 ms over the job's two seconds: the job only finishes
+            // once a checkpoint covers all its sinks, so barriers must reach the side outputs'
+            // consumers too.
+            let dir = tempfile::tempdir().unwrap();
+            let checkpoints = dir.path().display().to_string();
+            let config = [
+                ("state.backend.type", backend),
+                ("execution.checkpointing.interval", "100 ms"),
+                ("execution.checkpointing.dir", checkpoints.as_str()),
+            ];
+            let (cluster, job) = run_on_two_taskmanagers(LateWindows, &config).await;
             let shared = &cluster.jobmanager.shared;
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
@@ -765,6 +774,8 @@ mod event_time {
                 assert!(Instant::now() < deadline, "the job did not finish");
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
+            let counts = shared.view().job(job).unwrap().checkpoints().stats().counts;
+            assert!(counts.completed > 0, "{backend}: {counts:?}");
             let branches = [
                 ("side output", &LATE_FIRINGS, &expected),
                 ("dropping", &DROPPING_FIRINGS, &expected),
