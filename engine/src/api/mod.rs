@@ -1,5 +1,6 @@
 //! What job authors use: an execution environment, `DataStream`s with their transformations,
-//! keyed streams with keyed state, sources and sinks.
+//! keyed streams with keyed state, process functions with side outputs ([`OutputTag`]),
+//! event-time windows with allowed lateness, sources and sinks.
 //!
 //! A job is a program that builds a dataflow on a [`StreamExecutionEnvironment`]. The same
 //! program runs on the JobManager (to derive the job graph) and on every TaskManager (to
