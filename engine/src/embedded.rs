@@ -712,8 +712,10 @@ mod event_time {
                 .side_output_late_data(&late)
                 .reduce_with(count, with_window);
             sliding.add_sink("Sliding firings", |_| Ok(Store(&SLIDING_FIRINGS)));
+            // This side output goes through a hash exchange.
             sliding
                 .get_side_output(&late)
+                .key_by(|r: &(u64, i64, u64)| r.0)
                 .map(|(key, ts, _)| (key, ts))
                 .add_sink("Sliding too late", |_| Ok(Store(&SLIDING_TOO_LATE)));
             window()
