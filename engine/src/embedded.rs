@@ -356,6 +356,7 @@ mod event_time {
     use super::*;
     use crate::api::{JobProgram, ProgramRegistry, StreamExecutionEnvironment, WatermarkStrategy};
     use crate::rpc::messages::ProgramSpec;
+    use std::collections::BTreeMap;
 
     /// Numbers whose event time is their value in ms, up to 40 ms out of order, through an
     /// exchange by key.
@@ -568,6 +569,259 @@ mod event_time {
         let value: i64 = body[0]["value"].as_str().unwrap().parse().unwrap();
         assert!(value > 1_000, "{body}");
         shared.cancel(job).unwrap();
+    }
+
+    /// Per-key counts of tumbling 1 s windows with 500 ms of allowed lateness, over numbers
+    /// whose event times are mostly in order, some 300 ms late (within the lateness) and some
+    /// 2 s late (too late): one window sends those to a side output, which crosses the network
+    /// to a process function; a second, equal window drops them and counts them.
+    struct LateWindows;
+
+    const LATE_RECORDS: u64 = 40_000;
+
+    /// `(key, event time)` of the `i`th record.
+    fn late_record(i: u64) -> (u64, i64) {
+        let now = (i / 8) as i64;
+        let ts = if i.is_multiple_of(11) {
+            now - 300
+        } else if i.is_multiple_of(17) && now >= 2_500 {
+            now - 2_000
+        } else {
+            now
+        };
+        (i % 3, ts)
+    }
+
+    /// Each window result `(key, window start, count)` in the order emitted, per branch.
+    static LATE_FIRINGS: std::sync::Mutex<Vec<(u64, i64, u64)>> = std::sync::Mutex::new(Vec::new());
+    static DROPPING_FIRINGS: std::sync::Mutex<Vec<(u64, i64, u64)>> =
+        std::sync::Mutex::new(Vec::new());
+    static SLIDING_FIRINGS: std::sync::Mutex<Vec<(u64, i64, u64)>> =
+        std::sync::Mutex::new(Vec::new());
+    /// What reached the late-data side output: `(key, timestamp in the record, timestamp in
+    /// the context)`.
+    static TOO_LATE: std::sync::Mutex<Vec<(u64, i64, i64)>> = std::sync::Mutex::new(Vec::new());
+    /// The same for the sliding window: `(key, timestamp)`.
+    static SLIDING_TOO_LATE: std::sync::Mutex<Vec<(u64, i64)>> = std::sync::Mutex::new(Vec::new());
+
+    struct Store<T: 'static>(&'static std::sync::Mutex<Vec<T>>);
+
+    impl<T: 'static> crate::api::SinkFunction<T> for Store<T> {
+        fn invoke(&mut self, record: T) -> Result<(), crate::api::TaskError> {
+            self.0.lock().unwrap().push(record);
+            Ok(())
+        }
+    }
+
+    /// Watermarks at every record: the largest timestamp seen less 100 ms, so that what the
+    /// window sees depends on the data only (there is one source subtask).
+    struct Punctuated(i64);
+
+    impl crate::api::WatermarkGenerator<(u64, i64)> for Punctuated {
+        fn on_event(&mut self, _: &(u64, i64), ts: i64, out: &mut crate::api::WatermarkOutput) {
+            self.0 = self.0.max(ts);
+            out.emit_watermark(self.0 - 101);
+        }
+        fn on_periodic_emit(&mut self, _: &mut crate::api::WatermarkOutput) {}
+    }
+
+    /// Passes each late record on with the timestamp its context shows.
+    #[derive(Clone)]
+    struct WithContextTime;
+
+    impl crate::api::ProcessFunction<(u64, i64, u64), (u64, i64, i64)> for WithContextTime {
+        fn process_element(
+            &mut self,
+            (key, ts, _): (u64, i64, u64),
+            ctx: &mut crate::api::ProcessContext<'_>,
+            out: &mut crate::api::Collector<'_, (u64, i64, i64)>,
+        ) -> Result<(), crate::api::TaskError> {
+            out.collect((key, ts, ctx.timestamp().unwrap_or(i64::MIN)))
+        }
+    }
+
+    impl JobProgram for LateWindows {
+        fn name(&self) -> &str {
+            "late-windows"
+        }
+        fn description(&self) -> &str {
+            "windows with allowed lateness and a late-data side output"
+        }
+        fn usage(&self) -> &str {
+            ""
+        }
+        fn build(&self, env: &StreamExecutionEnvironment, _: &[String]) -> Result<String, String> {
+            let late = crate::api::OutputTag::<(u64, i64, u64)>::new("late");
+            let keyed = env
+                .generate_bounded(LATE_RECORDS, 20_000, late_record)
+                .set_parallelism(1)
+                .assign_timestamps_and_watermarks(
+                    WatermarkStrategy::for_generator(|| Punctuated(i64::MIN + 101))
+                        .with_timestamp_assigner(|r: &(u64, i64), _| r.1),
+                )
+                .set_parallelism(1)
+                .map(|(key, ts)| (key, ts, 1u64))
+                .set_parallelism(1)
+                .key_by(|r: &(u64, i64, u64)| r.0);
+            let window = || {
+                keyed
+                    .window(crate::api::TumblingEventTimeWindows::of(
+                        Duration::from_secs(1),
+                    ))
+                    .allowed_lateness(Duration::from_millis(500))
+            };
+            let count = |a: (u64, i64, u64), b: (u64, i64, u64)| (a.0, a.1, a.2 + b.2);
+            let with_window = |key: &u64, w: crate::api::TimeWindow, (_, _, n): (u64, i64, u64)| {
+                (*key, w.start, n)
+            };
+            let firings = window()
+                .side_output_late_data(&late)
+                .reduce_with(count, with_window);
+            firings.add_sink("Firings", |_| Ok(Store(&LATE_FIRINGS)));
+            firings
+                .get_side_output(&late)
+                .rebalance()
+                .process(WithContextTime)
+                .add_sink("Too late", |_| Ok(Store(&TOO_LATE)));
+            let sliding = keyed
+                .window(crate::api::SlidingEventTimeWindows::of(
+                    Duration::from_secs(1),
+                    Duration::from_millis(500),
+                ))
+                .allowed_lateness(Duration::from_millis(500))
+                .side_output_late_data(&late)
+                .reduce_with(count, with_window);
+            sliding.add_sink("Sliding firings", |_| Ok(Store(&SLIDING_FIRINGS)));
+            // This side output goes through a hash exchange.
+            sliding
+                .get_side_output(&late)
+                .key_by(|r: &(u64, i64, u64)| r.0)
+                .map(|(key, ts, _)| (key, ts))
+                .add_sink("Sliding too late", |_| Ok(Store(&SLIDING_TOO_LATE)));
+            window()
+                .reduce_with(count, with_window)
+                .name("Window Reduce (dropping)")
+                .add_sink("Dropping firings", |_| Ok(Store(&DROPPING_FIRINGS)));
+            Ok("late windows".into())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn late_records_update_windows_within_lateness_and_go_to_the_side_output_beyond_it() {
+        // What the job must compute: every record within the lateness counts in its window;
+        // the 2 s late ones reach the side output with their timestamps (or are dropped).
+        let mut expected = BTreeMap::new();
+        let mut expected_sliding = BTreeMap::new();
+        let mut too_late = Vec::new();
+        for i in 0..LATE_RECORDS {
+            let (key, ts) = late_record(i);
+            if (i / 8) as i64 - ts == 2_000 {
+                too_late.push((key, ts, ts));
+            } else {
+                let start = ts.div_euclid(1000) * 1000;
+                *expected.entry((key, start)).or_insert(0u64) += 1;
+                // The sliding windows of 1 s every 500 ms that hold `ts`.
+                let last = ts.div_euclid(500) * 500;
+                for start in [last - 500, last] {
+                    *expected_sliding.entry((key, start)).or_insert(0u64) += 1;
+                }
+            }
+        }
+        too_late.sort();
+        for backend in ["hashmap", "rocksdb"] {
+            for store in [&LATE_FIRINGS, &DROPPING_FIRINGS, &SLIDING_FIRINGS] {
+                store.lock().unwrap().clear();
+            }
+            TOO_LATE.lock().unwrap().clear();
+            SLIDING_TOO_LATE.lock().unwrap().clear();
+            // With checkpoints every 100 ms over the job's two seconds: the job only finishes
+            // once a checkpoint covers all its sinks, so barriers must reach the side outputs'
+            // consumers too.
+            let dir = tempfile::tempdir().unwrap();
+            let checkpoints = dir.path().display().to_string();
+            let config = [
+                ("state.backend.type", backend),
+                ("execution.checkpointing.interval", "100 ms"),
+                ("execution.checkpointing.dir", checkpoints.as_str()),
+            ];
+            let (cluster, job) = run_on_two_taskmanagers(LateWindows, &config).await;
+            let shared = &cluster.jobmanager.shared;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let status = shared.view().job(job).expect("the job").status();
+                if status.is_globally_terminal() {
+                    assert_eq!(status, crate::jobmanager::jobmaster::JobStatus::Finished);
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the job did not finish");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let counts = shared.view().job(job).unwrap().checkpoints().stats().counts;
+            assert!(counts.completed > 0, "{backend}: {counts:?}");
+            let branches = [
+                ("side output", &LATE_FIRINGS, &expected),
+                ("dropping", &DROPPING_FIRINGS, &expected),
+                ("sliding", &SLIDING_FIRINGS, &expected_sliding),
+            ];
+            for (branch, store, expected) in branches {
+                // Each window fires when the watermark passes it and again for each record
+                // within the lateness after that: its counts only grow, and its last one
+                // counts every record that was not too late.
+                let mut last = BTreeMap::new();
+                let mut late_firings = 0;
+                for (key, start, count) in store.lock().unwrap().drain(..) {
+                    if let Some(before) = last.insert((key, start), count) {
+                        assert!(count > before, "{branch} {backend}: ({key}, {start})");
+                        late_firings += 1;
+                    }
+                }
+                assert_eq!(&last, expected, "{branch} {backend}");
+                assert!(late_firings > 100, "{branch} {backend}: {late_firings}");
+            }
+            let mut got = std::mem::take(&mut *TOO_LATE.lock().unwrap());
+            got.sort();
+            assert_eq!(got, too_late, "{backend}");
+            let mut sliding_late = std::mem::take(&mut *SLIDING_TOO_LATE.lock().unwrap());
+            sliding_late.sort();
+            let once: Vec<(u64, i64)> = too_late.iter().map(|&(k, ts, _)| (k, ts)).collect();
+            assert_eq!(sliding_late, once, "{backend}: each too-late record once");
+            // The dropping window counted what it dropped, as `numLateRecordsDropped`.
+            let graph = shared.view().job(job).unwrap().graph().clone();
+            let dropping = graph
+                .vertices
+                .iter()
+                .position(|v| v.name.contains("(dropping)"))
+                .unwrap();
+            let side = graph
+                .vertices
+                .iter()
+                .position(|v| v.name.contains("Firings"))
+                .unwrap();
+            let url = format!(
+                "http://{}/jobs/{job}/vertices/{}/subtasks/metrics?get=numLateRecordsDropped&agg=sum",
+                cluster.rest_address(),
+                graph.vertices[dropping].id
+            );
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let body: serde_json::Value =
+                    reqwest::get(&url).await.unwrap().json().await.unwrap();
+                if body[0]["sum"].as_f64() == Some(too_late.len() as f64) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{backend}: {body}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let dropped = |v: usize| -> u64 {
+                shared
+                    .metrics()
+                    .subtasks(job, v as u32)
+                    .into_iter()
+                    .map(|(_, m)| m.latest().late_records_dropped)
+                    .sum()
+            };
+            assert_eq!(dropped(side), 0, "late records went to the side output");
+        }
     }
 }
 

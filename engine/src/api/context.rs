@@ -25,6 +25,9 @@ pub struct RuntimeContext {
     /// How often timestamp assigners emit watermarks (`pipeline.auto-watermark-interval`;
     /// zero: never periodically).
     pub(crate) auto_watermark_interval: Duration,
+    /// The subtask's counters, reported with its metrics (operators count what only they see,
+    /// such as `numLateRecordsDropped`).
+    pub(crate) counters: Arc<crate::network::buffer::IoCounters>,
 }
 
 /// The processing-time deadlines of one subtask's operators: an operator asks to be called at
@@ -120,6 +123,7 @@ impl RuntimeContext {
             state: Arc::new(super::StateInit::in_memory()),
             timers: ProcessingTimeService::default(),
             auto_watermark_interval: Duration::from_millis(200),
+            counters: Default::default(),
         }
     }
 

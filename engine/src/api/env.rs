@@ -12,21 +12,24 @@ use std::sync::Arc;
 use super::checkpointing::SnapshotContext;
 use super::context::RuntimeContext;
 use super::operators::{
-    BatchKeyedReduce, BoxOutput, Collector, Context, Discard, Fanout, Filter, FlatMap,
-    KeyedProcess, KeyedProcessFunction, KeyedReduce, Map, Sink,
+    BatchKeyedReduce, BoxOutput, ChainRest, Collector, Context, Discard, Fanout, Filter, FlatMap,
+    KeyedProcess, KeyedProcessFunction, KeyedReduce, Map, MultiOutput, Sink,
 };
+use super::process::{Process, ProcessFunction, StampedProcessFunction};
+use super::side::{AnySideBuffer, OutputTag, Side, SideBuffer, SideOutputs};
 use super::sinks::{DiscardSink, PrintSink, SinkFunction, TextFileSink, TransactionalFileSink};
 use super::sources::{
     CollectionSource, GeneratorSource, SequenceSource, SourceContext, SourceFunction, SourceHooks,
     TextFileSource,
 };
 use super::stream_graph::{
-    AnyBox, InputProcessor, NodeKind, ShipStrategy, SourceTask, StreamEdge, StreamGraph, StreamNode,
+    AnyBox, InputProcessor, NodeKind, ShipStrategy, SideOutputSpec, SourceTask, StreamEdge,
+    StreamGraph, StreamNode,
 };
 use super::time::{Stamped, WatermarkStrategy, restamped, unstamped};
 #[allow(unused_imports)] // named in the docs of `KeyedStream::window`
 use super::windows::TumblingEventTimeWindows;
-use super::windows::{EventTimeWindows, TimeWindow, WindowReduce};
+use super::windows::{EventTimeWindows, Lateness, NoTimestamps, TimeWindow, WindowReduce};
 use crate::common::error::TaskError;
 use crate::network::partitioner::ChannelSelector;
 use crate::network::valve::TimeSignal;
@@ -59,6 +62,9 @@ pub struct DataStream<T> {
     /// Records carry event timestamps: they travel as [`Stamped<T>`], and the operators after
     /// them keep each record's timestamp (`super::time`).
     timestamped: bool,
+    /// This stream is the node's side output of that index (`get_side_output`), not its main
+    /// output.
+    side: Option<usize>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -69,6 +75,7 @@ impl<T> Clone for DataStream<T> {
             node: self.node,
             strategy: self.strategy,
             timestamped: self.timestamped,
+            side: self.side,
             _t: PhantomData,
         }
     }
@@ -85,6 +92,92 @@ fn downcast<T: 'static>(any: AnyBox) -> Result<BoxOutput<T>, TaskError> {
         TaskError::Setup(
             "operator chain type mismatch (the job program is not deterministic?)".into(),
         )
+    })
+}
+
+/// The outputs of a node with side outputs, as its fanout combines them.
+struct NodeOutputs {
+    /// The main output's `BoxOutput`.
+    main: AnyBox,
+    /// Each side output that has consumers: the buffer the operator emits into, and the
+    /// events part of its consumers' output.
+    sides: Vec<(Side, Box<dyn ChainRest>)>,
+}
+
+/// An operator's outputs: the main one (which passes events on to the side outputs too, if
+/// there are any) and the side outputs it emits records into.
+fn split_outputs<T: 'static>(any: AnyBox) -> Result<(BoxOutput<T>, SideOutputs), TaskError> {
+    let any = match any.downcast::<NodeOutputs>() {
+        Ok(node) => {
+            let main = downcast::<T>(node.main)?;
+            let (sides, events): (Vec<Side>, Vec<Box<dyn ChainRest>>) =
+                node.sides.into_iter().unzip();
+            let main: BoxOutput<T> = Box::new(MultiOutput {
+                main,
+                sides: events,
+            });
+            return Ok((main, SideOutputs::new(sides)));
+        }
+        Err(any) => any,
+    };
+    Ok((downcast::<T>(any)?, SideOutputs::default()))
+}
+
+/// A side output's buffer of records travelling as `Y`, and its consumers' events.
+fn side_channel<Y: Data>(outputs: Vec<AnyBox>) -> (Box<dyn AnySideBuffer>, Box<dyn ChainRest>) {
+    let out = match downcast::<Y>(fanout::<Y>(outputs)) {
+        Ok(out) => out,
+        // Unreachable: `fanout::<Y>` makes a `BoxOutput<Y>`.
+        Err(_) => Box::new(Discard),
+    };
+    let out = Rc::new(RefCell::new(out));
+    let records = out.clone();
+    let buffer = SideBuffer::<Y> {
+        records: Vec::new(),
+        push: Box::new(move |batch| records.borrow_mut().push_batch(batch)),
+    };
+    (Box::new(buffer), Box::new(out))
+}
+
+/// The fanout of a node with side outputs: `routes` says for each of the node's outputs, in
+/// order, which side output it reads (`None`: the main output).
+fn routed_fanout(
+    main: fn(Vec<AnyBox>) -> AnyBox,
+    sides: Vec<(
+        String,
+        std::any::TypeId,
+        bool,
+        super::stream_graph::SideFactory,
+    )>,
+    routes: Vec<Option<usize>>,
+) -> super::stream_graph::FanoutFactory {
+    Box::new(move |outputs: Vec<AnyBox>| -> AnyBox {
+        let mut main_outs = Vec::new();
+        let mut side_outs: Vec<Vec<AnyBox>> = sides.iter().map(|_| Vec::new()).collect();
+        for (out, route) in outputs.into_iter().zip(&routes) {
+            match route {
+                Some(i) => side_outs[*i].push(out),
+                None => main_outs.push(out),
+            }
+        }
+        let mut made = Vec::new();
+        for ((tag, record_type, stamped, make), outs) in sides.iter().zip(side_outs) {
+            if outs.is_empty() {
+                continue;
+            }
+            let (buffer, events) = make(outs);
+            let side = Side {
+                tag: tag.clone(),
+                record_type: *record_type,
+                stamped: *stamped,
+                buffer,
+            };
+            made.push((side, events));
+        }
+        Box::new(NodeOutputs {
+            main: main(main_outs),
+            sides: made,
+        })
     })
 }
 
@@ -180,33 +273,6 @@ pub(crate) struct InPlace<T: Data> {
     on_record: OnArchived<T>,
     /// The rest of the chain (its record type erased), for the end of input and checkpoints.
     rest: Box<dyn ChainRest>,
-}
-
-/// What an in-place operator passes to the rest of its chain besides records.
-trait ChainRest {
-    fn finish(&mut self) -> Result<(), TaskError>;
-    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError>;
-    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError>;
-    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError>;
-    fn processing_time(&mut self, now: i64) -> Result<(), TaskError>;
-}
-
-impl<O> ChainRest for Rc<RefCell<BoxOutput<O>>> {
-    fn finish(&mut self) -> Result<(), TaskError> {
-        self.borrow_mut().finish()
-    }
-    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
-        self.borrow_mut().snapshot(snap)
-    }
-    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
-        self.borrow_mut().checkpoint_complete(checkpoint_id)
-    }
-    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
-        self.borrow_mut().time(signal)
-    }
-    fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
-        self.borrow_mut().processing_time(now)
-    }
 }
 
 /// Validates each frame of a buffer and hands the archived record to an in-place operator.
@@ -338,6 +404,8 @@ impl StreamExecutionEnvironment {
             parallelism: None,
             kind,
             fanout: Box::new(fanout::<Out>),
+            main_fanout: fanout::<Out>,
+            side_outputs: Vec::new(),
             decoder,
             inputs: Vec::new(),
             outputs: Vec::new(),
@@ -349,6 +417,7 @@ impl StreamExecutionEnvironment {
     fn connect<T: Data>(
         &self,
         from: usize,
+        side: Option<usize>,
         to: usize,
         strategy: Option<ShipStrategy>,
         selector: ChannelSelector<T>,
@@ -371,10 +440,27 @@ impl StreamExecutionEnvironment {
             target: to,
             strategy,
             writer,
+            side,
         });
         let e = g.edges.len() - 1;
         g.nodes[from].outputs.push(e);
         g.nodes[to].inputs.push(e);
+        // A node gets the fanout of several outputs once a stream reads one of its side
+        // outputs; until then it keeps the plain one.
+        let routes: Vec<Option<usize>> = g.nodes[from]
+            .outputs
+            .iter()
+            .map(|&e| g.edges[e].side)
+            .collect();
+        if routes.iter().any(Option::is_some) {
+            let node = &g.nodes[from];
+            let sides = node.side_outputs.iter();
+            let sides = sides
+                .map(|s| (s.tag.clone(), s.record_type, s.stamped, s.make))
+                .collect();
+            let fanout = routed_fanout(node.main_fanout, sides, routes);
+            g.nodes[from].fanout = fanout;
+        }
     }
 
     /// Adds a user-defined source; `factory` makes one instance per parallel subtask.
@@ -386,7 +472,7 @@ impl StreamExecutionEnvironment {
         let kind = NodeKind::Source(Box::new(move |ctx: &RuntimeContext, out: AnyBox| {
             let task: Box<dyn SourceTask> = Box::new(RunSource {
                 source: factory(ctx),
-                out: downcast::<T>(out)?,
+                out: split_outputs::<T>(out)?.0,
                 runtime: ctx.clone(),
             });
             Ok(task)
@@ -397,6 +483,7 @@ impl StreamExecutionEnvironment {
             node,
             strategy: None,
             timestamped: false,
+            side: None,
             _t: PhantomData,
         }
     }
@@ -464,11 +551,12 @@ impl<T: Data> DataStream<T> {
         strategy: Option<ShipStrategy>,
         selector: ChannelSelector<T>,
         in_place: bool,
-        make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<Op, TaskError> + 'static,
+        make: impl Fn(&RuntimeContext, BoxOutput<O>, SideOutputs) -> Result<Op, TaskError> + 'static,
         decode: fn(Op) -> Box<dyn InputProcessor>,
     ) -> DataStream<O> {
         let kind = NodeKind::Operator(Box::new(move |ctx: &RuntimeContext, next: AnyBox| {
-            let op = make(ctx, downcast::<O>(next)?)?;
+            let (next, sides) = split_outputs::<O>(next)?;
+            let op = make(ctx, next, sides)?;
             Ok(Box::new(op) as AnyBox)
         }));
         let decoder: super::stream_graph::DecoderFactory =
@@ -481,13 +569,19 @@ impl<T: Data> DataStream<T> {
             });
         let node = self.env.add_node::<O>(name, kind, Some(decoder));
         self.env.graph.borrow_mut().nodes[node].in_place = in_place;
-        self.env
-            .connect::<T>(self.node, node, strategy.or(self.strategy), selector);
+        self.env.connect::<T>(
+            self.node,
+            self.side,
+            node,
+            strategy.or(self.strategy),
+            selector,
+        );
         DataStream {
             env: self.env.clone(),
             node,
             strategy: None,
             timestamped: false,
+            side: None,
             _t: PhantomData,
         }
     }
@@ -498,6 +592,20 @@ impl<T: Data> DataStream<T> {
         strategy: Option<ShipStrategy>,
         selector: ChannelSelector<T>,
         make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<BoxOutput<T>, TaskError> + 'static,
+    ) -> DataStream<O> {
+        self.then_with_sides(name, strategy, selector, move |ctx, next, _| {
+            make(ctx, next)
+        })
+    }
+
+    /// Like `then`, for an operator that emits to side outputs.
+    fn then_with_sides<O: Data>(
+        &self,
+        name: &str,
+        strategy: Option<ShipStrategy>,
+        selector: ChannelSelector<T>,
+        make: impl Fn(&RuntimeContext, BoxOutput<O>, SideOutputs) -> Result<BoxOutput<T>, TaskError>
+        + 'static,
     ) -> DataStream<O> {
         self.add_operator(
             name,
@@ -518,6 +626,7 @@ impl<T: Data> DataStream<T> {
         selector: ChannelSelector<T>,
         make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<InPlace<T>, TaskError> + 'static,
     ) -> DataStream<O> {
+        let make = move |ctx: &RuntimeContext, next, _| make(ctx, next);
         self.add_operator(name, strategy, selector, true, make, |op: InPlace<T>| {
             Box::new(InPlaceDecoder {
                 op,
@@ -652,6 +761,7 @@ impl<T: Data> DataStream<T> {
             node: self.node,
             strategy: self.strategy,
             timestamped: false,
+            side: self.side,
             _t: PhantomData,
         }
     }
@@ -740,6 +850,69 @@ impl<T: Data> DataStream<T> {
             Ok(Box::new(strategy.operator(ctx, unstamped, next)))
         })
         .into_timestamped()
+    }
+
+    /// The records the operator that makes this stream emitted to the side output `tag`
+    /// (Flink's `getSideOutput`), with their timestamps if this stream has timestamps. Its
+    /// consumers are connected like those of any stream (chained, or across the network with
+    /// their own partitioning), and watermarks, barriers and the end of input reach them as
+    /// they reach the main output's. Empty if the operator emits nothing there (only process
+    /// functions and windows do). The stream's operator is still the one that makes it:
+    /// `name` and `set_parallelism` on it change that operator.
+    pub fn get_side_output<X: Data>(&self, tag: &OutputTag<X>) -> DataStream<X> {
+        let record_type = std::any::TypeId::of::<X>();
+        let mut g = self.env.graph.borrow_mut();
+        let sides = &mut g.nodes[self.node].side_outputs;
+        let found = sides
+            .iter()
+            .position(|s| s.tag == tag.id() && s.record_type == record_type);
+        let index = found.unwrap_or_else(|| {
+            sides.push(SideOutputSpec {
+                tag: tag.id().to_string(),
+                record_type,
+                stamped: self.timestamped,
+                make: if self.timestamped {
+                    side_channel::<Stamped<X>>
+                } else {
+                    side_channel::<X>
+                },
+            });
+            sides.len() - 1
+        });
+        drop(g);
+        DataStream {
+            env: self.env.clone(),
+            node: self.node,
+            strategy: None,
+            timestamped: self.timestamped,
+            side: Some(index),
+            _t: PhantomData,
+        }
+    }
+
+    /// Runs a process function on every record (Flink's `process` on a `DataStream`): it sees
+    /// the record's timestamp, the watermark and processing time, and may emit to the main
+    /// output and to side outputs ([`ProcessContext::output`](super::ProcessContext::output)).
+    /// Each parallel subtask runs its own clone of `function`. What it emits has the timestamp
+    /// of the record it came from.
+    pub fn process<O: Data, F: ProcessFunction<T, O> + Clone>(&self, function: F) -> DataStream<O> {
+        if self.timestamped {
+            return self
+                .stamped()
+                .process_raw(StampedProcessFunction {
+                    function,
+                    out: Vec::new(),
+                })
+                .into_timestamped();
+        }
+        self.process_raw(function)
+    }
+
+    fn process_raw<O: Data, F: ProcessFunction<T, O> + Clone>(&self, function: F) -> DataStream<O> {
+        let selector = self.selector();
+        self.then_with_sides("Process", None, selector, move |_, next, sides| {
+            Ok(Box::new(Process::new(function.clone(), next, sides)))
+        })
     }
 
     /// Distributes records round-robin to the next operator's subtasks.
@@ -854,9 +1027,18 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
         name: &str,
         make: impl Fn(&RuntimeContext, BoxOutput<O>) -> Result<BoxOutput<T>, TaskError> + 'static,
     ) -> DataStream<O> {
+        self.keyed_with_sides(name, move |ctx, next, _| make(ctx, next))
+    }
+
+    fn keyed_with_sides<O: Data>(
+        &self,
+        name: &str,
+        make: impl Fn(&RuntimeContext, BoxOutput<O>, SideOutputs) -> Result<BoxOutput<T>, TaskError>
+        + 'static,
+    ) -> DataStream<O> {
         let selector = ChannelSelector::by_key(self.key.clone());
         self.stream
-            .then(name, Some(ShipStrategy::Hash), selector, make)
+            .then_with_sides(name, Some(ShipStrategy::Hash), selector, make)
     }
 
     /// Applies `f` to every record, after partitioning by key.
@@ -966,12 +1148,20 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
         &self,
         make: impl Fn(&KeyedStateStore) -> Result<F, TaskError> + Send + Sync + 'static,
     ) -> DataStream<O> {
+        self.process_in(move |_, store| make(store))
+    }
+
+    /// `process` with a function made from the subtask's context too.
+    fn process_in<O: Data, F: KeyedProcessFunction<K, T, O>>(
+        &self,
+        make: impl Fn(&RuntimeContext, &KeyedStateStore) -> Result<F, TaskError> + 'static,
+    ) -> DataStream<O> {
         if self.stream.timestamped {
             return self
                 .stamped()
-                .process_raw(move |store| {
+                .process_raw(move |ctx, store| {
                     Ok(StampedProcess {
-                        function: make(store)?,
+                        function: make(ctx, store)?,
                         out: Vec::new(),
                     })
                 })
@@ -982,12 +1172,12 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
 
     fn process_raw<O: Data, F: KeyedProcessFunction<K, T, O>>(
         &self,
-        make: impl Fn(&KeyedStateStore) -> Result<F, TaskError> + Send + Sync + 'static,
+        make: impl Fn(&RuntimeContext, &KeyedStateStore) -> Result<F, TaskError> + 'static,
     ) -> DataStream<O> {
         let key = self.key.clone();
-        self.keyed("Keyed Process", move |ctx, next| {
+        self.keyed_with_sides("Keyed Process", move |ctx, next, sides| {
             let store = ctx.keyed_state_store()?;
-            let function = make(&store)?;
+            let function = make(ctx, &store)?;
             Ok(Box::new(KeyedProcess::new(
                 key.clone(),
                 function,
@@ -995,6 +1185,7 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
                 ctx.timers.clone(),
                 ctx.operator_id,
                 next,
+                sides,
             )?))
         })
     }
@@ -1005,11 +1196,13 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
 pub struct WindowedStream<T, K> {
     stream: KeyedStream<T, K>,
     windows: EventTimeWindows,
+    lateness: Lateness<T>,
 }
 
 impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
     /// Cuts each key's records into event-time windows ([`TumblingEventTimeWindows`],
-    /// [`SlidingEventTimeWindows`](super::SlidingEventTimeWindows)). The stream needs
+    /// [`SlidingEventTimeWindows`](super::SlidingEventTimeWindows),
+    /// [`EventTimeSessionWindows`](super::EventTimeSessionWindows)). The stream needs
     /// timestamps (`assign_timestamps_and_watermarks`); a window's result is emitted when the
     /// watermark passes its end, with the timestamp `end - 1`.
     pub fn window(&self, windows: EventTimeWindows) -> WindowedStream<T, K> {
@@ -1019,14 +1212,33 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
                 key: self.key.clone(),
             },
             windows,
+            lateness: Lateness::default(),
         }
     }
 }
 
 impl<T: Data, K: Data + Hash + Eq> WindowedStream<T, K> {
+    /// Keeps each window's state until the watermark passes its end by `lateness` (Flink's
+    /// `allowedLateness`; none by default): a record that comes after the window fired but
+    /// within that time updates the window, which fires again at once with the updated result
+    /// (a late firing, as Flink's event-time trigger does).
+    pub fn allowed_lateness(mut self, lateness: std::time::Duration) -> Self {
+        self.lateness.allowed = lateness.as_millis().min(i64::MAX as u128 / 4) as i64;
+        self
+    }
+
+    /// Sends records that come too late for every window they belong to (allowed lateness
+    /// included) to the side output `tag` instead of dropping them (Flink's
+    /// `sideOutputLateData`): read them with `get_side_output(&tag)` on the window's result,
+    /// each with its own timestamp. Dropped records are counted in the task metric
+    /// `numLateRecordsDropped`.
+    pub fn side_output_late_data(mut self, tag: &OutputTag<T>) -> Self {
+        self.lateness.side_output = Some(tag.clone());
+        self
+    }
+
     /// Each window's records of a key combined with `f`, incrementally: one aggregate per key
-    /// and slice of the window is kept, never the records. Records that come when the
-    /// watermark has passed every window they belong to are dropped.
+    /// and slice of the window is kept, never the records.
     pub fn reduce(&self, f: impl Fn(T, T) -> T + Send + Sync + 'static) -> DataStream<T> {
         self.reduce_with(f, |_: &K, _: TimeWindow, result: T| result)
     }
@@ -1039,18 +1251,28 @@ impl<T: Data, K: Data + Hash + Eq> WindowedStream<T, K> {
         f: impl Fn(T, T) -> T + Send + Sync + 'static,
         apply: impl Fn(&K, TimeWindow, T) -> O + Send + Sync + 'static,
     ) -> DataStream<O> {
+        if !self.stream.stream.timestamped {
+            return self
+                .stream
+                .process(|_| Ok(NoTimestamps))
+                .name("Window Reduce");
+        }
         let (f, apply) = (Arc::new(f), Arc::new(apply));
-        let windows = self.windows;
+        let (windows, lateness) = (self.windows, self.lateness.clone());
         self.stream
-            .process(move |store| {
+            .stamped()
+            .process_raw(move |ctx, store| {
                 let (f, apply) = (f.clone(), apply.clone());
                 WindowReduce::new(
                     windows,
+                    lateness.clone(),
                     move |a, b| f(a, b),
                     move |key: &K, window: TimeWindow, result: T| apply(key, window, result),
                     store,
+                    ctx.counters.clone(),
                 )
             })
+            .into_timestamped()
             .name("Window Reduce")
     }
 }
@@ -1070,6 +1292,7 @@ impl<T> DataStream<Stamped<T>> {
             node: self.node,
             strategy: self.strategy,
             timestamped: true,
+            side: self.side,
             _t: PhantomData,
         }
     }

@@ -1,5 +1,6 @@
 //! What job authors use: an execution environment, `DataStream`s with their transformations,
-//! keyed streams with keyed state, sources and sinks.
+//! keyed streams with keyed state, process functions with side outputs ([`OutputTag`]),
+//! event-time windows with allowed lateness, sources and sinks.
 //!
 //! A job is a program that builds a dataflow on a [`StreamExecutionEnvironment`]. The same
 //! program runs on the JobManager (to derive the job graph) and on every TaskManager (to
@@ -21,7 +22,9 @@ pub(crate) mod checkpointing;
 mod context;
 mod env;
 pub(crate) mod operators;
+mod process;
 mod program;
+mod side;
 mod sinks;
 mod sources;
 pub(crate) mod stream_graph;
@@ -33,7 +36,9 @@ pub use crate::state::TimeDomain;
 pub use context::RuntimeContext;
 pub use env::{DataStream, KeyedStream, RuntimeMode, StreamExecutionEnvironment, WindowedStream};
 pub use operators::{Collector, Context, KeyedProcessFunction};
+pub use process::{ProcessContext, ProcessFunction};
 pub use program::{JobProgram, ProgramRegistry};
+pub use side::OutputTag;
 pub use sinks::SinkFunction;
 pub use sources::{SourceContext, SourceFunction};
 pub use stream_graph::{JobFile, ShipStrategy};

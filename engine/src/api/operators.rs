@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::checkpointing::SnapshotContext;
 use super::context::ProcessingTimeService;
+use super::side::{OutputTag, SideOutputs};
 use super::sinks::SinkFunction;
 use crate::common::error::TaskError;
 use crate::network::valve::TimeSignal;
@@ -170,7 +171,7 @@ impl<F, O> FlatMap<F, O> {
 /// How many records an operator that makes several of one record (a flat map, a process
 /// function) gathers before passing them on, so that an exploding input does not build one
 /// huge batch.
-const MAX_BATCH: usize = 4096;
+pub(crate) const MAX_BATCH: usize = 4096;
 
 impl<I, O, It: IntoIterator<Item = O>, F: Fn(I) -> It> Output<I> for FlatMap<F, O> {
     fn push(&mut self, record: I) -> Result<(), TaskError> {
@@ -304,6 +305,8 @@ pub(crate) struct KeyedProcess<T, O, K, KF: ?Sized, F> {
     /// What the function emitted for a batch, reused.
     pub(crate) out: Vec<O>,
     pub(crate) next: BoxOutput<O>,
+    /// What it emitted to side outputs, handed on with `out`.
+    pub(crate) sides: SideOutputs,
     pub(crate) _t: std::marker::PhantomData<fn(T) -> K>,
 }
 
@@ -319,6 +322,7 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
         processing: ProcessingTimeService,
         operator_id: u32,
         next: BoxOutput<O>,
+        sides: SideOutputs,
     ) -> Result<Self, TaskError> {
         let timers = Timers::open(&store)?;
         if let Some(first) = timers.next(TimeDomain::ProcessingTime) {
@@ -334,8 +338,15 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
             operator_id,
             out: Vec::new(),
             next,
+            sides,
             _t: std::marker::PhantomData,
         })
+    }
+
+    /// Hands on what the function emitted, to the main and the side outputs.
+    fn hand_on(&mut self) -> Result<(), TaskError> {
+        self.next.push_batch(&mut self.out)?;
+        self.sides.flush()
     }
 
     fn process(&mut self, record: T) -> Result<(), TaskError> {
@@ -347,6 +358,7 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
             timers: &mut self.timers,
             processing: &self.processing,
             firing: None,
+            sides: &mut self.sides,
         };
         let mut out = Collector { out: &mut self.out };
         self.function.process(&key, record, &mut ctx, &mut out)
@@ -362,15 +374,16 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
                 timers: &mut self.timers,
                 processing: &self.processing,
                 firing: Some(domain),
+                sides: &mut self.sides,
             };
             let mut out = Collector { out: &mut self.out };
             self.function
                 .on_timer(&key, timestamp, &mut ctx, &mut out)?;
             if self.out.len() >= MAX_BATCH {
-                self.next.push_batch(&mut self.out)?;
+                self.hand_on()?;
             }
         }
-        self.next.push_batch(&mut self.out)
+        self.hand_on()
     }
 }
 
@@ -379,16 +392,16 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
 {
     fn push(&mut self, record: T) -> Result<(), TaskError> {
         self.process(record)?;
-        self.next.push_batch(&mut self.out)
+        self.hand_on()
     }
     fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
         for record in batch.drain(..) {
             self.process(record)?;
             if self.out.len() >= MAX_BATCH {
-                self.next.push_batch(&mut self.out)?;
+                self.hand_on()?;
             }
         }
-        self.next.push_batch(&mut self.out)
+        self.hand_on()
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         self.next.finish()
@@ -425,6 +438,7 @@ pub struct Context<'a> {
     pub(crate) timers: &'a mut Timers,
     pub(crate) processing: &'a ProcessingTimeService,
     pub(crate) firing: Option<TimeDomain>,
+    pub(crate) sides: &'a mut SideOutputs,
 }
 
 impl Context<'_> {
@@ -444,6 +458,11 @@ impl Context<'_> {
     /// In `on_timer`: which clock the firing timer follows.
     pub fn time_domain(&self) -> Option<TimeDomain> {
         self.firing
+    }
+    /// Emits `value` to the side output `tag` (read with `get_side_output(&tag)`), with the
+    /// timestamp of the record or timer being processed.
+    pub fn output<X: 'static>(&mut self, tag: &OutputTag<X>, value: X) -> Result<(), TaskError> {
+        self.sides.emit(tag, self.timestamp, value)
     }
     /// Calls `on_timer` for the current key once the watermark reaches `timestamp` (one timer
     /// per key and timestamp: setting it again changes nothing).
@@ -602,6 +621,75 @@ impl<T: Clone> Output<T> for Fanout<T> {
             out.processing_time(now)?;
         }
         Ok(())
+    }
+}
+
+/// What an operator passes to the rest of a chain besides records (the chain's record type
+/// erased): the end of input, checkpoints and time.
+pub(crate) trait ChainRest {
+    fn finish(&mut self) -> Result<(), TaskError>;
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError>;
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError>;
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError>;
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError>;
+}
+
+impl<O> ChainRest for std::rc::Rc<std::cell::RefCell<BoxOutput<O>>> {
+    fn finish(&mut self) -> Result<(), TaskError> {
+        self.borrow_mut().finish()
+    }
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        self.borrow_mut().snapshot(snap)
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        self.borrow_mut().checkpoint_complete(checkpoint_id)
+    }
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        self.borrow_mut().time(signal)
+    }
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
+        self.borrow_mut().processing_time(now)
+    }
+}
+
+/// The main output of an operator that has side outputs: records go to the main output only
+/// (side records are pushed by the operator itself, `super::side`), while the end of input,
+/// barriers, watermarks and processing time go to every output, the main one first.
+pub(crate) struct MultiOutput<O> {
+    pub(crate) main: BoxOutput<O>,
+    pub(crate) sides: Vec<Box<dyn ChainRest>>,
+}
+
+impl<O> Output<O> for MultiOutput<O> {
+    fn push(&mut self, record: O) -> Result<(), TaskError> {
+        self.main.push(record)
+    }
+    fn push_batch(&mut self, batch: &mut Vec<O>) -> Result<(), TaskError> {
+        self.main.push_batch(batch)
+    }
+    fn finish(&mut self) -> Result<(), TaskError> {
+        self.main.finish()?;
+        self.sides.iter_mut().try_for_each(|s| s.finish())
+    }
+    fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
+        self.main.snapshot(snap)?;
+        self.sides.iter_mut().try_for_each(|s| s.snapshot(snap))
+    }
+    fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
+        self.main.checkpoint_complete(checkpoint_id)?;
+        self.sides
+            .iter_mut()
+            .try_for_each(|s| s.checkpoint_complete(checkpoint_id))
+    }
+    fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        self.main.time(signal)?;
+        self.sides.iter_mut().try_for_each(|s| s.time(signal))
+    }
+    fn processing_time(&mut self, now: i64) -> Result<(), TaskError> {
+        self.main.processing_time(now)?;
+        self.sides
+            .iter_mut()
+            .try_for_each(|s| s.processing_time(now))
     }
 }
 

@@ -8,6 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::operators::ChainRest;
+use super::side::AnySideBuffer;
 use super::{RuntimeContext, SnapshotContext, SourceHooks};
 use crate::common::error::TaskError;
 use crate::network::writer::RecordWriterHandle;
@@ -91,12 +93,32 @@ pub(crate) enum NodeKind {
     Operator(OperatorFactory),
 }
 
+/// Makes a side output's typed buffer and the events part of its combined consumers' output,
+/// from those consumers' `BoxOutput`s.
+pub(crate) type SideFactory = fn(Vec<AnyBox>) -> (Box<dyn AnySideBuffer>, Box<dyn ChainRest>);
+
+/// A side output of a node that some stream reads (`get_side_output`).
+pub(crate) struct SideOutputSpec {
+    pub(crate) tag: String,
+    /// The type of the tag's records (before stamping).
+    pub(crate) record_type: std::any::TypeId,
+    /// Its records travel with timestamps.
+    pub(crate) stamped: bool,
+    pub(crate) make: SideFactory,
+}
+
 /// One operator of the stream graph.
 pub(crate) struct StreamNode {
     pub(crate) name: String,
     pub(crate) parallelism: Option<u32>,
     pub(crate) kind: NodeKind,
+    /// Combines the consumers of the node's outputs: those of the main output into one, and,
+    /// if the node has side outputs, those of each side output (see `side_outputs`).
     pub(crate) fanout: FanoutFactory,
+    /// Combines the consumers of the main output (of the node's record type).
+    pub(crate) main_fanout: fn(Vec<AnyBox>) -> AnyBox,
+    /// Its side outputs; edges name theirs by index (`StreamEdge::side`).
+    pub(crate) side_outputs: Vec<SideOutputSpec>,
     pub(crate) decoder: Option<DecoderFactory>,
     pub(crate) inputs: Vec<usize>,
     pub(crate) outputs: Vec<usize>,
@@ -111,6 +133,8 @@ pub(crate) struct StreamEdge {
     /// `None`: forward if the parallelisms match, else rebalance (Flink's default).
     pub(crate) strategy: Option<ShipStrategy>,
     pub(crate) writer: WriterFactory,
+    /// The source's side output this edge reads (`None`: its main output).
+    pub(crate) side: Option<usize>,
 }
 
 /// A file or directory a built-in source or sink of the job reads or writes, recorded when the

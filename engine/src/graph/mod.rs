@@ -289,8 +289,16 @@ pub fn build_job_graph(
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use crate::api::stream_graph::NodeKind;
-    use crate::api::{RuntimeContext, SinkFunction, StreamExecutionEnvironment, TaskError};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use crate::api::operators::{BoxOutput, Output};
+    use crate::api::stream_graph::{AnyBox, NodeKind, StreamGraph};
+    use crate::api::{
+        Collector, OutputTag, ProcessContext, ProcessFunction, RuntimeContext, SinkFunction,
+        StreamExecutionEnvironment, TaskError, WatermarkStrategy,
+    };
+    use crate::network::valve::TimeSignal;
     use crate::record;
 
     struct Collect(Arc<Mutex<Vec<(u64, String)>>>);
@@ -300,6 +308,163 @@ mod tests {
             self.0.lock().unwrap().push(record);
             Ok(())
         }
+    }
+
+    /// Emits even numbers on the main output and odd ones, as text with their timestamp and the
+    /// watermark seen (at least -1), on the side output "odd".
+    #[derive(Clone)]
+    struct Split;
+
+    fn odd() -> OutputTag<String> {
+        OutputTag::new("odd")
+    }
+
+    impl ProcessFunction<u64, u64> for Split {
+        fn process_element(
+            &mut self,
+            n: u64,
+            ctx: &mut ProcessContext<'_>,
+            out: &mut Collector<'_, u64>,
+        ) -> Result<(), TaskError> {
+            if n.is_multiple_of(2) {
+                out.collect(n)
+            } else {
+                let w = ctx.current_watermark().max(-1);
+                let text = format!("{n} at {:?} after {w}", ctx.timestamp());
+                ctx.output(&odd(), text)
+            }
+        }
+    }
+
+    struct Keep<T>(Arc<Mutex<Vec<T>>>);
+
+    impl<T: 'static> SinkFunction<T> for Keep<T> {
+        fn invoke(&mut self, record: T) -> Result<(), TaskError> {
+            self.0.lock().unwrap().push(record);
+            Ok(())
+        }
+    }
+
+    /// Stands for a network edge's writer: logs what reaches it, records and events in order.
+    struct Log<T>(Rc<RefCell<Vec<String>>>, std::marker::PhantomData<T>);
+
+    impl<T: std::fmt::Debug> Output<T> for Log<T> {
+        fn push(&mut self, record: T) -> Result<(), TaskError> {
+            self.0.borrow_mut().push(format!("{record:?}"));
+            Ok(())
+        }
+        fn finish(&mut self) -> Result<(), TaskError> {
+            self.0.borrow_mut().push("end".into());
+            Ok(())
+        }
+        fn snapshot(&mut self, _: &mut crate::api::SnapshotContext<'_>) -> Result<(), TaskError> {
+            Ok(())
+        }
+        fn checkpoint_complete(&mut self, _: u64) -> Result<(), TaskError> {
+            Ok(())
+        }
+        fn time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+            self.0.borrow_mut().push(format!("{signal:?}"));
+            Ok(())
+        }
+        fn processing_time(&mut self, _: i64) -> Result<(), TaskError> {
+            Ok(())
+        }
+    }
+
+    /// Builds `node` and what is chained behind it as a TaskManager does, with `network(edge)`
+    /// for the outputs that cross vertices.
+    fn build(
+        graph: &StreamGraph,
+        job: &super::JobGraph,
+        node: usize,
+        network: &dyn Fn(usize) -> AnyBox,
+    ) -> AnyBox {
+        let ctx = RuntimeContext::standalone(0, 1);
+        let outs = graph.nodes[node]
+            .outputs
+            .iter()
+            .map(|&e| {
+                if job.edges.iter().any(|j| j.stream_edge == e) {
+                    network(e)
+                } else {
+                    build(graph, job, graph.edges[e].target, network)
+                }
+            })
+            .collect();
+        let NodeKind::Operator(make) = &graph.nodes[node].kind else {
+            panic!("not an operator")
+        };
+        make(&ctx, (graph.nodes[node].fanout)(outs)).unwrap()
+    }
+
+    #[test]
+    fn side_outputs_reach_chained_and_network_consumers_with_timestamps_and_events() {
+        let env = StreamExecutionEnvironment::new();
+        let (main, chained) = (
+            Arc::new(Mutex::new(Vec::new())),
+            Arc::new(Mutex::new(Vec::new())),
+        );
+        let split = env
+            .from_sequence(1, 5)
+            .assign_timestamps_and_watermarks(
+                WatermarkStrategy::for_monotonous_timestamps()
+                    .with_timestamp_assigner(|n: &u64, _| *n as i64 * 10),
+            )
+            .process(Split);
+        let keep = main.clone();
+        split.add_sink("Main", move |_| Ok(Keep(keep.clone())));
+        let odds = split.get_side_output(&odd());
+        let keep = chained.clone();
+        odds.add_sink("Odd (chained)", move |_| Ok(Keep(keep.clone())));
+        odds.rebalance().add_sink("Odd (remote)", |_| {
+            Ok(Keep(Arc::new(Mutex::new(Vec::new()))))
+        });
+        let graph = env.into_graph();
+        let job = graph.job_graph("t", 1).unwrap();
+        // Source, assigner, process and both chained sinks in one vertex; the rebalanced side
+        // output crosses to a vertex of its own.
+        assert_eq!(job.vertices.len(), 2);
+        assert_eq!(job.vertices[0].nodes, [0, 1, 2, 3, 4]);
+        assert_eq!(job.edges.len(), 1);
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let network = |_| -> AnyBox {
+            let out: BoxOutput<(i64, String)> = Box::new(Log(log.clone(), Default::default()));
+            Box::new(out)
+        };
+        let process = *downcast_ref(build(&graph, &job, 2, &network));
+        let mut process: BoxOutput<(i64, u64)> = process;
+        process
+            .push_batch(&mut vec![(10, 1), (20, 2), (30, 3)])
+            .unwrap();
+        process.time(TimeSignal::Watermark(30)).unwrap();
+        process.push_batch(&mut vec![(40, 4), (50, 5)]).unwrap();
+        process.finish().unwrap();
+        assert_eq!(*main.lock().unwrap(), [2, 4]);
+        assert_eq!(
+            *chained.lock().unwrap(),
+            [
+                "1 at Some(10) after -1",
+                "3 at Some(30) after -1",
+                "5 at Some(50) after 30"
+            ]
+        );
+        // Across the network the side records travel with their timestamps, the watermark
+        // after the records that preceded it, and the end of input last.
+        assert_eq!(
+            *log.borrow(),
+            [
+                "(10, \"1 at Some(10) after -1\")",
+                "(30, \"3 at Some(30) after -1\")",
+                "Watermark(30)",
+                "(50, \"5 at Some(50) after 30\")",
+                "end"
+            ]
+        );
+    }
+
+    fn downcast_ref<T: 'static>(any: AnyBox) -> Box<T> {
+        any.downcast::<T>().expect("the operator's input type")
     }
 
     #[test]

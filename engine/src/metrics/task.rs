@@ -38,6 +38,11 @@ pub struct TaskMetrics {
     /// The last watermark the task sent downstream (`currentOutputWatermark`).
     #[serde(default = "no_watermark")]
     pub current_output_watermark: i64,
+    /// Records the task's window operators dropped because they came too late for every
+    /// window, allowed lateness included, and had no late-data side output (Flink's
+    /// `numLateRecordsDropped`).
+    #[serde(default)]
+    pub late_records_dropped: u64,
 }
 
 fn no_watermark() -> i64 {
@@ -57,12 +62,13 @@ impl Default for TaskMetrics {
             out_pool_usage_permille: 0,
             current_input_watermark: no_watermark(),
             current_output_watermark: no_watermark(),
+            late_records_dropped: 0,
         }
     }
 }
 
 /// Flink's names of the task metrics sluice measures, in the order they are listed.
-pub const TASK_METRICS: [&str; 17] = [
+pub const TASK_METRICS: [&str; 18] = [
     "numRecordsIn",
     "numRecordsOut",
     "numRecordsInPerSecond",
@@ -80,6 +86,7 @@ pub const TASK_METRICS: [&str; 17] = [
     "outPoolUsage",
     "currentInputWatermark",
     "currentOutputWatermark",
+    "numLateRecordsDropped",
 ];
 
 /// The meters of one subtask: its counters sampled over time.
@@ -146,6 +153,7 @@ impl TaskMeters {
             m.out_pool_usage_permille as f64 / 1000.0,
             m.current_input_watermark as f64,
             m.current_output_watermark as f64,
+            m.late_records_dropped as f64,
         ];
         TASK_METRICS.into_iter().zip(values).collect()
     }

@@ -99,6 +99,9 @@ pub(crate) struct IoCounters {
     pub(crate) input_watermark: WatermarkGauge,
     /// The last watermark the task sent downstream (`currentOutputWatermark`).
     pub(crate) output_watermark: WatermarkGauge,
+    /// Records its window operators dropped because they came too late for every window
+    /// (`numLateRecordsDropped`; counted per such record, never on the main path).
+    pub(crate) late_records_dropped: std::sync::atomic::AtomicU64,
     /// The task's output buffer pools, for `outPoolUsage` (locked only when a writer is made
     /// and when the metrics are read).
     out_pools: Mutex<Vec<std::sync::Weak<BufferPool>>>,

@@ -1113,6 +1113,7 @@ mod views_of_a_running_cluster {
                     out_pool_usage_permille: 250,
                     current_input_watermark: 1_700_000_000_000 + s as i64,
                     current_output_watermark: i64::MIN,
+                    late_records_dropped: 3,
                 };
                 let _ = d.task_state(id, ExecutionState::Running, None, metrics, 3_000);
             }

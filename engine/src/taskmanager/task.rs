@@ -90,6 +90,7 @@ pub(crate) fn metrics_of(c: &IoCounters) -> TaskMetrics {
         out_pool_usage_permille: c.out_pool_usage_permille(),
         current_input_watermark: c.input_watermark.get(),
         current_output_watermark: c.output_watermark.get(),
+        late_records_dropped: c.late_records_dropped.load(Ordering::Relaxed),
     }
 }
 
@@ -394,6 +395,7 @@ fn run(
         }),
         timers: Default::default(),
         auto_watermark_interval: Duration::from_millis(d.auto_watermark_interval_ms),
+        counters: counters.clone(),
     };
 
     // Reserve every buffer this task can hold before anything is created (see network::budget).
