@@ -338,6 +338,7 @@ pub async fn run_stand_ins(jobmanager: String, count: u32, slots: u32) -> Result
                 running: vec![],
                 leader_session: None,
                 metrics_port: None,
+                worker_of: None,
             },
         )
         .await?;

@@ -294,6 +294,7 @@ async fn register_taskmanager(jm: &JobManager, secret: &ClusterSecret) {
                 running: vec![],
                 leader_session: jm.shared.leader_session(),
                 metrics_port: None,
+                worker_of: None,
             };
             transport::send(&mut writer, &register).await?;
             transport::recv::<_, JmToTm>(&mut reader).await

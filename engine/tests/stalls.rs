@@ -61,6 +61,7 @@ impl FakeTaskManager {
             running: vec![],
             leader_session: jm.shared.leader_session(),
             metrics_port: None,
+            worker_of: None,
         };
         transport::send(&mut writer, &register).await.expect("send");
         match transport::recv::<_, JmToTm>(&mut reader)

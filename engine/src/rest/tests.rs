@@ -1711,6 +1711,7 @@ async fn a_registration_with_too_many_slots_is_refused() {
         running: vec![],
         leader_session: None,
         metrics_port: None,
+        worker_of: None,
     };
     transport::send(&mut conn, &register).await.unwrap();
     let answer: JmToTm = transport::recv(&mut conn).await.unwrap();

@@ -6,10 +6,12 @@
 //! - `abort --after N`: records forever, and the process aborts at record N of a subtask (a
 //!   job whose code takes its process down, as a crash in a C library would).
 //! - `panic-in-build`: the program panics while building its dataflow.
+//! - the examples bundled with sluice (`stream-sum`, `shuffle`, ...), the same code the `sluice`
+//!   binary runs, so a benchmark can compare a job from an artifact with the bundled one.
 
 use std::sync::Arc;
 
-use sluice::api::{JobProgram, ProgramRegistry, StreamExecutionEnvironment};
+use sluice::api::{JobProgram, StreamExecutionEnvironment};
 
 /// `--name value` pairs into a lookup.
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -97,7 +99,7 @@ impl JobProgram for PanicInBuild {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut programs = ProgramRegistry::new();
+    let mut programs = sluice::examples::bundled();
     for program in [
         Arc::new(Sum) as Arc<dyn JobProgram>,
         Arc::new(Abort),
