@@ -38,10 +38,17 @@ fn config(backend: &str, checkpoints: &Path, retained: u32) -> String {
 
 /// Runs `counting` under checkpoints, stops it with a savepoint, resumes from the savepoint at
 /// another parallelism into the same output directory, and checks every record is there once.
-fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32) {
+/// With `operator_state_in_files`, `state.storage.fs.memory-threshold` is 0: every operator
+/// state (the source's positions, the sink's pending files) goes to a file of the snapshot, and
+/// the savepoint is moved to another directory before the restore.
+fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32, operator_state_in_files: bool) {
     let scratch = tempfile::tempdir().expect("scratch");
     let checkpoints = scratch.path().join("checkpoints");
-    let cluster = StandaloneCluster::start(2, 2, &config(backend, &checkpoints, 1));
+    let mut conf = config(backend, &checkpoints, 1);
+    if operator_state_in_files {
+        conf.push_str("state.storage.fs.memory-threshold: 0\n");
+    }
+    let cluster = StandaloneCluster::start(2, 2, &conf);
     let output: PathBuf = scratch.path().join("out");
     let savepoints = scratch.path().join("savepoints");
     let (records, keys) = (60_000u64, 7u64);
@@ -85,6 +92,26 @@ fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32) {
     );
     // The savepoint is self-contained: it survives the deletion of the job's checkpoints.
     let _ = std::fs::remove_dir_all(checkpoints.join(&id));
+    let path = if operator_state_in_files {
+        let files: Vec<String> = std::fs::read_dir(&path)
+            .expect("the savepoint")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with("-operator"))
+            .collect();
+        assert!(
+            files.len() >= before as usize,
+            "operator state files in {path}: {files:?}"
+        );
+        // And relocatable: moved elsewhere, it restores from there.
+        let moved = scratch.path().join("moved");
+        std::fs::create_dir(&moved).expect("mkdir");
+        let moved = moved.join(Path::new(&path).file_name().expect("a name"));
+        std::fs::rename(&path, &moved).expect("move the savepoint");
+        moved.display().to_string()
+    } else {
+        path
+    };
 
     let mut second = vec!["-s".to_string(), path.clone()];
     second.extend(args(after));
@@ -106,12 +133,17 @@ fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32) {
 
 #[test]
 fn rocksdb_stop_with_savepoint_then_resume_at_higher_parallelism_is_exactly_once() {
-    stop_and_resume_rescaled("rocksdb", 2, 3);
+    stop_and_resume_rescaled("rocksdb", 2, 3, false);
 }
 
 #[test]
 fn hashmap_stop_with_savepoint_then_resume_at_lower_parallelism_is_exactly_once() {
-    stop_and_resume_rescaled("hashmap", 3, 1);
+    stop_and_resume_rescaled("hashmap", 3, 1, false);
+}
+
+#[test]
+fn operator_state_in_files_survives_a_moved_savepoint_and_rescaling_exactly_once() {
+    stop_and_resume_rescaled("hashmap", 2, 3, true);
 }
 
 /// Any regular file below `dir` other than `_metadata`, largest first.

@@ -196,11 +196,14 @@ fn a_savepoint_moved_to_another_hdfs_path_restores_at_another_parallelism() {
     let fs = storage(dfs);
     let base = unique("savepoints");
     let checkpoints = dfs.uri(&format!("{base}/checkpoints"));
+    // Every operator state goes to a file of the snapshot (threshold 0): those move too.
     let cluster = cluster(
         dfs,
         2,
         2,
-        &format!("execution.checkpointing.dir: {checkpoints}\n"),
+        &format!(
+            "execution.checkpointing.dir: {checkpoints}\nstate.storage.fs.memory-threshold: 0\n"
+        ),
     );
     let output = cluster.work_dir().join("out");
     let (records, keys) = (40_000u64, 7u64);
@@ -222,6 +225,16 @@ fn a_savepoint_moved_to_another_hdfs_path_restores_at_another_parallelism() {
     assert!(
         copied >= 2,
         "the savepoint has metadata and state files: {copied}"
+    );
+    let operator_files = fs
+        .list(&moved)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with("-operator"))
+        .count();
+    assert!(
+        operator_files >= 2,
+        "operator state files: {operator_files}"
     );
     fs.delete_dir(&path).unwrap();
     fs.delete_dir(&checkpoints).unwrap();

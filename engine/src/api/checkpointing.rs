@@ -21,24 +21,33 @@ pub(crate) enum TaskControl {
     Aborted(u64),
 }
 
+/// Where a subtask's snapshot files go and when operator state goes to one.
+#[derive(Clone, Copy)]
+pub(crate) struct SnapshotStorage<'a> {
+    /// The checkpoint storage.
+    pub(crate) storage: &'a dyn StateStorage,
+    /// Names this subtask attempt's files apart from the others' in a checkpoint directory.
+    pub(crate) file_prefix: &'a str,
+    /// `state.storage.fs.memory-threshold`: operator state of more bytes goes to a file.
+    pub(crate) memory_threshold: u64,
+}
+
 /// Collects one subtask's snapshot while a barrier travels down its operator chain.
 pub(crate) struct SnapshotContext<'a> {
     barrier: &'a Arc<CheckpointBarrier>,
     storage: &'a dyn StateStorage,
     file_prefix: &'a str,
+    memory_threshold: u64,
     state: SubtaskState,
 }
 
 impl<'a> SnapshotContext<'a> {
-    pub(crate) fn new(
-        barrier: &'a Arc<CheckpointBarrier>,
-        storage: &'a dyn StateStorage,
-        file_prefix: &'a str,
-    ) -> Self {
+    pub(crate) fn new(barrier: &'a Arc<CheckpointBarrier>, to: SnapshotStorage<'a>) -> Self {
         SnapshotContext {
             barrier,
-            storage,
-            file_prefix,
+            storage: to.storage,
+            file_prefix: to.file_prefix,
+            memory_threshold: to.memory_threshold,
             state: SubtaskState::default(),
         }
     }
@@ -53,9 +62,27 @@ impl<'a> SnapshotContext<'a> {
         self.barrier.id()
     }
 
-    /// Records operator `op`'s operator state.
-    pub(crate) fn set_operator_state(&mut self, op: u32, elements: Vec<Vec<u8>>) {
-        self.state.operators.entry(op).or_default().operator_state = elements;
+    /// Records operator `op`'s operator state: inline, or written to a file of the checkpoint
+    /// when it exceeds `state.storage.fs.memory-threshold`.
+    pub(crate) fn set_operator_state(
+        &mut self,
+        op: u32,
+        elements: Vec<Vec<u8>>,
+    ) -> Result<(), TaskError> {
+        let name = format!(
+            "op{op}-{}-chk{}-operator",
+            self.file_prefix,
+            self.barrier.id()
+        );
+        let handle = crate::state::operator_state::snapshot(
+            elements,
+            self.memory_threshold,
+            &self.barrier.location,
+            self.storage,
+            &name,
+        )?;
+        self.state.operators.entry(op).or_default().operator_state = handle;
+        Ok(())
     }
 
     /// Writes operator `op`'s keyed state to the checkpoint storage.

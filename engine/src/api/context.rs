@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
+use crate::checkpoint::OperatorStateSlice;
 use crate::common::error::TaskError;
 
 /// A subtask's view of itself: which parallel instance it is, and whether it should stop.
@@ -128,16 +129,33 @@ impl RuntimeContext {
     }
 
     /// The restored operator state of the operator being built: `None` when the subtask starts
-    /// fresh, `Some` (possibly empty: the operator had finished) when it is restored.
-    pub(crate) fn restored_operator_state(&self) -> Option<Vec<Vec<u8>>> {
-        let restore = self.state.restore.as_ref()?;
-        Some(
-            restore
-                .operators
-                .get(&self.operator_id)
-                .map(|o| o.operator_state.clone())
-                .unwrap_or_default(),
-        )
+    /// fresh, `Some` (possibly empty: the operator had finished) when it is restored. Slices in
+    /// files are read here, on the TaskManager; a missing or damaged file fails the restore
+    /// with an error naming it.
+    pub(crate) fn restored_operator_state(&self) -> Result<Option<Vec<Vec<u8>>>, TaskError> {
+        let Some(restore) = self.state.restore.as_ref() else {
+            return Ok(None);
+        };
+        let mut elements = Vec::new();
+        let slices = restore
+            .operators
+            .get(&self.operator_id)
+            .map_or(&[][..], |o| &o.operator_state[..]);
+        for slice in slices {
+            match slice {
+                OperatorStateSlice::Inline(inline) => elements.extend(inline.iter().cloned()),
+                OperatorStateSlice::File { file, first, count } => {
+                    elements.extend(crate::state::operator_state::read(
+                        self.state.storage.as_ref(),
+                        &restore.metadata_dir,
+                        file,
+                        *first,
+                        *count,
+                    )?);
+                }
+            }
+        }
+        Ok(Some(elements))
     }
 
     /// Opens the keyed state of the operator being built, restored if the subtask is.
@@ -173,5 +191,76 @@ impl RuntimeContext {
             init.storage.as_ref(),
             &metadata_dir,
         )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{OperatorRestore, TaskRestore};
+    use crate::state::{SnapshotKind, SnapshotLocation, StateStorage, operator_state};
+
+    fn restored(dir: &str, slices: Vec<OperatorStateSlice>) -> RuntimeContext {
+        let mut ctx = RuntimeContext::standalone(0, 1);
+        ctx.operator_id = 5;
+        ctx.state = Arc::new(super::super::StateInit {
+            restore: Some(TaskRestore {
+                checkpoint_id: 2,
+                metadata_dir: dir.to_string(),
+                operators: [(
+                    5,
+                    OperatorRestore {
+                        operator_state: slices,
+                        keyed: Vec::new(),
+                    },
+                )]
+                .into(),
+            }),
+            ..super::super::StateInit::in_memory()
+        });
+        ctx
+    }
+
+    /// The TaskManager reads its slices of operator state files itself, in order with inline
+    /// ones; a missing file fails the restore naming it.
+    #[test]
+    fn restored_operator_state_reads_file_slices_and_names_a_missing_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("chk-2").display().to_string();
+        let location = SnapshotLocation {
+            checkpoint_id: 2,
+            kind: SnapshotKind::Savepoint,
+            dir: dir.clone(),
+            shared_dir: None,
+        };
+        let storage = crate::state::LocalFileStorage;
+        let elements: Vec<Vec<u8>> = (0..4u8).map(|e| vec![e; 8]).collect();
+        let handle = operator_state::snapshot(elements, 1, &location, &storage, "op5-x").unwrap();
+        let file = handle.file().unwrap().clone();
+        let slices = vec![
+            OperatorStateSlice::File {
+                file: file.clone(),
+                first: 1,
+                count: 2,
+            },
+            OperatorStateSlice::Inline(vec![b"inline".to_vec()]),
+        ];
+        let ctx = restored(&dir, slices.clone());
+        assert_eq!(
+            ctx.restored_operator_state().unwrap(),
+            Some(vec![vec![1; 8], vec![2; 8], b"inline".to_vec()])
+        );
+        assert_eq!(
+            RuntimeContext::standalone(0, 1)
+                .restored_operator_state()
+                .unwrap(),
+            None
+        );
+
+        storage.delete_file(&format!("{dir}/op5-x")).unwrap();
+        let err = restored(&dir, slices)
+            .restored_operator_state()
+            .unwrap_err();
+        assert!(err.to_string().contains(&format!("{dir}/op5-x")), "{err}");
     }
 }

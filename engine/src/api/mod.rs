@@ -50,6 +50,6 @@ pub use windows::{
     TumblingEventTimeWindows,
 };
 
-pub(crate) use checkpointing::{SnapshotContext, StateInit, TaskControl};
+pub(crate) use checkpointing::{SnapshotContext, SnapshotStorage, StateInit, TaskControl};
 pub(crate) use context::{ProcessingTimeService, now_ms};
 pub(crate) use sources::SourceHooks;

@@ -551,8 +551,7 @@ impl<T, S: SinkFunction<T>> Output<T> for Sink<S> {
     }
     fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
         let elements = self.sink.snapshot_state(snap.checkpoint_id())?;
-        snap.set_operator_state(self.operator_id, elements);
-        Ok(())
+        snap.set_operator_state(self.operator_id, elements)
     }
     fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
         self.sink.checkpoint_complete(checkpoint_id)

@@ -159,7 +159,7 @@ impl TransactionalFileSink {
         };
         // Commit what the restored checkpoint pre-committed (it completed, or we would not
         // restore it), whichever subtask wrote it.
-        for element in ctx.restored_operator_state().unwrap_or_default() {
+        for element in ctx.restored_operator_state()?.unwrap_or_default() {
             let name = String::from_utf8(element).map_err(|_| {
                 TaskError::State("a pending file name in the restored state is not UTF-8".into())
             })?;

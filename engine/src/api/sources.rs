@@ -7,13 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::checkpointing::{SnapshotContext, TaskControl};
+use super::checkpointing::{SnapshotContext, SnapshotStorage, TaskControl};
 use super::context::RuntimeContext;
 use super::operators::Output;
 use crate::checkpoint::SubtaskState;
 use crate::common::error::TaskError;
 use crate::network::buffer::CheckpointBarrier;
-use crate::state::StateStorage;
 
 /// How a running task lets a source flush buffers on time, notice cancellation and take part
 /// in checkpoints.
@@ -27,8 +26,9 @@ pub(crate) trait SourceHooks {
     fn wait_control(&mut self, timeout: Duration) -> Option<TaskControl>;
     /// Reports a snapshot (or why it failed) to the JobMaster.
     fn acknowledge(&mut self, checkpoint_id: u64, state: Result<SubtaskState, String>);
-    /// Where snapshot files go, and the prefix that makes this subtask attempt's names unique.
-    fn storage(&self) -> (&dyn StateStorage, &str);
+    /// Where snapshot files go, the prefix that makes this subtask attempt's names unique, and
+    /// when operator state goes to a file.
+    fn storage(&self) -> SnapshotStorage<'_>;
     /// Whether the job is checkpointed.
     fn checkpointing(&self) -> bool;
     /// The source paused for `elapsed` with nothing to emit (counted as idle time).
@@ -164,10 +164,10 @@ impl<'a, T> SourceContext<'a, T> {
         state: Vec<Vec<u8>>,
     ) -> Result<(), TaskError> {
         self.flush()?;
-        let (storage, prefix) = self.hooks.storage();
-        let mut snap = SnapshotContext::new(barrier, storage, prefix);
-        snap.set_operator_state(self.runtime.operator_id, state);
-        let result = self.out.snapshot(&mut snap);
+        let mut snap = SnapshotContext::new(barrier, self.hooks.storage());
+        let result = snap
+            .set_operator_state(self.runtime.operator_id, state)
+            .and_then(|()| self.out.snapshot(&mut snap));
         let state = snap.into_state();
         match result {
             Ok(()) => {
@@ -204,8 +204,10 @@ impl<'a, T> SourceContext<'a, T> {
 
     /// The operator state this source instance was restored with: `None` on a fresh start,
     /// `Some` (possibly empty: nothing left to emit) when restored from a checkpoint. With a
-    /// changed parallelism the elements of all former instances are dealt round-robin.
-    pub fn restored_state(&self) -> Option<Vec<Vec<u8>>> {
+    /// changed parallelism the elements of all former instances, in subtask order, are split
+    /// into contiguous ranges, one per new instance. Fails when a checkpoint file holding the
+    /// elements is missing or damaged.
+    pub fn restored_state(&self) -> Result<Option<Vec<Vec<u8>>>, TaskError> {
         self.runtime.restored_operator_state()
     }
 
@@ -255,7 +257,7 @@ impl Progressions {
         total: u64,
         fresh: impl FnOnce() -> Vec<(u64, u64, u64)>,
     ) -> Result<Self, TaskError> {
-        let list = match ctx.restored_state() {
+        let list = match ctx.restored_state()? {
             None => fresh(),
             Some(elements) => elements
                 .iter()
@@ -536,8 +538,12 @@ mod tests {
             None
         }
         fn acknowledge(&mut self, _id: u64, _state: Result<SubtaskState, String>) {}
-        fn storage(&self) -> (&dyn StateStorage, &str) {
-            (&crate::state::LocalFileStorage, "test")
+        fn storage(&self) -> SnapshotStorage<'_> {
+            SnapshotStorage {
+                storage: &crate::state::LocalFileStorage,
+                file_prefix: "test",
+                memory_threshold: u64::MAX,
+            }
         }
         fn checkpointing(&self) -> bool {
             false
@@ -596,8 +602,12 @@ mod tests {
         fn acknowledge(&mut self, _id: u64, state: Result<SubtaskState, String>) {
             *self.acked.borrow_mut() = Some(state.unwrap());
         }
-        fn storage(&self) -> (&dyn StateStorage, &str) {
-            (&crate::state::LocalFileStorage, "test")
+        fn storage(&self) -> SnapshotStorage<'_> {
+            SnapshotStorage {
+                storage: &crate::state::LocalFileStorage,
+                file_prefix: "test",
+                memory_threshold: u64::MAX,
+            }
         }
         fn checkpointing(&self) -> bool {
             true
@@ -642,7 +652,7 @@ mod tests {
         after: u32,
     ) -> Vec<T> {
         let mut emitted = Vec::new();
-        let mut elements: Vec<Vec<u8>> = Vec::new();
+        let mut states = Vec::new();
         for i in 0..p1 {
             let got = Rc::new(RefCell::new(Vec::new()));
             let acked = Rc::new(RefCell::new(None));
@@ -662,17 +672,20 @@ mod tests {
                 ctx.final_checkpoint().unwrap();
             }
             emitted.extend(got.take());
-            let state = acked.take().expect("the source took the checkpoint");
-            elements.extend(state.operators[&0].operator_state.clone());
+            let mut state = acked.take().expect("the source took the checkpoint");
+            states.push(state.operators.remove(&0).expect("the source's state"));
         }
-        for i in 0..p2 {
-            let mine: Vec<Vec<u8>> = elements
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| *j as u32 % p2 == i)
-                .map(|(_, e)| e.clone())
+        // Split as a restore does.
+        let shares = crate::checkpoint::assign::split_operator_state(states.iter(), p2);
+        for (i, share) in shares.into_iter().enumerate() {
+            let mine: Vec<Vec<u8>> = share
+                .into_iter()
+                .flat_map(|slice| match slice {
+                    crate::checkpoint::OperatorStateSlice::Inline(inline) => inline,
+                    other => panic!("the test's hooks keep operator state inline: {other:?}"),
+                })
                 .collect();
-            emitted.extend(run_with_restored_state(&mut *make(), mine, i, p2).unwrap());
+            emitted.extend(run_with_restored_state(&mut *make(), mine, i as u32, p2).unwrap());
         }
         emitted
     }
@@ -695,7 +708,9 @@ mod tests {
                 operators: [(
                     0,
                     crate::checkpoint::OperatorRestore {
-                        operator_state: elements,
+                        operator_state: vec![crate::checkpoint::OperatorStateSlice::Inline(
+                            elements,
+                        )],
                         keyed: Vec::new(),
                     },
                 )]

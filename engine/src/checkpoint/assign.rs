@@ -1,12 +1,17 @@
 //! Restore assignment: which part of a snapshot each subtask of the (possibly rescaled) job
-//! starts from. Flink's rules: operator state is a list of elements redistributed round-robin,
-//! keyed state follows key groups, and the number of key groups (max parallelism) never changes.
+//! starts from. Flink's rules: operator state is a list of elements split into contiguous,
+//! balanced ranges over the new subtasks (Flink's `RoundRobinOperatorStateRepartitioner` for
+//! split-distributed list state), keyed state follows key groups, and the number of key groups
+//! (max parallelism) never changes. Operator state in files is split by element index, which
+//! the handles record: the JobManager never reads a state file, each restoring subtask reads
+//! its own slices.
 
 use std::collections::BTreeMap;
 
 use super::metadata::{CheckpointMetadata, RestoreError};
 use super::topology::{TaskKey, VertexTopology};
-use super::{OperatorRestore, TaskRestore};
+use super::{OperatorRestore, OperatorStateSlice, OperatorSubtaskState, TaskRestore};
+use crate::state::OperatorStateHandle;
 
 /// The key groups `[first, last]` that subtask `index` of `parallelism` owns, out of
 /// `max_parallelism` (Flink's `KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex`).
@@ -40,6 +45,66 @@ pub(crate) fn operator_vertices(
         }
     }
     Ok(map)
+}
+
+/// Elements `first..first + count` of `handle` as a slice; `None` for no element, so a share
+/// holds no empty slices (a restored subtask without elements still learns it was restored:
+/// its operator is in the restore).
+fn slice(handle: &OperatorStateHandle, first: u64, count: u64) -> Option<OperatorStateSlice> {
+    if count == 0 {
+        return None;
+    }
+    Some(match handle {
+        OperatorStateHandle::Inline(elements) => OperatorStateSlice::Inline(
+            elements
+                .iter()
+                .skip(first as usize)
+                .take(count as usize)
+                .cloned()
+                .collect(),
+        ),
+        OperatorStateHandle::File { file } => OperatorStateSlice::File {
+            file: file.clone(),
+            first,
+            count,
+        },
+    })
+}
+
+/// The operator state of `subtasks` (in subtask order) split over `parallelism` new subtasks:
+/// the concatenation of all elements cut into contiguous ranges, the first `total % parallelism`
+/// subtasks one element more than the others (Flink's split redistribution).
+pub(crate) fn split_operator_state<'a>(
+    subtasks: impl Iterator<Item = &'a OperatorSubtaskState>,
+    parallelism: u32,
+) -> Vec<Vec<OperatorStateSlice>> {
+    let handles: Vec<&OperatorStateHandle> = subtasks.map(|st| &st.operator_state).collect();
+    let total: u64 = handles.iter().map(|h| h.element_count()).sum();
+    let p = u64::from(parallelism.max(1));
+    let (base, extra) = (total / p, total % p);
+    let mut out = Vec::with_capacity(p as usize);
+    // The global index where each handle starts.
+    let mut starts = Vec::with_capacity(handles.len());
+    let mut at = 0;
+    for h in &handles {
+        starts.push(at);
+        at += h.element_count();
+    }
+    let mut begin = 0;
+    for i in 0..p {
+        let end = begin + base + u64::from(i < extra);
+        let mut slices = Vec::new();
+        for (h, &start) in handles.iter().zip(&starts) {
+            let stop = start + h.element_count();
+            let (lo, hi) = (begin.max(start), end.min(stop));
+            if lo < hi {
+                slices.extend(slice(h, lo - start, hi - lo));
+            }
+        }
+        out.push(slices);
+        begin = end;
+    }
+    out
 }
 
 /// The state every subtask of `topology` starts from when restoring `metadata` (whose files are
@@ -90,19 +155,15 @@ pub fn assign(
             // grouping the operator relies on.
             for (&s, st) in &state.subtasks {
                 if let Some(share) = shares.get_mut(s as usize) {
-                    share.operator_state = st.operator_state.clone();
+                    let n = st.operator_state.element_count();
+                    share.operator_state = slice(&st.operator_state, 0, n).into_iter().collect();
                     share.keyed.extend(st.keyed.iter().cloned());
                 }
             }
         } else if new_p > 0 {
-            let elements = state
-                .subtasks
-                .values()
-                .flat_map(|st| st.operator_state.iter());
-            for (j, element) in elements.enumerate() {
-                shares[j % new_p as usize]
-                    .operator_state
-                    .push(element.clone());
+            let split = split_operator_state(state.subtasks.values(), new_p);
+            for (share, slices) in shares.iter_mut().zip(split) {
+                share.operator_state = slices;
             }
             for (i, share) in shares.iter_mut().enumerate() {
                 let range = key_group_range(state.max_parallelism, new_p, i as u32);
@@ -132,9 +193,8 @@ pub fn assign(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::OperatorSubtaskState;
     use crate::checkpoint::metadata::OperatorMetadata;
-    use crate::state::KeyedStateHandle;
+    use crate::state::{KeyedStateHandle, OperatorStateFile};
     use proptest::prelude::*;
 
     fn vertex(parallelism: u32, max_parallelism: u32, operators: Vec<u32>) -> VertexTopology {
@@ -157,15 +217,34 @@ mod tests {
     }
 
     /// An operator whose subtask `s` has elements `[s, e]` and the keyed handle of its own range.
-    fn metadata(op: u32, parallelism: u32, max_p: u32, elements: &[usize]) -> CheckpointMetadata {
+    /// The subtasks `in_files` marks keep their elements in a file `f<s>` instead of inline; its
+    /// element `e` stands for `[s, e]` (see [`elements`]).
+    fn metadata_with(
+        op: u32,
+        parallelism: u32,
+        max_p: u32,
+        counts: &[usize],
+        in_files: &[bool],
+    ) -> CheckpointMetadata {
         let mut m = CheckpointMetadata::new("0".repeat(32), 4, 0, false);
         let subtasks = (0..parallelism)
             .map(|s| {
-                let n = elements.get(s as usize).copied().unwrap_or(0);
+                let n = counts.get(s as usize).copied().unwrap_or(0);
+                let operator_state = if in_files.get(s as usize).copied().unwrap_or(false) {
+                    OperatorStateHandle::File {
+                        file: OperatorStateFile {
+                            path: format!("f{s}"),
+                            size: 100,
+                            elements: n as u64,
+                        },
+                    }
+                } else {
+                    OperatorStateHandle::Inline((0..n).map(|e| vec![s as u8, e as u8]).collect())
+                };
                 (
                     s,
                     OperatorSubtaskState {
-                        operator_state: (0..n).map(|e| vec![s as u8, e as u8]).collect(),
+                        operator_state,
                         keyed: Some(keyed(key_group_range(max_p, parallelism, s))),
                     },
                 )
@@ -180,6 +259,25 @@ mod tests {
             },
         );
         m
+    }
+
+    fn metadata(op: u32, parallelism: u32, max_p: u32, counts: &[usize]) -> CheckpointMetadata {
+        metadata_with(op, parallelism, max_p, counts, &[])
+    }
+
+    /// The elements slices stand for, in order: inline ones as they are, element `e` of file
+    /// `f<s>` as `[s, e]`.
+    fn elements(slices: &[OperatorStateSlice]) -> Vec<Vec<u8>> {
+        slices
+            .iter()
+            .flat_map(|slice| match slice {
+                OperatorStateSlice::Inline(elements) => elements.clone(),
+                OperatorStateSlice::File { file, first, count } => {
+                    let s: u8 = file.path[1..].parse().expect("f<s>");
+                    (*first..first + count).map(|e| vec![s, e as u8]).collect()
+                }
+            })
+            .collect()
     }
 
     fn key(vertex: u32, subtask: u32) -> TaskKey {
@@ -197,15 +295,24 @@ mod tests {
 
     #[test]
     fn same_parallelism_gives_each_subtask_its_own_state() {
-        let m = metadata(7, 2, 128, &[2, 1]);
+        let m = metadata_with(7, 2, 128, &[2, 1], &[true, false]);
         let topo = vec![vertex(1, 128, vec![1]), vertex(2, 128, vec![7, 8])];
         let out = assign(&m, "/c/chk-4", &topo).expect("assign");
         assert_eq!(out.len(), 3, "every subtask gets an entry");
         let t1 = &out[&key(1, 1)];
         assert_eq!(t1.checkpoint_id, 4);
         assert_eq!(t1.metadata_dir, "/c/chk-4");
-        assert_eq!(t1.operators[&7].operator_state, vec![vec![1, 0]]);
+        assert_eq!(
+            t1.operators[&7].operator_state,
+            vec![OperatorStateSlice::Inline(vec![vec![1, 0]])]
+        );
         assert_eq!(t1.operators[&7].keyed, vec![keyed((64, 127))]);
+        // The file is handed on whole, unread.
+        let t0 = &out[&key(1, 0)].operators[&7].operator_state;
+        assert!(
+            matches!(&t0[..], [OperatorStateSlice::File { file, first: 0, count: 2 }] if file.path == "f0"),
+            "{t0:?}"
+        );
         assert!(
             !t1.operators.contains_key(&8),
             "an operator without state starts empty"
@@ -214,15 +321,17 @@ mod tests {
     }
 
     #[test]
-    fn scale_out_1_to_3_round_robins_elements_and_shares_the_handle() {
-        let m = metadata(7, 1, 128, &[5]);
-        let out = assign(&m, "/d", &[vertex(3, 128, vec![7])]).expect("assign");
-        let elems = |s| out[&key(0, s)].operators[&7].operator_state.clone();
-        assert_eq!(elems(0), vec![vec![0, 0], vec![0, 3]]);
-        assert_eq!(elems(1), vec![vec![0, 1], vec![0, 4]]);
-        assert_eq!(elems(2), vec![vec![0, 2]]);
-        for s in 0..3 {
-            assert_eq!(out[&key(0, s)].operators[&7].keyed, vec![keyed((0, 127))]);
+    fn scale_out_1_to_3_splits_elements_into_ranges_and_shares_the_handle() {
+        for in_file in [false, true] {
+            let m = metadata_with(7, 1, 128, &[5], &[in_file]);
+            let out = assign(&m, "/d", &[vertex(3, 128, vec![7])]).expect("assign");
+            let elems = |s| elements(&out[&key(0, s)].operators[&7].operator_state);
+            assert_eq!(elems(0), vec![vec![0, 0], vec![0, 1]], "file: {in_file}");
+            assert_eq!(elems(1), vec![vec![0, 2], vec![0, 3]]);
+            assert_eq!(elems(2), vec![vec![0, 4]]);
+            for s in 0..3 {
+                assert_eq!(out[&key(0, s)].operators[&7].keyed, vec![keyed((0, 127))]);
+            }
         }
     }
 
@@ -231,15 +340,49 @@ mod tests {
         let m = metadata(7, 3, 128, &[2, 1, 2]);
         let out = assign(&m, "/d", &[vertex(2, 128, vec![7])]).expect("assign");
         let op = |s| out[&key(0, s)].operators[&7].clone();
-        // Elements in subtask order: [0,0] [0,1] [1,0] [2,0] [2,1].
+        // Elements in subtask order: [0,0] [0,1] [1,0] | [2,0] [2,1].
         assert_eq!(
-            op(0).operator_state,
-            vec![vec![0, 0], vec![1, 0], vec![2, 1]]
+            elements(&op(0).operator_state),
+            vec![vec![0, 0], vec![0, 1], vec![1, 0]]
         );
-        assert_eq!(op(1).operator_state, vec![vec![0, 1], vec![2, 0]]);
+        assert_eq!(
+            elements(&op(1).operator_state),
+            vec![vec![2, 0], vec![2, 1]]
+        );
         // New ranges: [0,63] and [64,127]; old: [0,42] [43,85] [86,127].
         assert_eq!(op(0).keyed, vec![keyed((0, 42)), keyed((43, 85))]);
         assert_eq!(op(1).keyed, vec![keyed((43, 85)), keyed((86, 127))]);
+    }
+
+    /// Rescaling with files: each new subtask gets (file, element range) slices, a file may be
+    /// cut between two subtasks, and inline and file handles mix.
+    #[test]
+    fn rescale_with_files_hands_out_element_ranges_of_the_files() {
+        // 2 -> 3: f0 holds 4 elements, subtask 1 has 3 inline; 7 elements -> 3, 2, 2.
+        let m = metadata_with(7, 2, 128, &[4, 3], &[true, false]);
+        let out = assign(&m, "/d", &[vertex(3, 128, vec![7])]).expect("assign");
+        let share = |s| out[&key(0, s)].operators[&7].operator_state.clone();
+        let file = |s: &[OperatorStateSlice], i: usize| match &s[i] {
+            OperatorStateSlice::File { file, first, count } => (file.path.clone(), *first, *count),
+            other => panic!("not a file slice: {other:?}"),
+        };
+        assert_eq!(share(0).len(), 1);
+        assert_eq!(file(&share(0), 0), ("f0".into(), 0, 3));
+        assert_eq!(file(&share(1), 0), ("f0".into(), 3, 1));
+        assert_eq!(share(1)[1], OperatorStateSlice::Inline(vec![vec![1, 0]]));
+        assert_eq!(
+            share(2),
+            vec![OperatorStateSlice::Inline(vec![vec![1, 1], vec![1, 2]])]
+        );
+
+        // 3 -> 1: every file whole, in subtask order, around the inline elements.
+        let m = metadata_with(7, 3, 128, &[2, 1, 3], &[true, false, true]);
+        let out = assign(&m, "/d", &[vertex(1, 128, vec![7])]).expect("assign");
+        let all = &out[&key(0, 0)].operators[&7].operator_state;
+        assert_eq!(all.len(), 3);
+        assert_eq!(file(all, 0), ("f0".into(), 0, 2));
+        assert_eq!(all[1], OperatorStateSlice::Inline(vec![vec![1, 0]]));
+        assert_eq!(file(all, 2), ("f2".into(), 0, 3));
     }
 
     #[test]
@@ -281,21 +424,29 @@ mod tests {
             old_p in 1u32..6,
             new_p in 1u32..6,
             counts in proptest::collection::vec(0usize..7, 6),
+            in_files in proptest::collection::vec(any::<bool>(), 6),
         ) {
-            let m = metadata(7, old_p, 16, &counts);
+            let m = metadata_with(7, old_p, 16, &counts, &in_files);
             let out = assign(&m, "/d", &[vertex(new_p, 16, vec![7])]).expect("assign");
-            let mut got: Vec<Vec<u8>> = out
-                .values()
-                .flat_map(|t| t.operators[&7].operator_state.clone())
+            // In subtask order the shares give back every element once, in the snapshot's order.
+            let got: Vec<Vec<u8>> = (0..new_p)
+                .flat_map(|s| elements(&out[&key(0, s)].operators[&7].operator_state))
                 .collect();
-            let mut want: Vec<Vec<u8>> = m.operators[&7]
-                .subtasks
-                .values()
-                .flat_map(|s| s.operator_state.clone())
+            let want: Vec<Vec<u8>> = (0..old_p)
+                .flat_map(|s| (0..counts[s as usize]).map(move |e| vec![s as u8, e as u8]))
                 .collect();
-            got.sort();
-            want.sort();
             prop_assert_eq!(got, want);
+            // Rescaled shares are balanced (at the same parallelism each subtask keeps its own);
+            // no slice is empty.
+            let sizes: Vec<u64> = (0..new_p)
+                .map(|s| out[&key(0, s)].operators[&7].operator_state.iter().map(|x| x.element_count()).sum())
+                .collect();
+            if old_p != new_p {
+                prop_assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1);
+            }
+            for s in 0..new_p {
+                prop_assert!(out[&key(0, s)].operators[&7].operator_state.iter().all(|x| x.element_count() > 0));
+            }
             // Every key group of every new subtask is covered by some handle it got.
             for s in 0..new_p {
                 let (first, last) = key_group_range(16, new_p, s);

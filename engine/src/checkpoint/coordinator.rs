@@ -275,10 +275,11 @@ pub struct RestorePlan {
 }
 
 /// (bytes written, bytes of state) of some operator states: keyed handles' sizes plus the
-/// operator state's elements, which travel inside `_metadata`.
+/// operator state's, its elements' bytes when they travel inside `_metadata`, its file's size
+/// when it was written to a file (always written anew: it counts in both).
 fn state_sizes<'a>(states: impl Iterator<Item = &'a OperatorSubtaskState>) -> (u64, u64) {
     states.fold((0, 0), |(written, full), st| {
-        let inline: u64 = st.operator_state.iter().map(|e| e.len() as u64).sum();
+        let inline = st.operator_state.size();
         let (kw, kf) = st
             .keyed
             .as_ref()
@@ -1010,15 +1011,14 @@ impl CheckpointCoordinator {
         let metadata = self.build_metadata(&p);
         if p.is_savepoint() {
             // A savepoint must survive the job's directory being deleted and be movable.
-            let escaping = metadata.keyed_handles().find_map(|(_, _, k)| {
-                k.files
-                    .iter()
-                    .find(|f| f.path.starts_with("..") || f.path.starts_with('/'))
-            });
-            if let Some(file) = escaping {
+            let outside = |path: &str| path.starts_with("..") || path.starts_with('/');
+            let keyed = metadata
+                .keyed_handles()
+                .flat_map(|(_, _, k)| k.files.iter().map(|f| &f.path));
+            let operator = metadata.operator_state_files().map(|(_, _, f)| &f.path);
+            if let Some(path) = keyed.chain(operator).find(|p| outside(p)) {
                 let reason = format!(
-                    "Savepoint is not self-contained: it references {} outside its directory",
-                    file.path
+                    "Savepoint is not self-contained: it references {path} outside its directory"
                 );
                 return self.fail(p, now, reason, false);
             }

@@ -5,9 +5,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
+use crate::checkpoint::OperatorStateSlice;
 use crate::checkpoint::io as file_work;
 use crate::checkpoint::metadata::{load_metadata, validate};
-use crate::state::{KeyedStateHandle, LocalFileStorage, StateFile, StateStorage};
+use crate::state::{
+    KeyedStateHandle, LocalFileStorage, OperatorStateHandle, StateFile, StateStorage,
+};
 
 /// Local storage whose `_metadata` writes can be made to fail.
 #[derive(Default)]
@@ -299,7 +302,7 @@ fn state(op: u32, element: &[u8], keyed: Option<KeyedStateHandle>) -> SubtaskSta
         operators: BTreeMap::from([(
             op,
             OperatorSubtaskState {
-                operator_state: vec![element.to_vec()],
+                operator_state: OperatorStateHandle::Inline(vec![element.to_vec()]),
                 keyed,
             },
         )]),
@@ -460,14 +463,14 @@ fn completion_writes_versioned_metadata_and_notifies() {
     ));
 
     let m = load_metadata(env.storage.as_ref(), &location.dir).expect("metadata");
-    assert_eq!((m.version, m.checkpoint_id, m.timestamp), (1, 1, 100));
+    assert_eq!((m.version, m.checkpoint_id, m.timestamp), (2, 1, 100));
     assert_eq!(m.job_id, JOB);
     assert!(!m.is_savepoint);
     assert_eq!(m.operators[&1].parallelism, 2);
     assert_eq!(m.operators[&1].max_parallelism, 128);
     assert_eq!(
         m.operators[&1].subtasks[&1].operator_state,
-        vec![b"off=2".to_vec()]
+        OperatorStateHandle::Inline(vec![b"off=2".to_vec()])
     );
     assert_eq!(m.operators[&2].subtasks[&0].keyed, Some(keyed));
     validate(env.storage.as_ref(), &location.dir, &m).expect("files there");
@@ -692,6 +695,93 @@ fn an_aborted_checkpoint_deletes_its_files_but_not_shared_files_retained_ones_us
     );
 }
 
+/// Operator state above the memory threshold lives in a file of its checkpoint: the stats count
+/// the file's bytes, a restore hands out (file, range) slices without reading the file, and the
+/// file goes with its checkpoint when that is subsumed or aborted, never while referenced.
+#[test]
+fn operator_state_files_count_in_stats_and_go_with_their_checkpoint() {
+    use crate::state::operator_state;
+    let env = Env::new();
+    let mut c = env.coordinator(env.settings());
+    run_all(&mut c, 0);
+    c.tick(0);
+    let storage = env.storage.clone();
+    // A source subtask's snapshot: 3 elements of 10 bytes, over a threshold of 16 bytes.
+    let file_state = |location: &SnapshotLocation, subtask: u32| {
+        let elements: Vec<Vec<u8>> = (0..3).map(|e| vec![subtask as u8 * 10 + e; 10]).collect();
+        let name = format!(
+            "op1-sub{subtask}-att0-chk{}-operator",
+            location.checkpoint_id
+        );
+        let handle =
+            operator_state::snapshot(elements, 16, location, storage.as_ref(), &name).unwrap();
+        let file = handle.file().expect("over the threshold: a file").clone();
+        let state = SubtaskState {
+            operators: BTreeMap::from([(
+                1,
+                OperatorSubtaskState {
+                    operator_state: handle,
+                    keyed: None,
+                },
+            )]),
+        };
+        (state, join(&location.dir, &file.path), file.size)
+    };
+
+    let (id1, loc1, _) = trigger_of(&c.tick(100));
+    let (s0, file1, size) = file_state(&loc1, 0);
+    c.acknowledge(101, t(0, 0), id1, s0);
+    c.acknowledge(101, t(0, 1), id1, state(1, b"abcd", None));
+    c.acknowledge(102, t(1, 0), id1, state(2, b"", None));
+    let entry = c.checkpoint(id1).expect("recorded");
+    assert_eq!(entry.checkpointed_size, size + 4, "the file's bytes count");
+    assert_eq!(entry.state_size, size + 4);
+    let ack = entry.subtasks[0].ack.as_ref().expect("acknowledged");
+    assert_eq!((ack.checkpointed_size, ack.state_size), (size, size));
+    let m = load_metadata(env.storage.as_ref(), &loc1.dir).expect("metadata");
+    assert_eq!(
+        m.operators[&1].subtasks[&0]
+            .operator_state
+            .file()
+            .map(|f| f.size),
+        Some(size)
+    );
+
+    // Checkpoint 2, then 3 aborted: chk-1's file goes when chk-2 subsumes it, chk-3's with it.
+    let (id2, loc2, _) = trigger_of(&c.tick(200));
+    let (s0, file2, _) = file_state(&loc2, 0);
+    let (s1, file2b, _) = file_state(&loc2, 1);
+    c.acknowledge(201, t(0, 0), id2, s0);
+    c.acknowledge(201, t(0, 1), id2, s1);
+    assert!(env.exists(&file1), "chk-1 is still the latest completed");
+    c.acknowledge(202, t(1, 0), id2, state(2, b"", None));
+    assert!(!env.exists(&file1), "discarded with chk-1");
+    assert!(env.exists(&file2) && env.exists(&file2b));
+    let (id3, loc3, _) = trigger_of(&c.tick(300));
+    let (s0, file3, _) = file_state(&loc3, 0);
+    c.acknowledge(301, t(0, 0), id3, s0);
+    c.decline(302, t(0, 1), id3, "failed".into(), false);
+    assert!(!env.exists(&file3), "discarded with the aborted chk-3");
+    assert!(env.exists(&file2), "chk-2 still references it");
+
+    // A restore at the same parallelism hands each subtask its own file, unread.
+    let plan = c.restore_plan().expect("ok").expect("a plan");
+    assert_eq!(plan.checkpoint_id, id2);
+    let slices = &plan.tasks[&t(0, 1)].operators[&1].operator_state;
+    let [OperatorStateSlice::File { file, first, count }] = &slices[..] else {
+        panic!("a file slice: {slices:?}");
+    };
+    let elements = operator_state::read(
+        env.storage.as_ref(),
+        &plan.metadata_dir,
+        file,
+        *first,
+        *count,
+    )
+    .expect("read");
+    assert_eq!(elements, (10..13).map(|e| vec![e; 10]).collect::<Vec<_>>());
+}
+
 #[test]
 fn savepoints_are_named_self_contained_and_not_retained() {
     let env = Env::new();
@@ -843,7 +933,7 @@ fn restore_plan_falls_back_to_the_previous_checkpoint_and_names_bad_files() {
     assert_eq!(plan.tasks.len(), 3);
     assert_eq!(
         plan.tasks[&t(0, 1)].operators[&1].operator_state,
-        vec![b"1".to_vec()]
+        vec![OperatorStateSlice::Inline(vec![b"1".to_vec()])]
     );
     assert_eq!(plan.tasks[&t(1, 0)].metadata_dir, locations[1].dir);
 
@@ -905,7 +995,7 @@ fn an_initial_savepoint_is_restored_until_a_checkpoint_completes() {
     assert_eq!(plan.checkpoint_id, 41);
     assert_eq!(
         plan.tasks[&t(0, 0)].operators[&1].operator_state,
-        vec![vec![0u8]]
+        vec![OperatorStateSlice::Inline(vec![vec![0u8]])]
     );
     run_all(&mut c, 0);
     c.tick(0);

@@ -12,16 +12,20 @@ use serde::{Deserialize, Serialize};
 
 use super::OperatorSubtaskState;
 use crate::common::keys::KeyHash;
-use crate::state::KeyedStateHandle;
 use crate::state::storage::{StateStorage, join, resolve_inside};
+use crate::state::{KeyedStateHandle, OperatorStateFile};
 
 /// The name of the metadata file inside a checkpoint or savepoint directory.
 pub const METADATA_FILE: &str = "_metadata";
 /// The format marker: tells a sluice metadata file from any other JSON a user points `-s` at.
 pub const METADATA_FORMAT: &str = "sluice-checkpoint-metadata";
-/// The version this code writes and the only one it reads; bump it (and keep a reader for the
-/// old one) when the layout changes, so old savepoints stay restorable.
-pub const METADATA_VERSION: u32 = 1;
+/// The version this code writes; bump it (and keep a reader for the old one) when the layout
+/// changes, so old savepoints stay restorable. Version 2 added operator state in files (an
+/// operator state handle may be `{"file": ...}`); version 1 held operator state inline only and
+/// reads as it is (its inline lists are version 2's inline form).
+pub const METADATA_VERSION: u32 = 2;
+/// The oldest version this code reads.
+pub const OLDEST_METADATA_VERSION: u32 = 1;
 
 /// A completed checkpoint or savepoint, as written to `_metadata`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,14 +87,27 @@ impl CheckpointMetadata {
         })
     }
 
+    /// Every operator state file, with the operator id and subtask index it belongs to.
+    pub fn operator_state_files(&self) -> impl Iterator<Item = (u32, u32, &OperatorStateFile)> {
+        self.operators.iter().flat_map(|(&op, m)| {
+            m.subtasks
+                .iter()
+                .filter_map(move |(&s, st)| st.operator_state.file().map(|f| (op, s, f)))
+        })
+    }
+
     /// Storage paths of every file the checkpoint references, resolved against `metadata_dir`.
     /// A path that would lie outside the checkpoint is left out: sluice never wrote it, so it is
     /// neither read nor deleted ([`validate`] refuses such metadata for a restore).
     pub fn file_paths(&self, metadata_dir: &str) -> Vec<String> {
-        self.keyed_handles()
+        let keyed = self
+            .keyed_handles()
             .flat_map(|(_, _, k)| k.files.iter())
-            .filter_map(|f| self.resolve(metadata_dir, &f.path).ok())
-            .collect()
+            .filter_map(|f| self.resolve(metadata_dir, &f.path).ok());
+        let operator = self
+            .operator_state_files()
+            .filter_map(|(_, _, f)| self.resolve_private(metadata_dir, &f.path).ok());
+        keyed.chain(operator).collect()
     }
 
     /// Storage paths of the shared (incremental) files it references, as [`Self::file_paths`].
@@ -105,6 +122,18 @@ impl CheckpointMetadata {
     /// checkpoint (not a savepoint, which is self-contained) in the job's shared directory.
     fn resolve(&self, metadata_dir: &str, relative: &str) -> Result<String, RestoreError> {
         resolve_inside(metadata_dir, relative, !self.is_savepoint).map_err(|reason| {
+            RestoreError::OutsideCheckpoint {
+                checkpoint_id: self.checkpoint_id,
+                path: relative.to_string(),
+                reason,
+            }
+        })
+    }
+
+    /// The storage path of a file that must lie inside `metadata_dir` itself (operator state
+    /// files are never shared between checkpoints).
+    fn resolve_private(&self, metadata_dir: &str, relative: &str) -> Result<String, RestoreError> {
+        resolve_inside(metadata_dir, relative, false).map_err(|reason| {
             RestoreError::OutsideCheckpoint {
                 checkpoint_id: self.checkpoint_id,
                 path: relative.to_string(),
@@ -157,7 +186,7 @@ pub enum RestoreError {
         found: Option<String>,
     },
     /// The metadata was written by a version of sluice this one cannot read.
-    #[error("{path} has metadata version {version}; this sluice reads version 1")]
+    #[error("{path} has metadata version {version}; this sluice reads versions 1 to 2")]
     UnsupportedVersion {
         /// The metadata file's storage path.
         path: String,
@@ -306,7 +335,7 @@ pub fn load_metadata(
         });
     }
     let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
-    if version != u64::from(METADATA_VERSION) {
+    if !(u64::from(OLDEST_METADATA_VERSION)..=u64::from(METADATA_VERSION)).contains(&version) {
         return Err(RestoreError::UnsupportedVersion {
             path: file,
             version,
@@ -325,27 +354,32 @@ pub fn validate(
     metadata_dir: &str,
     metadata: &CheckpointMetadata,
 ) -> Result<(), RestoreError> {
-    for (_, _, handle) in metadata.keyed_handles() {
-        for file in &handle.files {
-            let path = metadata.resolve(metadata_dir, &file.path)?;
-            match storage.size(&path) {
-                Ok(Some(actual)) if actual == file.size => {}
-                Ok(Some(actual)) => {
-                    return Err(RestoreError::FileSize {
-                        checkpoint_id: metadata.checkpoint_id,
-                        path,
-                        expected: file.size,
-                        actual,
-                    });
-                }
-                Ok(None) => {
-                    return Err(RestoreError::FileMissing {
-                        checkpoint_id: metadata.checkpoint_id,
-                        path,
-                    });
-                }
-                Err(source) => return Err(RestoreError::Read { path, source }),
+    let keyed = metadata
+        .keyed_handles()
+        .flat_map(|(_, _, k)| k.files.iter())
+        .map(|f| Ok((metadata.resolve(metadata_dir, &f.path)?, f.size)));
+    let operator = metadata
+        .operator_state_files()
+        .map(|(_, _, f)| Ok((metadata.resolve_private(metadata_dir, &f.path)?, f.size)));
+    for file in keyed.chain(operator) {
+        let (path, expected): (String, u64) = file?;
+        match storage.size(&path) {
+            Ok(Some(actual)) if actual == expected => {}
+            Ok(Some(actual)) => {
+                return Err(RestoreError::FileSize {
+                    checkpoint_id: metadata.checkpoint_id,
+                    path,
+                    expected,
+                    actual,
+                });
             }
+            Ok(None) => {
+                return Err(RestoreError::FileMissing {
+                    checkpoint_id: metadata.checkpoint_id,
+                    path,
+                });
+            }
+            Err(source) => return Err(RestoreError::Read { path, source }),
         }
     }
     Ok(())
@@ -354,7 +388,7 @@ pub fn validate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{LocalFileStorage, StateFile};
+    use crate::state::{LocalFileStorage, OperatorStateHandle, StateFile};
 
     fn base() -> (tempfile::TempDir, String) {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -372,7 +406,7 @@ mod tests {
                 subtasks: BTreeMap::from([(
                     0,
                     OperatorSubtaskState {
-                        operator_state: vec![b"offset=5".to_vec()],
+                        operator_state: OperatorStateHandle::Inline(vec![b"offset=5".to_vec()]),
                         keyed: Some(KeyedStateHandle {
                             backend: "rocksdb".into(),
                             key_groups: (0, 127),
@@ -395,7 +429,36 @@ mod tests {
                 )]),
             },
         );
+        m.operators.insert(
+            4,
+            OperatorMetadata {
+                parallelism: 1,
+                max_parallelism: 128,
+                subtasks: BTreeMap::from([(
+                    0,
+                    OperatorSubtaskState {
+                        operator_state: OperatorStateHandle::File {
+                            file: OperatorStateFile {
+                                path: "op4-sub0-att0-chk7-operator".into(),
+                                size: 5,
+                                elements: 2,
+                            },
+                        },
+                        keyed: None,
+                    },
+                )]),
+            },
+        );
         m
+    }
+
+    /// Writes the files `sample()` references into `dir` (its shared one beside it).
+    fn write_sample_files(s: &LocalFileStorage, dir: &str) {
+        s.write(&join(dir, "private-1"), b"abc").expect("write");
+        s.write(&join(dir, "../shared/a.sst"), b"abcd")
+            .expect("write");
+        s.write(&join(dir, "op4-sub0-att0-chk7-operator"), b"12345")
+            .expect("write");
     }
 
     #[test]
@@ -440,16 +503,16 @@ mod tests {
         assert!(err.to_string().contains(&file), "{err}");
 
         let mut v = serde_json::to_value(sample()).expect("value");
-        v["version"] = serde_json::json!(2);
+        v["version"] = serde_json::json!(3);
         s.write(&file, v.to_string().as_bytes()).expect("write");
         let err = load_metadata(&s, &file).unwrap_err();
         assert!(
-            matches!(err, RestoreError::UnsupportedVersion { version: 2, .. }),
+            matches!(err, RestoreError::UnsupportedVersion { version: 3, .. }),
             "{err}"
         );
         assert!(err.to_string().contains(&file), "{err}");
 
-        v["version"] = serde_json::json!(1);
+        v["version"] = serde_json::json!(2);
         v["operators"] = serde_json::json!("oops");
         s.write(&file, v.to_string().as_bytes()).expect("write");
         let err = load_metadata(&s, &file).unwrap_err();
@@ -463,6 +526,8 @@ mod tests {
         let dir = join(&base, "job/chk-7");
         let m = sample();
         s.write(&join(&dir, "private-1"), b"abc").expect("write");
+        s.write(&join(&dir, "op4-sub0-att0-chk7-operator"), b"12345")
+            .expect("write");
         let shared = join(&base, "job/shared/a.sst");
         let err = validate(&s, &dir, &m).unwrap_err();
         assert!(matches!(err, RestoreError::FileMissing { .. }), "{err}");
@@ -495,9 +560,7 @@ mod tests {
         let dir = join(&base, "job/chk-7");
         let outside = join(&base, "secret");
         s.write(&outside, b"abc").expect("write");
-        s.write(&join(&dir, "private-1"), b"abc").expect("write");
-        s.write(&join(&base, "job/shared/a.sst"), b"abcd")
-            .expect("write");
+        write_sample_files(&s, &dir);
         let crafted = |path: &str, is_savepoint: bool| {
             let mut m = sample();
             m.is_savepoint = is_savepoint;
@@ -525,5 +588,100 @@ mod tests {
         }
         // The untouched sample still validates.
         validate(&s, &dir, &sample()).expect("valid");
+    }
+
+    /// Metadata version 2 holds operator state inline or as a file handle; both come back, and
+    /// the file counts among the checkpoint's files (validated before a restore, deleted with it).
+    #[test]
+    fn metadata_with_inline_and_file_operator_state_round_trips() {
+        let (_t, base) = base();
+        let s = LocalFileStorage;
+        let dir = join(&base, "job/chk-7");
+        let m = sample();
+        s.write(&join(&dir, METADATA_FILE), &m.to_bytes().expect("json"))
+            .expect("write");
+        let back = load_metadata(&s, &dir).expect("load");
+        assert_eq!(back, m);
+        assert_eq!(back.version, METADATA_VERSION);
+        let op_file = join(&dir, "op4-sub0-att0-chk7-operator");
+        assert!(back.file_paths(&dir).contains(&op_file));
+        write_sample_files(&s, &dir);
+        validate(&s, &dir, &back).expect("valid");
+        s.write(&op_file, b"1234").expect("truncate");
+        let err = validate(&s, &dir, &back).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RestoreError::FileSize {
+                    expected: 5,
+                    actual: 4,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&op_file), "{err}");
+        s.delete_file(&op_file).expect("delete");
+        let err = validate(&s, &dir, &back).unwrap_err();
+        assert!(matches!(err, RestoreError::FileMissing { .. }), "{err}");
+        assert!(err.to_string().contains(&op_file), "{err}");
+
+        // An operator state file may not even reach the shared directory.
+        let mut shared = m.clone();
+        let st = shared
+            .operators
+            .get_mut(&4)
+            .unwrap()
+            .subtasks
+            .get_mut(&0)
+            .unwrap();
+        if let OperatorStateHandle::File { file } = &mut st.operator_state {
+            file.path = "../shared/a.sst".into();
+        }
+        let err = validate(&s, &dir, &shared).unwrap_err();
+        assert!(
+            matches!(err, RestoreError::OutsideCheckpoint { .. }),
+            "{err}"
+        );
+    }
+
+    /// `_metadata` as version 1 wrote it (operator state inline only, as a list of byte lists)
+    /// still loads.
+    #[test]
+    fn version_1_metadata_still_loads() {
+        let (_t, base) = base();
+        let s = LocalFileStorage;
+        let dir = join(&base, "chk-3");
+        let v1 = r#"{
+          "format": "sluice-checkpoint-metadata",
+          "version": 1,
+          "job_id": "abababababababababababababababab",
+          "checkpoint_id": 3,
+          "timestamp": 1000,
+          "is_savepoint": true,
+          "key_hash": "words",
+          "operators": {
+            "2": {
+              "parallelism": 2,
+              "max_parallelism": 128,
+              "subtasks": {
+                "0": { "operator_state": [[111, 102, 102], []], "keyed": null },
+                "1": { "operator_state": [], "keyed": null }
+              }
+            }
+          }
+        }"#;
+        s.write(&join(&dir, METADATA_FILE), v1.as_bytes())
+            .expect("write");
+        let m = load_metadata(&s, &dir).expect("version 1 loads");
+        assert_eq!(m.version, 1);
+        let subtasks = &m.operators[&2].subtasks;
+        assert_eq!(
+            subtasks[&0].operator_state,
+            OperatorStateHandle::Inline(vec![b"off".to_vec(), Vec::new()])
+        );
+        assert_eq!(subtasks[&1].operator_state, OperatorStateHandle::default());
+        assert!(m.file_paths(&dir).is_empty());
+        validate(&s, &dir, &m).expect("nothing to check");
     }
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::KeyedStateHandle;
+use crate::state::{KeyedStateHandle, OperatorStateFile, OperatorStateHandle};
 
 pub mod assign;
 pub mod coordinator;
@@ -35,9 +35,10 @@ pub use topology::{TaskKey, VertexTopology};
 /// What one operator of one subtask contributes to a checkpoint.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorSubtaskState {
-    /// Operator (non-keyed) state: a list of opaque elements, redistributed round-robin when the
-    /// parallelism changes (Flink's split redistribution).
-    pub operator_state: Vec<Vec<u8>>,
+    /// Operator (non-keyed) state: a list of opaque elements, inline or in a file of the
+    /// checkpoint (above `state.storage.fs.memory-threshold`), split into contiguous ranges
+    /// when the parallelism changes (Flink's split redistribution).
+    pub operator_state: OperatorStateHandle,
     /// Keyed state, for operators after a `key_by`.
     pub keyed: Option<KeyedStateHandle>,
 }
@@ -54,10 +55,37 @@ pub struct SubtaskState {
 /// What a restored subtask gets for one operator.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorRestore {
-    /// This subtask's share of the operator state's elements.
-    pub operator_state: Vec<Vec<u8>>,
+    /// This subtask's share of the operator state's elements, in order: slices of the
+    /// snapshot's handles. The subtask reads the files itself; the JobManager never does.
+    pub operator_state: Vec<OperatorStateSlice>,
     /// Every keyed handle whose key groups intersect this subtask's range.
     pub keyed: Vec<KeyedStateHandle>,
+}
+
+/// A part of one snapshotted operator state handle that a restored subtask gets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OperatorStateSlice {
+    /// Inline elements (from a handle that was inline).
+    Inline(Vec<Vec<u8>>),
+    /// Elements `first..first + count` of a file, relative to the restore's `metadata_dir`.
+    File {
+        /// The file.
+        file: OperatorStateFile,
+        /// The index of the first element taken.
+        first: u64,
+        /// How many elements are taken.
+        count: u64,
+    },
+}
+
+impl OperatorStateSlice {
+    /// How many elements it holds.
+    pub fn element_count(&self) -> u64 {
+        match self {
+            OperatorStateSlice::Inline(elements) => elements.len() as u64,
+            OperatorStateSlice::File { count, .. } => *count,
+        }
+    }
 }
 
 /// The state a deployed subtask starts from.

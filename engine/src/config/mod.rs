@@ -225,6 +225,10 @@ pub struct StateOptions {
     /// `state.backend.rocksdb.memory.write-buffer-ratio` (default 0.5, in (0, 1)): share of a
     /// slot's RocksDB memory for write buffers.
     pub rocksdb_write_buffer_ratio: f64,
+    /// `state.storage.fs.memory-threshold` (default 20kb, at most 1mb): an operator's operator
+    /// state in one subtask of more bytes is written to a file of the checkpoint instead of
+    /// travelling inline in the acknowledgement and `_metadata`.
+    pub memory_threshold: u64,
 }
 
 /// The name prefix of TaskManagers' local state directories, followed by `<pid>-<resource id>`.
@@ -669,6 +673,7 @@ impl Config {
                 rocksdb_memory_managed: false,
                 rocksdb_fixed_per_slot: None,
                 rocksdb_write_buffer_ratio: 0.0,
+                memory_threshold: 0,
             },
             ha: HaOptions {
                 zookeeper: false,

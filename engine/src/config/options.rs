@@ -667,6 +667,28 @@ impl Codec for OptDur {
     }
 }
 
+/// A memory size of at most the given bytes (Flink caps `state.storage.fs.memory-threshold` at
+/// 1 MiB: inline state travels in RPC messages and the metadata file).
+struct MemAtMost(u64);
+
+impl Codec for MemAtMost {
+    type Value = u64;
+    const TYPE_NAME: &'static str = "memory size";
+    fn parse(&self, raw: &str) -> Result<u64, Rejection> {
+        let bytes = ANY_SIZE.parse(raw)?;
+        if bytes > self.0 {
+            return Err(Rejection::OutOfRange(format!(
+                "must be at most {}",
+                format_memory_size(self.0)
+            )));
+        }
+        Ok(bytes)
+    }
+    fn render(&self, value: &u64) -> String {
+        format_memory_size(*value)
+    }
+}
+
 /// A memory size that may be unset; empty means unset.
 struct OptMem;
 
@@ -1001,6 +1023,9 @@ options! {
     "state.backend.type" => state.backend: Choice::<StateBackendKind>(PhantomData),
         default "hashmap",
         doc "Keyed state backend: hashmap (in memory) or rocksdb (on local disk).";
+    "state.storage.fs.memory-threshold" => state.memory_threshold: MemAtMost(1 << 20),
+        default "20kb",
+        doc "Operator state of one operator in one subtask up to this size travels inline in the checkpoint's metadata; larger state is written to a file in the checkpoint's directory (at most 1mb).";
     "taskmanager.bind-host" => taskmanager.bind_host: Text,
         default "localhost",
         doc "Local address the TaskManager's endpoints bind to (0.0.0.0 for all interfaces).";

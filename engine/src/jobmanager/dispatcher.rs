@@ -143,6 +143,7 @@ impl JobSettings {
                 exactly_once: c.mode == CheckpointingMode::ExactlyOnce,
                 restore: None,
                 key_hash: crate::common::keys::KeyHash::CURRENT,
+                memory_threshold: config.state.memory_threshold,
             },
             auto_watermark_interval: config.auto_watermark_interval,
             restore_from: None,

@@ -443,6 +443,7 @@ impl JobManagerShared {
 pub const JOB_SCOPED_PREFIXES: &[&str] = &[
     "execution.checkpointing.",
     "state.backend.",
+    "state.storage.",
     "restart-strategy.",
     "pipeline.auto-watermark-interval",
 ];

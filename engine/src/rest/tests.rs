@@ -606,7 +606,7 @@ async fn a_savepoint_pointing_outside_itself_is_refused_naming_the_path() {
             subtasks: [(
                 0,
                 crate::checkpoint::OperatorSubtaskState {
-                    operator_state: Vec::new(),
+                    operator_state: Default::default(),
                     keyed: Some(crate::state::KeyedStateHandle {
                         backend: "hashmap".into(),
                         key_groups: (0, 127),

@@ -138,7 +138,7 @@ pub struct TaskDeployment {
 }
 
 /// The state and checkpoint settings of a deployed subtask.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TaskStateConfig {
     /// `state.backend.type`: `hashmap` or `rocksdb`.
     pub backend: String,
@@ -153,6 +153,28 @@ pub struct TaskStateConfig {
     /// How the job hashes keys into key groups: the function its restored state was written
     /// with, else the current one.
     pub key_hash: crate::common::keys::KeyHash,
+    /// `state.storage.fs.memory-threshold`: an operator's operator state of more bytes is
+    /// written to a file of the checkpoint instead of travelling inline.
+    #[serde(default = "default_memory_threshold")]
+    pub memory_threshold: u64,
+}
+
+fn default_memory_threshold() -> u64 {
+    crate::config::Config::default().state.memory_threshold
+}
+
+impl Default for TaskStateConfig {
+    fn default() -> Self {
+        TaskStateConfig {
+            backend: String::new(),
+            incremental: false,
+            checkpointing: false,
+            exactly_once: false,
+            restore: None,
+            key_hash: crate::common::keys::KeyHash::default(),
+            memory_threshold: default_memory_threshold(),
+        }
+    }
 }
 
 /// A result partition the subtask produces.

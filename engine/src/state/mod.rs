@@ -29,6 +29,7 @@ mod heap;
 mod import;
 mod key_groups;
 mod memory;
+pub mod operator_state;
 mod registry;
 mod rocks;
 mod settings;
@@ -52,7 +53,10 @@ pub use key_groups::{KeyGroupRange, MAX_MAX_PARALLELISM, subtask_for_key};
 pub use memory::RocksMemory;
 use registry::{Registry, StateId};
 pub use settings::{BackendKind, BackendSettings};
-pub use snapshot::{KeyedStateHandle, SnapshotKind, SnapshotLocation, StateFile};
+pub use snapshot::{
+    KeyedStateHandle, OperatorStateFile, OperatorStateHandle, SnapshotKind, SnapshotLocation,
+    StateFile,
+};
 pub use storage::{FileInfo, LocalFileStorage, StateStorage};
 pub use store::KeyedStateStore;
 pub use timers::{TimeDomain, Timers};

@@ -46,6 +46,73 @@ pub struct KeyedStateHandle {
     pub full_size: u64,
 }
 
+/// One operator's operator state in one subtask, as a checkpoint holds it: the elements
+/// themselves while they are small (they travel in the acknowledgement and in `_metadata`), or a
+/// file in the checkpoint's directory once they exceed `state.storage.fs.memory-threshold`
+/// (Flink's inline "memory" handles vs. file handles).
+///
+/// Serialized untagged: the inline form is the plain list of elements that metadata version 1
+/// held, so old `_metadata` reads as [`OperatorStateHandle::Inline`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OperatorStateHandle {
+    /// The elements, inline.
+    Inline(Vec<Vec<u8>>),
+    /// The elements in a file.
+    File {
+        /// The file.
+        file: OperatorStateFile,
+    },
+}
+
+impl Default for OperatorStateHandle {
+    fn default() -> Self {
+        OperatorStateHandle::Inline(Vec::new())
+    }
+}
+
+impl OperatorStateHandle {
+    /// How many elements it holds (known without reading a file).
+    pub fn element_count(&self) -> u64 {
+        match self {
+            OperatorStateHandle::Inline(elements) => elements.len() as u64,
+            OperatorStateHandle::File { file } => file.elements,
+        }
+    }
+
+    /// Bytes it adds to a checkpoint: the elements' bytes inline, the file's size otherwise.
+    pub fn size(&self) -> u64 {
+        match self {
+            OperatorStateHandle::Inline(elements) => elements.iter().map(|e| e.len() as u64).sum(),
+            OperatorStateHandle::File { file } => file.size,
+        }
+    }
+
+    /// The file, if the elements are in one.
+    pub fn file(&self) -> Option<&OperatorStateFile> {
+        match self {
+            OperatorStateHandle::Inline(_) => None,
+            OperatorStateHandle::File { file } => Some(file),
+        }
+    }
+}
+
+/// A file of operator state elements (written by [`super::operator_state::write`]).
+///
+/// `path` is relative to the directory holding the checkpoint's `_metadata` and never leaves it:
+/// operator state is written whole at every checkpoint, never shared between checkpoints, so a
+/// savepoint that holds such files stays self-contained and can be moved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorStateFile {
+    /// Path relative to the metadata's directory.
+    pub path: String,
+    /// Its size in bytes, checked before a restore uses it.
+    pub size: u64,
+    /// How many elements it holds: the JobManager splits them among restoring subtasks by
+    /// index, without reading the file.
+    pub elements: u64,
+}
+
 /// A checkpoint or a savepoint, as the barrier announces it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SnapshotKind {

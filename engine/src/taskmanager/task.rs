@@ -18,8 +18,8 @@ use tracing::{info, warn};
 use crate::api::stream_graph::InputProcessor;
 use crate::api::stream_graph::{AnyBox, NodeKind, StreamGraph};
 use crate::api::{
-    ProcessingTimeService, RuntimeContext, SnapshotContext, SourceHooks, StateInit,
-    StreamExecutionEnvironment, TaskControl, TaskError, now_ms,
+    ProcessingTimeService, RuntimeContext, SnapshotContext, SnapshotStorage, SourceHooks,
+    StateInit, StreamExecutionEnvironment, TaskControl, TaskError, now_ms,
 };
 use crate::checkpoint::SubtaskState;
 use crate::common::ids::{ExecutionId, PartitionId};
@@ -152,6 +152,7 @@ pub(crate) fn spawn(
                 "sub{}-att{}",
                 deployment.execution.subtask, deployment.execution.attempt
             ),
+            memory_threshold: deployment.state.memory_threshold,
             enabled: deployment.state.checkpointing,
         };
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -218,10 +219,20 @@ struct Checkpoints {
     execution: ExecutionId,
     storage: Arc<dyn StateStorage>,
     file_prefix: String,
+    /// `state.storage.fs.memory-threshold`.
+    memory_threshold: u64,
     enabled: bool,
 }
 
 impl Checkpoints {
+    fn snapshot_storage(&self) -> SnapshotStorage<'_> {
+        SnapshotStorage {
+            storage: self.storage.as_ref(),
+            file_prefix: &self.file_prefix,
+            memory_threshold: self.memory_threshold,
+        }
+    }
+
     fn acknowledge(&self, checkpoint_id: u64, state: Result<SubtaskState, String>) {
         let execution = self.execution;
         (self.acknowledge)(match state {
@@ -248,7 +259,7 @@ impl Checkpoints {
         processor: &mut dyn InputProcessor,
         barrier: &Arc<CheckpointBarrier>,
     ) -> Result<(), TaskError> {
-        let mut snap = SnapshotContext::new(barrier, self.storage.as_ref(), &self.file_prefix);
+        let mut snap = SnapshotContext::new(barrier, self.snapshot_storage());
         let result = processor.snapshot(&mut snap);
         match result {
             Ok(()) => {
@@ -300,11 +311,8 @@ impl SourceHooks for Hooks {
     fn acknowledge(&mut self, checkpoint_id: u64, state: Result<SubtaskState, String>) {
         self.checkpoints.acknowledge(checkpoint_id, state);
     }
-    fn storage(&self) -> (&dyn StateStorage, &str) {
-        (
-            self.checkpoints.storage.as_ref(),
-            &self.checkpoints.file_prefix,
-        )
+    fn storage(&self) -> SnapshotStorage<'_> {
+        self.checkpoints.snapshot_storage()
     }
     fn checkpointing(&self) -> bool {
         self.checkpoints.enabled

@@ -668,7 +668,7 @@ impl<T> TransactionalWriter<T> {
             marker_topic,
             spec,
         };
-        for element in ctx.restored_operator_state().unwrap_or_default() {
+        for element in ctx.restored_operator_state()?.unwrap_or_default() {
             let pending = txn::decode(&element).map_err(|e| TaskError::State(e.to_string()))?;
             writer.recover(&pending)?;
         }

@@ -471,7 +471,7 @@ impl<T: Data> SourceFunction<T> for KafkaReader<T> {
     fn run(&mut self, ctx: &mut SourceContext<'_, T>) -> Result<(), TaskError> {
         let (index, parallelism) = (ctx.runtime().subtask_index(), ctx.runtime().parallelism());
         let restored = ctx
-            .restored_state()
+            .restored_state()?
             .map(|elements| decode_positions(&elements))
             .transpose()
             .map_err(|e| TaskError::State(e.to_string()))?;
