@@ -91,7 +91,7 @@ impl ClusterSecret {
     /// The secret [`to_hex`](Self::to_hex) wrote.
     pub(crate) fn from_hex(text: &str) -> Option<Self> {
         let text = text.trim();
-        if text.len() % 2 != 0 || text.is_empty() {
+        if !text.len().is_multiple_of(2) || text.is_empty() {
             return None;
         }
         let bytes = (0..text.len())

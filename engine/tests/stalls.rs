@@ -224,10 +224,7 @@ async fn discarding_a_checkpoint_of_100000_files_delays_no_answer() {
     )
     .await;
 
-    let program = ProgramSpec {
-        name: "stream-sum".into(),
-        args: vec!["--rate".into(), "1000".into()],
-    };
+    let program = ProgramSpec::new("stream-sum", vec!["--rate".into(), "1000".into()]);
     let job = jm
         .shared
         .submit(program, Some(1), &[], None)
@@ -329,10 +326,7 @@ async fn a_slow_zookeeper_delays_no_answer_and_no_heartbeat_timeout() {
     let mut silent = FakeTaskManager::register(&jm, &secret, "falling-silent").await;
     silent.heartbeat().await;
     // A job that waits for slots (the fake TaskManagers never run it) ...
-    let program = ProgramSpec {
-        name: "stream-sum".into(),
-        args: vec![],
-    };
+    let program = ProgramSpec::new("stream-sum", vec![]);
     let job = jm
         .shared
         .submit(program, Some(3), &[], None)

@@ -947,12 +947,12 @@ options! {
     "rest.server.idle-timeout" => rest.idle_timeout: POSITIVE_DURATION,
         default "1 min",
         doc "A REST connection on which no byte moves in either direction for this long is closed (a stalled request body, a client that stopped reading).";
-    "rest.server.max-content-length" => rest.max_content_length: Mem { min: 1024, power_of_two: false },
-        default "100mb",
-        doc "Largest request body the REST server accepts (a job artifact upload included); larger ones are answered 413.";
     "rest.server.max-connections" => rest.max_connections: AT_LEAST_ONE,
         default "1024",
         doc "Most connections the REST port holds at once; more are answered 503 and closed.";
+    "rest.server.max-content-length" => rest.max_content_length: Mem { min: 1024, power_of_two: false },
+        default "100mb",
+        doc "Largest request body the REST server accepts (a job artifact upload included); larger ones are answered 413.";
     "restart-strategy.exponential-delay.attempts-before-reset-backoff" => restart.exponential_attempts_before_reset: AT_LEAST_ONE,
         default "2147483647",
         doc "Restarts exponential-delay allows before the backoff resets (never, by default).";
@@ -1086,12 +1086,12 @@ options! {
     "web.submit.enable" => rest.submit_enabled: Bool,
         default "true",
         doc "Whether REST clients may submit jobs (false: jobs come only from the operator, e.g. a YARN application).";
-    "web.upload.dir" => rest.upload_dir: OptionalPath,
-        default "",
-        doc "Where the JobManager keeps uploaded job artifacts (empty: a directory of its own in the system's temporary directory).";
     "web.submit.max-args-size" => rest.max_args_size: Mem { min: 0, power_of_two: false },
         default "64kb",
         doc "Most bytes a submitted job's program arguments may take together; the JobManager keeps them for as long as it keeps the job.";
+    "web.upload.dir" => rest.upload_dir: OptionalPath,
+        default "",
+        doc "Where the JobManager keeps uploaded job artifacts (empty: a directory of its own in the system's temporary directory).";
     "yarn.application-attempts" => yarn.application_attempts: AT_LEAST_ONE,
         default "1",
         doc "How many ApplicationMaster attempts YARN makes for a sluice application.";

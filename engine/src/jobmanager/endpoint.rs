@@ -377,6 +377,7 @@ mod tests {
             running: vec![],
             leader_session: None,
             metrics_port: None,
+            worker_of: None,
         };
         transport::send(&mut stream, &register).await.unwrap();
         match transport::recv::<_, JmToTm>(&mut stream).await.unwrap() {

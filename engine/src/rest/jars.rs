@@ -61,8 +61,15 @@ pub(super) async fn upload(
     State(shared): State<Shared>,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    switched_on(shared.config().rest.submit_enabled, "web.submit.enable")?;
     let mut multipart = multipart.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if let Err(refused) = switched_on(shared.config().rest.submit_enabled, "web.submit.enable") {
+        // Read what the client sends (at most rest.server.max-content-length) before refusing,
+        // so it gets the answer instead of a connection closed under its upload.
+        while let Ok(Some(mut field)) = multipart.next_field().await {
+            while let Ok(Some(_)) = field.chunk().await {}
+        }
+        return Err(refused);
+    }
     let too_large = |e: axum::extract::multipart::MultipartError| {
         ApiError::new(
             e.status(),

@@ -270,11 +270,11 @@ impl Workers {
                 continue;
             }
             let since = *w.idle_since.get_or_insert(now);
-            if now.duration_since(since) >= IDLE_LINGER {
-                if let Some(pid) = w.pid {
-                    // SAFETY: as in `stop_all`.
-                    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-                }
+            if now.duration_since(since) >= IDLE_LINGER
+                && let Some(pid) = w.pid
+            {
+                // SAFETY: as in `stop_all`.
+                unsafe { libc::kill(pid as i32, libc::SIGTERM) };
             }
         }
     }
