@@ -32,6 +32,21 @@ pub fn services(config: &Config) -> Result<Option<ZooKeeperHaServices>, HaError>
     ZooKeeperHaServices::new(&ha).map(Some)
 }
 
+/// Where job artifacts are kept with HA (unless `web.upload.dir` says otherwise):
+/// `<storageDir>/<cluster id>/jars`, beside the HA stores' files, so that a new leader finds
+/// the code of the jobs it recovers. `None` without ZooKeeper HA.
+pub fn artifact_dir(config: &Config) -> Option<std::path::PathBuf> {
+    if !config.ha.zookeeper {
+        return None;
+    }
+    let storage = config.ha.storage_dir.as_ref()?;
+    HaConfig::new(String::new(), storage.clone())
+        .with_cluster_id(config.ha.cluster_id.clone())
+        .cluster_storage_dir()
+        .ok()
+        .map(|dir| dir.join("jars"))
+}
+
 /// The current leader's published addresses, waiting up to `timeout` for one.
 pub async fn leader(ha: &ZooKeeperHaServices, timeout: Duration) -> Result<LeaderInfo, String> {
     let mut retrieval = ha

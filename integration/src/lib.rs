@@ -515,6 +515,25 @@ pub fn read_counts(path: &Path) -> BTreeMap<String, u64> {
     counts
 }
 
+/// The last sum of each key that the test job's `sum` program wrote into `dir` as `key sum`
+/// lines (its running sums only grow).
+pub fn final_sums(dir: &Path) -> BTreeMap<u64, u64> {
+    let mut sums = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).expect("output dir").flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        for line in text.lines() {
+            let mut parts = line.split(' ');
+            let (Some(k), Some(s)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let (k, s): (u64, u64) = (k.parse().unwrap(), s.parse().unwrap());
+            let e = sums.entry(k).or_insert(0);
+            *e = (*e).max(s);
+        }
+    }
+    sums
+}
+
 /// A few MB of text from a fixed pseudo-random sequence.
 pub fn make_text(bytes: usize) -> String {
     const WORDS: &[&str] = &[

@@ -1,11 +1,13 @@
 //! JobManager high availability with a real ZooKeeper: two JobManagers elect a leader, the
 //! standby takes over when the leader dies or is frozen past its session, and the job resumes
-//! from its last checkpoint with every record exactly once.
+//! from its last checkpoint with every record exactly once, its code from a job artifact too.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sluice_integration::{StandaloneCluster, all_running, counting_args, signal, wait_for};
+use sluice_integration::{
+    StandaloneCluster, all_running, counting_args, signal, test_job_bin, wait_for,
+};
 use zk_ha::testkit::{ZkEnsemble, ZkServer};
 
 fn ha_config(zk: &ZkServer, scratch: &Path) -> String {
@@ -74,7 +76,21 @@ fn killing_the_leader_lets_the_standby_resume_the_job_from_its_checkpoint_exactl
 
     let out = scratch.path().join("out");
     let (records, keys) = (60_000u64, 5u64);
-    let id = start_counting(&cluster, records, keys, &out);
+    // The job's code comes from a job artifact: the new leader plans the job again from the
+    // copy kept in high-availability.storageDir, and the TaskManagers' workers fetch it there.
+    let mut args = counting_args(2, records, keys, &out, 5000);
+    let at = args.iter().position(|a| a == "counting").expect("program");
+    let artifact = test_job_bin().display().to_string();
+    args.splice(
+        at..=at,
+        ["-c".to_string(), "counting".to_string(), artifact],
+    );
+    let id = cluster.submit_args(&args);
+    let stored = scratch.path().join("ha/default/jars");
+    let kept = std::fs::read_dir(&stored)
+        .map(|d| d.flatten().count())
+        .unwrap_or(0);
+    assert!(kept >= 2, "no artifact and record in {}", stored.display());
     wait_for(Duration::from_secs(40), "a completed checkpoint", || {
         (cluster.completed_checkpoints(&id) >= 1).then_some(())
     });
@@ -107,7 +123,21 @@ fn a_leader_frozen_past_its_session_is_deposed_and_acts_no_more() {
     let (leader, standby) = leader_and_standby(&cluster);
     let out = scratch.path().join("out");
     let (records, keys) = (60_000u64, 5u64);
-    let id = start_counting(&cluster, records, keys, &out);
+    // The job's code comes from a job artifact: the new leader plans the job again from the
+    // copy kept in high-availability.storageDir, and the TaskManagers' workers fetch it there.
+    let mut args = counting_args(2, records, keys, &out, 5000);
+    let at = args.iter().position(|a| a == "counting").expect("program");
+    let artifact = test_job_bin().display().to_string();
+    args.splice(
+        at..=at,
+        ["-c".to_string(), "counting".to_string(), artifact],
+    );
+    let id = cluster.submit_args(&args);
+    let stored = scratch.path().join("ha/default/jars");
+    let kept = std::fs::read_dir(&stored)
+        .map(|d| d.flatten().count())
+        .unwrap_or(0);
+    assert!(kept >= 2, "no artifact and record in {}", stored.display());
     wait_for(Duration::from_secs(40), "a completed checkpoint", || {
         (cluster.completed_checkpoints(&id) >= 1).then_some(())
     });

@@ -6,12 +6,13 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use sluice_integration::{StandaloneCluster, alive, job_id_of, test_job_bin, wait_for};
+use sluice_integration::{StandaloneCluster, alive, final_sums, job_id_of, test_job_bin, wait_for};
 
 /// One cluster for the tests that submit: two TaskManagers of two slots.
 fn cluster() -> &'static StandaloneCluster {
     static CLUSTER: OnceLock<StandaloneCluster> = OnceLock::new();
-    CLUSTER.get_or_init(|| StandaloneCluster::start(2, 2, ""))
+    // Fetched artifacts no worker runs leave the TaskManagers' caches after 2 s.
+    CLUSTER.get_or_init(|| StandaloneCluster::start(2, 2, "blob.service.cleanup.interval: 2"))
 }
 
 fn run(cluster: &StandaloneCluster, args: &[&str]) -> (bool, String) {
@@ -27,24 +28,6 @@ fn run(cluster: &StandaloneCluster, args: &[&str]) -> (bool, String) {
             String::from_utf8_lossy(&out.stderr)
         ),
     )
-}
-
-/// The last sum written for each key (the running sums only grow).
-fn final_sums(dir: &Path) -> std::collections::BTreeMap<u64, u64> {
-    let mut sums = std::collections::BTreeMap::new();
-    for entry in std::fs::read_dir(dir).expect("output dir").flatten() {
-        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-        for line in text.lines() {
-            let mut parts = line.split(' ');
-            let (Some(k), Some(s)) = (parts.next(), parts.next()) else {
-                continue;
-            };
-            let (k, s): (u64, u64) = (k.parse().unwrap(), s.parse().unwrap());
-            let e = sums.entry(k).or_insert(0);
-            *e = (*e).max(s);
-        }
-    }
-    sums
 }
 
 #[test]
@@ -160,11 +143,11 @@ fn the_jar_calls_list_run_and_delete_artifacts_and_refuse_what_is_not_one() {
         "{error}"
     );
 
-    let (status, body) = upload(
-        cluster,
-        "my-job",
-        std::fs::read(test_job_bin()).expect("artifact"),
-    );
+    // Bytes after the executable's end change its content key, not what it runs: this
+    // test's artifact is its own, apart from the other tests' uploads of the test job.
+    let mut bytes = std::fs::read(test_job_bin()).expect("artifact");
+    bytes.extend_from_slice(b"the jar calls' own copy");
+    let (status, body) = upload(cluster, "my-job", bytes);
     assert_eq!(status, 200, "{body}");
     let id = body["filename"]
         .as_str()
@@ -226,10 +209,53 @@ fn the_jar_calls_list_run_and_delete_artifacts_and_refuse_what_is_not_one() {
     );
     assert_eq!(final_sums(&out).values().sum::<u64>(), 1000);
 
+    // Deleting the upload of a running job's artifact: no longer listed or runnable, but the
+    // job keeps its code; the executable goes when the job has ended, and the TaskManagers'
+    // copies when no worker has run it for blob.service.cleanup.interval.
+    let (status, body) = cluster.request(
+        "POST",
+        &format!("/jars/{id}/run"),
+        r#"{"entryClass": "stream-sum", "programArgsList": ["--rate", "500"]}"#,
+    );
+    assert_eq!(status, 202, "{body}");
+    let job: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let job = job["jobid"].as_str().unwrap().to_string();
+    cluster.wait_state(&job, "RUNNING", Duration::from_secs(60));
     let (status, body) = cluster.request("DELETE", &format!("/jars/{id}"), "");
     assert_eq!(status, 200, "{body}");
     let (status, body) = cluster.request("POST", &format!("/jars/{id}/run"), "{}");
     assert_eq!(status, 404, "{body}");
+    let jars = cluster.get("/jars").expect("jars");
+    assert!(!jars.to_string().contains(&id), "{jars}");
+    let (status, _) = cluster.request("DELETE", &format!("/jars/{id}"), "");
+    assert_eq!(status, 404);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(cluster.job_state(&job), "RUNNING");
+    let (status, body) = cluster.request("PATCH", &format!("/jobs/{job}?mode=cancel"), "");
+    assert_eq!(status, 202, "{body}");
+    cluster.wait_state(&job, "CANCELED", Duration::from_secs(30));
+    wait_for(
+        Duration::from_secs(30),
+        "the JobManager to remove the deleted artifact",
+        || {
+            let logs = cluster.logs("jobmanager");
+            let mut lines = logs.iter().flat_map(|log| log.lines());
+            lines
+                .any(|l| l.contains("removed a job artifact") && l.contains(&id))
+                .then_some(())
+        },
+    );
+    wait_for(
+        Duration::from_secs(60),
+        "the TaskManagers to remove their copies",
+        || {
+            let logs = cluster.logs("taskmanager");
+            let mut lines = logs.iter().flat_map(|log| log.lines());
+            lines
+                .any(|l| l.contains("removed a cached job artifact") && l.contains(&id))
+                .then_some(())
+        },
+    );
     let (status, _) = cluster.request("DELETE", "/jars/..%2F..%2Fetc%2Fpasswd", "");
     assert_eq!(status, 404);
 }

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use sluice_integration::yarn::{
     self, MiniYarn, YarnClient, container_processes, field_after, text,
 };
-use sluice_integration::{make_text, read_counts, reference_counts, sluice_bin, wait_for};
+use sluice_integration::{
+    final_sums, make_text, read_counts, reference_counts, sluice_bin, test_job_bin, wait_for,
+};
 
 fn write_input(dir: &Path) -> (PathBuf, String) {
     let input = dir.join("input.txt");
@@ -205,6 +207,35 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
         .map(|p| p.1)
         .collect();
     assert_eq!(tm_rss.len(), 2, "{processes:?}");
+
+    // A job artifact submitted to the session: uploaded to its JobManager, fetched by the
+    // TaskManager containers, which run its subtasks in worker processes.
+    let artifact = test_job_bin();
+    let sums = client.tmp.path().join("artifact-sums");
+    let run = client.sluice(&[
+        "run",
+        "-t",
+        "yarn-session",
+        "-p",
+        "2",
+        "-c",
+        "sum",
+        artifact.to_str().expect("utf-8"),
+        "--records",
+        "20000",
+        "--keys",
+        "10",
+        "--output",
+        sums.to_str().expect("utf-8"),
+    ]);
+    assert!(run.status.success(), "{}", text(&run));
+    let finals = final_sums(&sums);
+    assert_eq!(finals.len(), 10, "{finals:?}");
+    assert!(finals.values().all(|&s| s == 2_000), "{finals:?}");
+    assert_eq!(
+        client.sluice_rest(&rest, "/jars")["files"][0]["name"],
+        "sluice-test-job"
+    );
 
     // Idle for 3 s: both TaskManager containers go back to YARN; the AM stays.
     wait_for(
@@ -415,6 +446,60 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
         "the one-job application's processes to end",
         || container_processes(&one_job_app).is_empty().then_some(()),
     );
+    // A job artifact as an application: the artifact is the application's binary, so its
+    // program runs in the JobManager's and TaskManagers' own processes.
+    let app_sums = client.tmp.path().join("app-artifact-sums");
+    let mut args: Vec<&str> = small.to_vec();
+    args.extend([
+        "run",
+        "-t",
+        "yarn-application",
+        "-p",
+        "2",
+        "-c",
+        "sum",
+        artifact.to_str().expect("utf-8"),
+        "--records",
+        "20000",
+        "--keys",
+        "10",
+        "--output",
+        app_sums.to_str().expect("utf-8"),
+    ]);
+    let run = client.sluice(&args);
+    let printed = text(&run);
+    assert!(run.status.success(), "{printed}");
+    assert!(printed.contains("running sum from "), "{printed}");
+    let finals = final_sums(&app_sums);
+    assert_eq!(finals.len(), 10, "{finals:?}");
+    assert!(finals.values().all(|&s| s == 2_000), "{finals:?}");
+    let artifact_app = field_after(&printed, "Submitted YARN application ").to_string();
+    assert_eq!(client.app(&artifact_app)["finalStatus"], "SUCCEEDED");
+    // What is not an artifact, or names no program of it, is refused before YARN is asked.
+    let before = client.live_sluice_apps();
+    let mut args: Vec<&str> = small.to_vec();
+    let not_artifact = client.tmp.path().join("input.txt");
+    let not_artifact = not_artifact.to_str().expect("utf-8");
+    args.extend(["run", "-t", "yarn-application", not_artifact]);
+    let refused = client.sluice(&args);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("no ELF header"),
+        "{}",
+        text(&refused)
+    );
+    let mut args: Vec<&str> = small.to_vec();
+    let artifact_arg = artifact.to_str().expect("utf-8");
+    args.extend(["run", "-t", "yarn-application", "-c", "nope", artifact_arg]);
+    let refused = client.sluice(&args);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("no program 'nope'") && text(&refused).contains("sum"),
+        "{}",
+        text(&refused)
+    );
+    assert_eq!(client.live_sluice_apps(), before);
+
     let mut args: Vec<&str> = small.to_vec();
     args.extend([
         "run",

@@ -101,6 +101,17 @@ pub(super) fn artifact_path(job: &str, programs: &ProgramRegistry) -> Result<Opt
     Ok(Some(path))
 }
 
+/// The program of the job artifact at `path` to run: `class` when given, else its only one.
+/// The artifact must be one this sluice can run (see [`crate::jobmanager::artifacts::describe`]).
+pub(super) fn program_of(path: &Path, class: Option<&str>) -> Result<String> {
+    let description = crate::jobmanager::artifacts::describe(path)
+        .map_err(|reason| anyhow!("{} is not a usable job artifact: {reason}", path.display()))?;
+    let program = description
+        .program(class)
+        .map_err(|reason| anyhow!("{}: {reason}", path.display()))?;
+    Ok(program.name.clone())
+}
+
 /// The job project `sluice new-job` writes: its manifest and its program.
 const TEMPLATE_MANIFEST: &str = include_str!("template/Cargo.toml.txt");
 const TEMPLATE_MAIN: &str = include_str!("template/main.rs.txt");

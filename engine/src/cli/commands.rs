@@ -191,9 +191,19 @@ fn conf_dir(flag: &Option<PathBuf>) -> Option<PathBuf> {
 
 /// Logs to stderr; a daemon whose stderr is a file (`scripts/daemon.sh` redirects it) writes
 /// that file itself, rolled over by `log.file.max-size` and `log.file.max-count`.
-fn init_logging(default: &str, rotate: Option<&crate::config::LogOptions>) {
+fn init_logging(default: &str, rotate: Option<&crate::config::LogOptions>, worker: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    if worker {
+        // A job worker's lines are logged again by its TaskManager, which adds the time.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .without_time()
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .try_init();
+        return;
+    }
     use std::io::IsTerminal;
     let rotating = rotate.and_then(|log| {
         let path = crate::logfile::stderr_file()?;
@@ -233,10 +243,10 @@ pub fn main_with(programs: crate::api::ProgramRegistry) -> std::process::ExitCod
     let log = Config::load(dir.as_deref(), &cli.dynamic)
         .ok()
         .map(|c| c.log);
-    // A worker's output goes to its TaskManager, which logs it.
     init_logging(
         if server { "info" } else { "warn" },
         log.as_ref().filter(|_| server && !worker),
+        worker,
     );
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -482,17 +492,23 @@ async fn run(
 ) -> Result<std::process::ExitCode> {
     let artifact = super::artifact::artifact_path(&args.job, &programs)?;
     if args.deployment.as_deref() == Some("yarn-application") {
-        if artifact.is_some() {
-            bail!(
-                "-t yarn-application runs bundled programs only so far; submit a job artifact to a YARN session (-t yarn-session)"
-            );
-        }
+        // With an artifact, the application's processes run the artifact itself: it is a
+        // whole sluice with the job's programs as its bundled ones.
+        let name = match &artifact {
+            Some(path) => super::artifact::program_of(path, args.class.as_deref())?,
+            None if args.class.is_some() => bail!(
+                "-c/--class names a program of a job artifact; {} is a bundled program",
+                args.job
+            ),
+            None => args.job,
+        };
         let job = crate::yarn::ApplicationJob {
-            name: args.job,
+            name,
             args: args.args,
             parallelism: args.parallelism,
             overrides: job_config,
             savepoint: args.from_savepoint,
+            artifact,
         };
         return super::yarn::run_application(config, job, args.detached).await;
     }

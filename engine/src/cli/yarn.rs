@@ -188,7 +188,14 @@ pub async fn run_application(
     let mut interrupt = Interrupt::install()?;
     let session = deploy(&config, Some(&job)).await?;
     let id = &session.application_id;
-    println!("Submitted YARN application {id} running {}.", job.name);
+    match &job.artifact {
+        Some(path) => println!(
+            "Submitted YARN application {id} running {} from {}.",
+            job.name,
+            path.display()
+        ),
+        None => println!("Submitted YARN application {id} running {}.", job.name),
+    }
     if !session.rest_address.is_empty() {
         println!("JobManager Web Interface: http://{}", session.rest_address);
     }

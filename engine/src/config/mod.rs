@@ -344,6 +344,9 @@ pub struct TaskManagerOptions {
     /// `taskmanager.threads.scheduling-policy` (default `batch`): how the OS schedules task and
     /// data-plane threads (see [`crate::threads`]).
     pub scheduling_policy: crate::threads::SchedulingPolicy,
+    /// `blob.service.cleanup.interval` (default 1 h): how long a fetched job artifact that no
+    /// job on this TaskManager runs stays in its cache.
+    pub artifact_cleanup_interval: Duration,
 }
 
 /// Network buffer and memory options of a TaskManager.
@@ -595,6 +598,7 @@ impl Config {
                 data_port: 0,
                 resource_id: None,
                 scheduling_policy: crate::threads::SchedulingPolicy::Normal,
+                artifact_cleanup_interval: Duration::ZERO,
             },
             network: NetworkOptions {
                 segment_size: 0,

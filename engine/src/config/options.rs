@@ -477,6 +477,32 @@ impl Codec for Dur {
     }
 }
 
+/// A duration whose plain numbers are seconds (Flink's `Long` seconds keys), never zero.
+struct Secs;
+
+impl Codec for Secs {
+    type Value = Duration;
+    const TYPE_NAME: &'static str = "duration";
+    fn parse(&self, raw: &str) -> Result<Duration, Rejection> {
+        let trimmed = raw.trim();
+        let d = if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+            trimmed
+                .parse::<u64>()
+                .map(Duration::from_secs)
+                .map_err(|_| Rejection::Invalid("too many seconds".into()))?
+        } else {
+            parse_duration(raw).map_err(Rejection::Invalid)?
+        };
+        if d.is_zero() {
+            return Err(Rejection::OutOfRange("must be longer than zero".into()));
+        }
+        Ok(d)
+    }
+    fn render(&self, value: &Duration) -> String {
+        format_duration(*value)
+    }
+}
+
 /// The largest memory size any option accepts: 16 TiB. No machine sluice runs on has more
 /// memory than that, so a larger value is a typo (`1000000tb`) that would otherwise pass start-up
 /// and fail later, or make a budget computed from it meaningless.
@@ -783,6 +809,7 @@ const AT_LEAST_ONE: Int<u32> = Int::range(1, u32::MAX as i64);
 pub const MAX_TASK_SLOTS: u32 = 32768;
 const ANY_COUNT: Int<u32> = Int::range(0, u32::MAX as i64);
 const POSITIVE_DURATION: Dur = Dur { positive: true };
+const SECONDS: Secs = Secs;
 const ANY_DURATION: Dur = Dur { positive: false };
 const ANY_SIZE: Mem = Mem {
     min: 0,
@@ -815,6 +842,9 @@ macro_rules! options {
 
 // Sorted by key; a unit test keeps it that way so `entries()` needs no sort and lookups read well.
 options! {
+    "blob.service.cleanup.interval" => taskmanager.artifact_cleanup_interval: SECONDS,
+        default "1 h",
+        doc "How long a TaskManager keeps a fetched job artifact that no job of it runs (a plain number is seconds, as in Flink).";
     "execution.buffer-timeout" => network.buffer_timeout: ANY_DURATION,
         default "100 ms",
         doc "How long an output buffer may wait to fill before it is flushed (0 flushes every record).";
@@ -1091,7 +1121,7 @@ options! {
         doc "Most bytes a submitted job's program arguments may take together; the JobManager keeps them for as long as it keeps the job.";
     "web.upload.dir" => rest.upload_dir: OptionalPath,
         default "",
-        doc "Where the JobManager keeps uploaded job artifacts (empty: a directory of its own in the system's temporary directory).";
+        doc "Where the JobManager keeps uploaded job artifacts (empty: with ZooKeeper HA <storageDir>/<cluster-id>/jars, else a directory of its own in the system's temporary directory).";
     "yarn.application-attempts" => yarn.application_attempts: AT_LEAST_ONE,
         default "1",
         doc "How many ApplicationMaster attempts YARN makes for a sluice application.";

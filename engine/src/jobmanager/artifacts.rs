@@ -61,13 +61,77 @@ pub struct StoredArtifact {
     pub description: ArtifactDescription,
 }
 
+/// Asks the executable at `path` what it holds: it must be an ELF file that describes itself,
+/// within [`CHILD_DEADLINE`], as a job artifact this sluice can run. The error says why not,
+/// in words for whoever built it.
+pub fn describe(path: &Path) -> Result<ArtifactDescription, String> {
+    let mut head = [0u8; 4];
+    let magic = std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok();
+    if !magic || head != *b"\x7fELF" {
+        return Err(
+            "it is not an executable (no ELF header): use the binary `cargo build` made for the job"
+                .into(),
+        );
+    }
+    run_child(path, &[artifact::DESCRIBE.to_string()], CHILD_DEADLINE)
+        .and_then(|out| {
+            serde_json::from_slice::<ArtifactDescription>(&out).map_err(|e| {
+                format!("it does not describe itself as a sluice job (is it built with sluice::job_main?): {e}")
+            })
+        })
+        .and_then(|d| d.check_compatible().map(|()| d))
+}
+
 /// Artifacts in a directory: `<key>` (the executable) and `<key>.json` (its [`StoredArtifact`]).
 #[derive(Debug)]
 pub struct ArtifactStore {
     dir: PathBuf,
+    /// Whether the directory is this process's own (not configured), removed when it ends.
+    own: bool,
 }
 
+/// The name prefix of JobManagers' own artifact directories in the temporary directory,
+/// followed by the process id and a number counting the JobManagers of that process (tests
+/// and embedded clusters run several in one process).
+const OWN_DIR_PREFIX: &str = "sluice-jars-";
+
+static OWN_DIRS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl ArtifactStore {
+    /// The store in `configured` (`web.upload.dir`), else in a directory of this process's own
+    /// in the system's temporary directory; directories that JobManagers no longer running
+    /// left there are removed.
+    pub fn open_for_process(configured: Option<PathBuf>) -> Result<Self, ArtifactError> {
+        if let Some(dir) = configured {
+            return Self::open(dir);
+        }
+        let tmp = std::env::temp_dir();
+        for entry in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let dead = name
+                .strip_prefix(OWN_DIR_PREFIX)
+                .and_then(|rest| rest.split('-').next()?.parse::<u32>().ok())
+                .is_some_and(|pid| !crate::pids::alive(pid));
+            if dead {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let n = OWN_DIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{OWN_DIR_PREFIX}{}-{n}", std::process::id());
+        let mut store = Self::open(tmp.join(name))?;
+        store.own = true;
+        Ok(store)
+    }
+
+    /// Removes the store's directory if it is this process's own (the JobManager stops).
+    pub fn remove_own(&self) {
+        if self.own {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
     /// The store in `dir` (created owner-only if missing).
     pub fn open(dir: PathBuf) -> Result<Self, ArtifactError> {
         let io = |error| ArtifactError::Io {
@@ -77,7 +141,7 @@ impl ArtifactStore {
         std::fs::create_dir_all(&dir).map_err(io)?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
-        Ok(Self { dir })
+        Ok(Self { dir, own: false })
     }
 
     /// Where the store keeps its files.
@@ -132,27 +196,10 @@ impl ArtifactStore {
         }
         drop(file);
         let key = hasher.finish();
-        let mut head = [0u8; 4];
-        let magic = std::fs::File::open(upload)
-            .and_then(|mut f| f.read_exact(&mut head))
-            .is_ok();
-        if !magic || head != *b"\x7fELF" {
-            let _ = std::fs::remove_file(upload);
-            return Err(refused(
-                "it is not an executable (no ELF header): upload the binary `cargo build` made for the job".into(),
-            ));
-        }
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(upload, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| self.io(e))?;
-        let described = run_child(upload, &[artifact::DESCRIBE.to_string()], CHILD_DEADLINE)
-            .and_then(|out| {
-                serde_json::from_slice::<ArtifactDescription>(&out).map_err(|e| {
-                    format!("it does not describe itself as a sluice job (is it built with sluice::job_main?): {e}")
-                })
-            })
-            .and_then(|d| d.check_compatible().map(|()| d));
-        let description = match described {
+        let description = match describe(upload) {
             Ok(d) => d,
             Err(reason) => {
                 let _ = std::fs::remove_file(upload);
@@ -166,12 +213,12 @@ impl ArtifactStore {
             size,
             description,
         };
-        let target = self.dir.join(&key);
-        std::fs::rename(upload, &target).map_err(|e| self.io(e))?;
+        // The record first: an executable without one is what a sweep removes.
         let meta = serde_json::to_vec_pretty(&stored).map_err(|e| self.io(e.into()))?;
         let tmp = self.dir.join(format!("{key}.json.tmp"));
         std::fs::write(&tmp, meta).map_err(|e| self.io(e))?;
         std::fs::rename(&tmp, self.dir.join(format!("{key}.json"))).map_err(|e| self.io(e))?;
+        std::fs::rename(upload, self.dir.join(&key)).map_err(|e| self.io(e))?;
         Ok(stored)
     }
 
@@ -193,16 +240,59 @@ impl ArtifactStore {
     /// The record of artifact `id`.
     pub fn get(&self, id: &str) -> Result<StoredArtifact, ArtifactError> {
         self.path(id)?;
-        let bytes = std::fs::read(self.dir.join(format!("{id}.json"))).map_err(|e| self.io(e))?;
+        let bytes = match std::fs::read(self.dir.join(format!("{id}.json"))) {
+            Ok(bytes) => bytes,
+            // Its upload was deleted; a running job still has the executable.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ArtifactError::Unknown(id.to_string()));
+            }
+            Err(e) => return Err(self.io(e)),
+        };
         serde_json::from_slice(&bytes).map_err(|e| self.io(e.into()))
     }
 
-    /// Removes artifact `id`.
-    pub fn remove(&self, id: &str) -> Result<(), ArtifactError> {
+    /// Removes the upload of artifact `id`: it is no longer listed or runnable. Its executable
+    /// stays while `in_use` (a running job's TaskManagers may still fetch it) and goes with
+    /// the [`sweep`](Self::sweep) after that job.
+    pub fn remove(&self, id: &str, in_use: bool) -> Result<(), ArtifactError> {
         let path = self.path(id)?;
-        std::fs::remove_file(path).map_err(|e| self.io(e))?;
-        let _ = std::fs::remove_file(self.dir.join(format!("{id}.json")));
+        let record = self.dir.join(format!("{id}.json"));
+        if !record.is_file() {
+            return Err(ArtifactError::Unknown(id.to_string()));
+        }
+        std::fs::remove_file(record).map_err(|e| self.io(e))?;
+        if !in_use {
+            std::fs::remove_file(path).map_err(|e| self.io(e))?;
+        }
         Ok(())
+    }
+
+    /// Removes every executable whose upload was removed and that is not `in_use`, and
+    /// records whose executable is gone; returns the ids removed.
+    pub fn sweep(&self, in_use: &std::collections::HashSet<String>) -> Vec<String> {
+        let names: std::collections::HashSet<String> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let mut removed = Vec::new();
+        for name in &names {
+            if let Some(id) = name.strip_suffix(".json")
+                && artifact::is_content_key(id)
+                && !names.contains(id)
+            {
+                let _ = std::fs::remove_file(self.dir.join(name));
+            }
+            let orphan = artifact::is_content_key(name)
+                && !names.contains(&format!("{name}.json"))
+                && !in_use.contains(name);
+            if orphan && std::fs::remove_file(self.dir.join(name)).is_ok() {
+                removed.push(name.clone());
+            }
+        }
+        removed.sort();
+        removed
     }
 
     /// Asks artifact `id` for the job graph of its program `name` with `args` at
@@ -278,5 +368,70 @@ mod tests {
         assert!(err.contains("exit status"), "{err}");
         assert!(store.list().is_empty());
         assert!(matches!(store.path("../x"), Err(ArtifactError::Unknown(_))));
+    }
+
+    #[test]
+    fn own_directories_are_per_job_manager_and_left_ones_of_dead_processes_go() {
+        // A process that has ended: its pid names a directory nobody owns any more.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let left = std::env::temp_dir().join(format!("{OWN_DIR_PREFIX}{dead}-0"));
+        std::fs::create_dir_all(&left).unwrap();
+        let a = ArtifactStore::open_for_process(None).unwrap();
+        let b = ArtifactStore::open_for_process(None).unwrap();
+        assert!(!left.exists() || crate::pids::alive(dead));
+        assert_ne!(a.dir(), b.dir());
+        a.remove_own();
+        assert!(!a.dir().exists() && b.dir().exists());
+        b.remove_own();
+        // A configured directory is the operator's: it stays.
+        let configured = tempfile::tempdir().unwrap();
+        let c = ArtifactStore::open_for_process(Some(configured.path().join("jars"))).unwrap();
+        c.remove_own();
+        assert!(c.dir().exists());
+    }
+
+    #[test]
+    fn a_deleted_upload_keeps_its_executable_while_a_job_runs_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::open(dir.path().join("store")).unwrap();
+        let (running, idle) = ("a".repeat(64), "b".repeat(64));
+        for id in [&running, &idle] {
+            std::fs::write(store.dir().join(id), b"\x7fELF").unwrap();
+            std::fs::write(store.dir().join(format!("{id}.json")), b"{}").unwrap();
+        }
+        // An upload in progress has no content key for a name yet: never swept.
+        std::fs::write(store.dir().join("upload-1.part"), b"half").unwrap();
+        store.remove(&running, true).unwrap();
+        store.remove(&idle, false).unwrap();
+        assert!(matches!(
+            store.get(&running),
+            Err(ArtifactError::Unknown(_))
+        ));
+        assert!(matches!(
+            store.remove(&running, true),
+            Err(ArtifactError::Unknown(_))
+        ));
+        assert!(store.path(&running).is_ok(), "the running job's code stays");
+        assert!(store.path(&idle).is_err());
+        let in_use = std::collections::HashSet::from([running.clone()]);
+        assert!(store.sweep(&in_use).is_empty());
+        assert_eq!(store.sweep(&Default::default()), [running.clone()]);
+        assert!(store.path(&running).is_err());
+        assert!(store.dir().join("upload-1.part").exists());
+        // A record whose executable is gone is removed too; a listed upload stays.
+        let listed = "c".repeat(64);
+        std::fs::write(store.dir().join(&listed), b"\x7fELF").unwrap();
+        std::fs::write(store.dir().join(format!("{listed}.json")), b"{}").unwrap();
+        std::fs::write(store.dir().join(format!("{}.json", "d".repeat(64))), b"{}").unwrap();
+        assert!(store.sweep(&Default::default()).is_empty());
+        assert!(store.path(&listed).is_ok());
+        assert!(
+            !store
+                .dir()
+                .join(format!("{}.json", "d".repeat(64)))
+                .exists()
+        );
     }
 }

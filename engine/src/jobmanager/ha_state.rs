@@ -17,6 +17,9 @@ pub struct HaRuntime {
     pub(super) leader_rest: Mutex<Option<String>>,
     /// Jobs whose end is recorded in the job result store.
     pub(super) recorded: Mutex<HashSet<JobId>>,
+    /// Whether this term's leader has recovered the HA stores' jobs (until then it does not
+    /// know every job whose artifact must stay).
+    pub(super) recovered: std::sync::atomic::AtomicBool,
 }
 
 impl HaRuntime {
@@ -27,6 +30,7 @@ impl HaRuntime {
             fence: Mutex::new(None),
             leader_rest: Mutex::new(None),
             recorded: Mutex::new(HashSet::new()),
+            recovered: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

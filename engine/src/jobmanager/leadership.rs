@@ -22,6 +22,35 @@ impl JobManagerShared {
         self.ha.as_ref().is_none_or(|ha| ha.fence().is_some())
     }
 
+    /// Whether this JobManager knows every job that may still need an artifact: without HA
+    /// always; with HA while it leads and once it has recovered the HA stores' jobs.
+    fn may_sweep_artifacts(&self) -> bool {
+        self.ha.as_ref().is_none_or(|ha| {
+            ha.fence().is_some() && ha.recovered.load(std::sync::atomic::Ordering::SeqCst)
+        })
+    }
+
+    /// The artifacts of jobs that have not ended: their code must stay fetchable, even when
+    /// their upload was deleted.
+    pub fn artifacts_in_use(&self) -> std::collections::HashSet<String> {
+        self.view()
+            .jobs()
+            .filter(|jm| !jm.status().is_globally_terminal())
+            .filter_map(|jm| jm.program().artifact.clone())
+            .collect()
+    }
+
+    /// Removes the artifacts whose upload was deleted and that no job still runs.
+    async fn sweep_artifacts(&self) {
+        let (store, in_use) = (self.artifacts().clone(), self.artifacts_in_use());
+        let removed = tokio::task::spawn_blocking(move || store.sweep(&in_use))
+            .await
+            .unwrap_or_default();
+        for id in removed {
+            info!(artifact = %id, "removed a job artifact no upload or running job references");
+        }
+    }
+
     /// The current term's leader session id (HA only).
     pub fn leader_session(&self) -> Option<String> {
         self.ha
@@ -171,8 +200,9 @@ impl JobManagerShared {
     }
 }
 
-/// Records ended jobs in the HA stores whenever a job may have changed; retries every second
-/// while a write fails. Runs apart from the driver, so ZooKeeper's speed delays nothing else.
+/// Records ended jobs in the HA stores whenever a job may have changed (retrying every second
+/// while a write fails), and removes job artifacts nothing references any more. Runs apart from
+/// the driver, so ZooKeeper's and the file system's speed delay nothing else.
 pub(super) async fn recorder(shared: Arc<JobManagerShared>) {
     let mut retry = false;
     loop {
@@ -183,6 +213,9 @@ pub(super) async fn recorder(shared: Arc<JobManagerShared>) {
             shared.job_changed.notified().await;
         }
         retry = !shared.record_terminated_jobs().await;
+        if shared.may_sweep_artifacts() {
+            shared.sweep_artifacts().await;
+        }
         // Many events come in bursts; one pass covers them all.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -209,9 +242,14 @@ pub(super) async fn leadership(shared: Arc<JobManagerShared>, rpc: String, rest:
                 info!(session = %fence.session_id(), %rpc, %rest, "granted leadership");
                 *ha.fence.lock().unwrap_or_else(|e| e.into_inner()) = Some(fence);
                 shared.recover_jobs().await;
+                ha.recovered
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                shared.job_changed.notify_one();
             }
             zk_ha::LeadershipEvent::Revoked { session_id, reason } => {
                 warn!(session = %session_id, ?reason, "leadership revoked: stopping every job and dropping every TaskManager");
+                ha.recovered
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
                 shared.forget_recorded();
                 shared.step_down();
             }

@@ -37,6 +37,7 @@ impl Drop for JobManager {
         for t in &self.tasks {
             t.abort();
         }
+        self.shared.artifacts().remove_own();
     }
 }
 
@@ -156,10 +157,10 @@ impl JobManager {
                 info!(dir = %crate::common::log_text::clip(&dir), "removed a savepoint its JobManager never completed");
             }
         }
-        let artifacts =
-            super::artifacts::ArtifactStore::open(config.rest.upload_dir.clone().unwrap_or_else(
-                || std::env::temp_dir().join(format!("sluice-jars-{}", std::process::id())),
-            ))
+        // With HA the artifacts live beside the HA stores' files, for the next leader.
+        let artifact_dir =
+            (config.rest.upload_dir.clone()).or_else(|| crate::ha::artifact_dir(&config));
+        let artifacts = super::artifacts::ArtifactStore::open_for_process(artifact_dir)
             .map_err(|e| StartError::Unsupported(e.to_string()))?;
         let shared = Arc::new(JobManagerShared::new(
             config,
@@ -209,8 +210,8 @@ impl JobManager {
             );
             tasks.push(tokio::spawn(leadership(shared.clone(), rpc, rest)));
             tasks.push(tokio::spawn(watch_leader(shared.clone())));
-            tasks.push(tokio::spawn(recorder(shared.clone())));
         }
+        tasks.push(tokio::spawn(recorder(shared.clone())));
         info!(%rpc_address, %rest_address, ha = shared.has_ha(), "JobManager started");
         Ok(JobManager {
             shared,

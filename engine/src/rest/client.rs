@@ -166,7 +166,19 @@ impl RestClient {
             .mime_str("application/octet-stream")
             .map_err(|e| ClientError::Malformed(e.to_string()))?;
         let form = reqwest::multipart::Form::new().part("jarfile", part);
-        let url = format!("{}/v1/jars/upload", self.base);
+        // With HA a standby redirects to the leader, and a multipart body is not sent twice:
+        // learn where a call ends up first, and upload there.
+        let probe = self
+            .http
+            .get(format!("{}/v1/config", self.base))
+            .send()
+            .await
+            .map_err(|e| ClientError::Unreachable {
+                address: self.base.clone(),
+                reason: error_chain(&e),
+            })?;
+        let leader = probe.url().origin().ascii_serialization();
+        let url = format!("{leader}/v1/jars/upload");
         // Large artifacts take longer than a JSON call; the JobManager also runs the artifact
         // once to learn what it holds.
         let request = self

@@ -134,7 +134,8 @@ pub(super) async fn delete(
 ) -> Result<Json<Value>, ApiError> {
     switched_on(shared.config().rest.submit_enabled, "web.submit.enable")?;
     let store = shared.artifacts().clone();
-    tokio::task::spawn_blocking(move || store.remove(&id))
+    let in_use = shared.artifacts_in_use().contains(&id);
+    tokio::task::spawn_blocking(move || store.remove(&id, in_use))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
         .map_err(artifact_error)?;

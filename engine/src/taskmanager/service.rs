@@ -473,7 +473,9 @@ impl TaskManager {
                     },
                     _ = ticker.tick() => {
                         if let Some(workers) = &self.workers {
-                            workers.stop_idle(std::time::Instant::now());
+                            let now = std::time::Instant::now();
+                            workers.stop_idle(now);
+                            workers.sweep_cache(now).await;
                         }
                         let metrics = self.task_metrics();
                         let process = Some(self.metrics.sample(crate::metrics::now_ms(), &metrics));

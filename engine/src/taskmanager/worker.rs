@@ -86,6 +86,31 @@ pub(crate) struct Workers {
     next_generation: std::sync::atomic::AtomicU64,
     /// The JobManager connection's sender and address, while there is one.
     upstream: Mutex<Option<(mpsc::UnboundedSender<TmToJm>, String)>>,
+    /// When each cached artifact was last run (or first seen in the cache).
+    last_used: Mutex<HashMap<String, Instant>>,
+}
+
+/// The cached artifacts to remove: of the `cached` keys, those no worker runs (`in_use`) and
+/// last used (or first seen, noted in `last_used` now) `interval` or longer before `now`.
+fn stale_artifacts(
+    cached: &[String],
+    in_use: &HashSet<String>,
+    last_used: &mut HashMap<String, Instant>,
+    now: Instant,
+    interval: Duration,
+) -> Vec<String> {
+    last_used.retain(|key, _| cached.contains(key));
+    let mut stale = Vec::new();
+    for key in cached {
+        let used = *last_used.entry(key.clone()).or_insert(now);
+        if in_use.contains(key) {
+            last_used.insert(key.clone(), now);
+        } else if now.duration_since(used) >= interval {
+            last_used.remove(key);
+            stale.push(key.clone());
+        }
+    }
+    stale
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -112,6 +137,7 @@ impl Workers {
             jobs: Mutex::default(),
             next_generation: Default::default(),
             upstream: Mutex::default(),
+            last_used: Mutex::default(),
         });
         let acceptor = transport::acceptor().map_err(std::io::Error::other)?;
         let weak = Arc::downgrade(&workers);
@@ -279,6 +305,27 @@ impl Workers {
         }
     }
 
+    /// Removes cached artifacts that no worker has run for `blob.service.cleanup.interval`.
+    pub(crate) async fn sweep_cache(&self, now: Instant) {
+        let mut cached = Vec::new();
+        if let Ok(mut dir) = tokio::fs::read_dir(&self.cache).await {
+            while let Ok(Some(entry)) = dir.next_entry().await {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if artifact::is_content_key(&name) {
+                    cached.push(name);
+                }
+            }
+        }
+        let in_use: HashSet<String> = lock(&self.jobs).values().map(|w| w.key.clone()).collect();
+        let interval = self.config.taskmanager.artifact_cleanup_interval;
+        let stale = stale_artifacts(&cached, &in_use, &mut lock(&self.last_used), now, interval);
+        for key in stale {
+            if tokio::fs::remove_file(self.cache.join(&key)).await.is_ok() {
+                info!(artifact = %key, "removed a cached job artifact no job has run for blob.service.cleanup.interval");
+            }
+        }
+    }
+
     /// Fetches the artifact if needed, starts the worker, and when it ends fails whatever it
     /// still ran.
     async fn run_worker(self: Arc<Self>, job: JobId, generation: u64, key: String) {
@@ -423,6 +470,7 @@ impl Workers {
             }
         };
         let Some(worker) = worker else { return };
+        lock(&self.last_used).insert(worker.key.clone(), Instant::now());
         self.registry.set_moved(job, None);
         if !worker.executions.is_empty() {
             warn!(%job, "{reason}");
@@ -632,5 +680,39 @@ impl Workers {
             r = write_loop => r,
             r = read_loop => r,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_artifacts_go_after_the_interval_without_a_worker() {
+        let (a, b, c) = ("a".repeat(64), "b".repeat(64), "c".repeat(64));
+        let cached = vec![a.clone(), b.clone(), c.clone()];
+        let hour = Duration::from_secs(3600);
+        let t0 = Instant::now();
+        let mut used = HashMap::from([(b.clone(), t0)]);
+        let running = HashSet::from([a.clone()]);
+        // First seen now, or just used: nothing is stale yet.
+        assert!(stale_artifacts(&cached, &running, &mut used, t0, hour).is_empty());
+        // An hour on: b and c have not run since; a runs.
+        let later = t0 + hour;
+        assert_eq!(
+            stale_artifacts(&cached, &running, &mut used, later, hour),
+            [b.clone(), c.clone()]
+        );
+        // a's worker ended a minute ago: it stays until its own hour has passed.
+        let kept = vec![a.clone()];
+        used.insert(a.clone(), later + Duration::from_secs(60));
+        let soon = later + Duration::from_secs(120);
+        assert!(stale_artifacts(&kept, &HashSet::new(), &mut used, soon, hour).is_empty());
+        let gone = later + Duration::from_secs(60) + hour;
+        assert_eq!(
+            stale_artifacts(&kept, &HashSet::new(), &mut used, gone, hour),
+            [a.clone()]
+        );
+        assert!(used.is_empty());
     }
 }

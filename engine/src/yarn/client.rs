@@ -3,6 +3,7 @@
 //! answers, attaching to a running session, listing and killing applications.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -137,25 +138,32 @@ fn container_config(config: &Config) -> String {
 }
 
 /// Uploads the files every container gets to the staging directory `dir` (see
-/// [`staging::upload`]): the running binary, the configuration and a fresh cluster secret.
-/// The binary is read where it is: the uploaded copy is what YARN checks, so a rebuild of the
-/// client's binary after submission does not disturb the application.
+/// [`staging::upload`]): the running binary (or the job artifact `artifact`, which then runs
+/// the whole application), the configuration and a fresh cluster secret. The binary is read
+/// where it is: the uploaded copy is what YARN checks, so a rebuild of the client's binary
+/// after submission does not disturb the application.
 async fn stage(
     fs: Arc<FileSystems>,
     config: &Config,
     dir: String,
+    artifact: Option<PathBuf>,
 ) -> Result<BTreeMap<String, LocalResource>, YarnError> {
-    let exe = std::env::current_exe().map_err(|cause| YarnError::Io {
-        what: "cannot find the running binary",
-        path: "/proc/self/exe".into(),
-        cause,
-    })?;
+    let binary = match artifact {
+        Some(path) => staging::Binary::JobArtifact(path),
+        None => {
+            staging::Binary::Sluice(std::env::current_exe().map_err(|cause| YarnError::Io {
+                what: "cannot find the running binary",
+                path: "/proc/self/exe".into(),
+                cause,
+            })?)
+        }
+    };
     let yaml = container_config(config);
     let secret: [u8; 32] = rand::random();
     let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
     let config = config.clone();
     // The storage (HDFS's client in particular) blocks; not on a runtime worker.
-    blocking(move || staging::upload(&fs, &config, &dir, &exe, &yaml, &hex)).await
+    blocking(move || staging::upload(&fs, &config, &dir, &binary, &yaml, &hex)).await
 }
 
 /// Runs a blocking storage call off the async runtime.
@@ -242,7 +250,8 @@ async fn submit_and_wait(
         blocking(move || staging::application_dir(&fs, &config, &id)).await?
     };
     let uploading = Instant::now();
-    let resources = stage(fs, config, dir.clone()).await?;
+    let artifact = job.and_then(|j| j.artifact.clone());
+    let resources = stage(fs, config, dir.clone(), artifact).await?;
     tracing::info!(application = %id, staging = %dir, ms = uploading.elapsed().as_millis() as u64, "shipped files staged");
     let mut launch = LaunchContext {
         local_resources: resources.clone(),

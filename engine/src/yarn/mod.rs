@@ -71,6 +71,11 @@ pub struct ApplicationJob {
     pub overrides: Vec<(String, String)>,
     /// A savepoint to start from.
     pub savepoint: Option<String>,
+    /// The job artifact the program comes from, on the submitting machine: shipped as the
+    /// application's binary (it is a whole sluice with the job's programs bundled), instead
+    /// of the submitting `sluice` itself. Not part of what the AM is told.
+    #[serde(skip)]
+    pub artifact: Option<std::path::PathBuf>,
 }
 
 impl ApplicationJob {
@@ -121,6 +126,7 @@ mod tests {
             parallelism: Some(2),
             overrides: vec![("restart-strategy.type".into(), "none".into())],
             savepoint: None,
+            artifact: None,
         };
         let env = job.to_env();
         assert!(env.chars().all(|c| c.is_ascii_hexdigit()));

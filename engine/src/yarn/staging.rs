@@ -15,7 +15,7 @@
 //! [`tokio::task::spawn_blocking`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::PathBuf;
 
 use yarn_am::{LocalResource, LocalResourceType, Visibility};
 
@@ -64,15 +64,25 @@ pub fn belongs_to(dir: &str, application_id: &str) -> bool {
     dir.trim_end_matches('/').rsplit('/').next() == Some(application_id)
 }
 
+/// The executable an application's containers run.
+#[derive(Debug, Clone)]
+pub enum Binary {
+    /// The `sluice` binary at this path, or the one in a `yarn.provided.lib.dirs` directory.
+    Sluice(PathBuf),
+    /// A job artifact (a sluice with the job's programs bundled): always this file.
+    JobArtifact(PathBuf),
+}
+
 /// Writes the files every container gets into the staging directory `dir` (created readable
-/// by its owner only, as it holds the cluster's secret): `binary` uploaded unless a
-/// `yarn.provided.lib.dirs` directory already holds a `sluice`, the configuration text and the
-/// secret. Returns them as YARN local resources by their link names.
+/// by its owner only, as it holds the cluster's secret): `binary` uploaded unless it is the
+/// `sluice` binary and a `yarn.provided.lib.dirs` directory already holds one, the
+/// configuration text and the secret. Returns them as YARN local resources by their link
+/// names.
 pub fn upload(
     fs: &FileSystems,
     config: &Config,
     dir: &str,
-    binary: &Path,
+    binary: &Binary,
     config_yaml: &str,
     secret: &str,
 ) -> Result<BTreeMap<String, LocalResource>, YarnError> {
@@ -82,15 +92,25 @@ pub fn upload(
     };
     fs.create_private_dir(dir)
         .map_err(io("cannot create the staging directory", dir))?;
-    let binary_path = match provided_binary(fs, &config.yarn.provided_lib_dirs)? {
-        Some(path) => {
+    let provided = match binary {
+        Binary::Sluice(_) => provided_binary(fs, &config.yarn.provided_lib_dirs)?,
+        Binary::JobArtifact(_) => None,
+    };
+    let binary_path = match (provided, binary) {
+        (Some(path), _) => {
             tracing::info!(%path, "shipping the sluice binary from yarn.provided.lib.dirs");
             path
         }
-        None => {
+        (None, Binary::Sluice(local)) => {
             let path = join(dir, BINARY);
-            fs.upload(binary, &path)
+            fs.upload(local, &path)
                 .map_err(io("cannot upload the sluice binary to", &path))?;
+            path
+        }
+        (None, Binary::JobArtifact(local)) => {
+            let path = join(dir, BINARY);
+            fs.upload(local, &path)
+                .map_err(io("cannot upload the job artifact to", &path))?;
             path
         }
     };
@@ -222,6 +242,7 @@ pub fn resources_from_env(value: &str) -> Result<BTreeMap<String, LocalResource>
 mod tests {
     use super::*;
     use crate::state::fs::HadoopConf;
+    use std::path::Path;
 
     fn hdfs_default(nn: &str) -> FileSystems {
         let mut conf = HadoopConf::default();
@@ -282,7 +303,8 @@ mod tests {
         std::fs::write(&binary, b"#!binary").unwrap();
         let dir = format!("{}/stage/.sluice/app_1", tmp.path().display());
         let mut config = Config::default();
-        let resources = upload(&fs, &config, &dir, &binary, "a: 1\n", "5ec2e7").unwrap();
+        let sluice = Binary::Sluice(binary.clone());
+        let resources = upload(&fs, &config, &dir, &sluice, "a: 1\n", "5ec2e7").unwrap();
         assert_eq!(
             resources.keys().map(String::as_str).collect::<Vec<_>>(),
             [".cluster-secret", "config.yaml", "sluice"]
@@ -324,13 +346,24 @@ mod tests {
             )
             .unwrap();
         let dir2 = format!("{}/stage/.sluice/app_2", tmp.path().display());
-        let resources = upload(&fs, &config, &dir2, &binary, "a: 1\n", "5ec2e7").unwrap();
+        let resources = upload(&fs, &config, &dir2, &sluice, "a: 1\n", "5ec2e7").unwrap();
         assert_eq!(
             resources["sluice"].url,
             format!("file://{}/sluice", lib.display())
         );
         assert_eq!(resources["sluice"].size, 17);
         assert!(!Path::new(&format!("{dir2}/sluice")).exists());
+        // A job artifact is the application's code: shipped itself, never a provided binary.
+        let artifact = tmp.path().join("my-job");
+        std::fs::write(&artifact, b"\x7fELF a job").unwrap();
+        let dir3 = format!("{}/stage/.sluice/app_3", tmp.path().display());
+        let job = Binary::JobArtifact(artifact);
+        let resources = upload(&fs, &config, &dir3, &job, "a: 1\n", "5ec2e7").unwrap();
+        assert_eq!(resources["sluice"].url, format!("file://{dir3}/sluice"));
+        assert_eq!(
+            std::fs::read(format!("{dir3}/sluice")).unwrap(),
+            b"\x7fELF a job"
+        );
 
         remove(&fs, &dir).unwrap();
         assert!(!Path::new(&dir).exists());
