@@ -329,7 +329,7 @@ async fn execute(
             }
         }
         Command::YarnAppmaster => {
-            let code = crate::yarn::am::run(config, dir.as_deref()).await?;
+            let code = crate::yarn::am::run(config, dir.as_deref(), programs).await?;
             Ok(std::process::ExitCode::from(code))
         }
         Command::YarnSession(args) => super::yarn::session(config, args).await,

@@ -248,8 +248,14 @@ fn job_outcome(shared: &JobManagerShared, job: JobId) -> Option<Outcome> {
     ))
 }
 
-/// Runs the ApplicationMaster until YARN stops it; returns the process's exit code.
-pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, YarnError> {
+/// Runs the ApplicationMaster, whose JobManager knows `programs` (those of the shipped binary:
+/// the bundled examples, or a job artifact's), until YARN stops it; returns the process's exit
+/// code.
+pub async fn run(
+    mut config: Config,
+    conf_dir: Option<&Path>,
+    programs: Arc<crate::api::ProgramRegistry>,
+) -> Result<u8, YarnError> {
     let env = ContainerEnv::from_env().map_err(|e| YarnError::Container(e.to_string()))?;
     let credentials = Credentials::from_env().map_err(|e| YarnError::Container(e.to_string()))?;
     let token = credentials
@@ -289,9 +295,7 @@ pub async fn run(mut config: Config, conf_dir: Option<&Path>) -> Result<u8, Yarn
     let application = env.attempt().application.to_string();
     default_ha_cluster_id(&mut config, &application)?;
 
-    let jm =
-        crate::rest::start_jobmanager(config.clone(), secret, Arc::new(crate::examples::bundled()))
-            .await?;
+    let jm = crate::rest::start_jobmanager(config.clone(), secret, programs).await?;
     let rest_port = jm.rest_address.port();
     let jobmanager = format!("{host}:{}", jm.shared.rpc_address().port());
     let location = if jm.shared.has_ha() {
