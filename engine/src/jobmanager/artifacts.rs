@@ -417,7 +417,10 @@ mod tests {
         assert!(store.path(&idle).is_err());
         let in_use = std::collections::HashSet::from([running.clone()]);
         assert!(store.sweep(&in_use).is_empty());
-        assert_eq!(store.sweep(&Default::default()), [running.clone()]);
+        assert_eq!(
+            store.sweep(&Default::default()),
+            std::slice::from_ref(&running)
+        );
         assert!(store.path(&running).is_err());
         assert!(store.dir().join("upload-1.part").exists());
         // A record whose executable is gone is removed too; a listed upload stays.

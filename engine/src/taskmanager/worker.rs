@@ -711,7 +711,7 @@ mod tests {
         let gone = later + Duration::from_secs(60) + hour;
         assert_eq!(
             stale_artifacts(&kept, &HashSet::new(), &mut used, gone, hour),
-            [a.clone()]
+            std::slice::from_ref(&a)
         );
         assert!(used.is_empty());
     }
