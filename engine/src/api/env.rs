@@ -401,6 +401,7 @@ impl StreamExecutionEnvironment {
         let mut g = self.graph.borrow_mut();
         g.nodes.push(StreamNode {
             name: name.to_string(),
+            uid: None,
             parallelism: None,
             kind,
             fanout: Box::new(fanout::<Out>),
@@ -751,6 +752,16 @@ impl<T: Data> DataStream<T> {
     /// Renames this operator (shown in the web UI and REST API).
     pub fn name(self, name: &str) -> Self {
         self.env.graph.borrow_mut().nodes[self.node].name = name.to_string();
+        self
+    }
+
+    /// Gives this operator a uid (Flink's `uid`): checkpoints and savepoints address its state
+    /// by the uid's hash, so a new version of the program finds the state again however its
+    /// dataflow changed around the operator. Without one, the operator's id is derived from its
+    /// place in the dataflow and changes when operators upstream of it change. Uids must be
+    /// unique within a job; a job with two operators of one uid is refused naming it.
+    pub fn uid(self, uid: &str) -> Self {
+        self.env.graph.borrow_mut().nodes[self.node].uid = Some(uid.to_string());
         self
     }
 

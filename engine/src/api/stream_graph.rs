@@ -110,6 +110,9 @@ pub(crate) struct SideOutputSpec {
 /// One operator of the stream graph.
 pub(crate) struct StreamNode {
     pub(crate) name: String,
+    /// The uid the program gave the operator (`DataStream::uid`): its state's stable address
+    /// in checkpoints and savepoints across versions of the program.
+    pub(crate) uid: Option<String>,
     pub(crate) parallelism: Option<u32>,
     pub(crate) kind: NodeKind,
     /// Combines the consumers of the node's outputs: those of the main output into one, and,

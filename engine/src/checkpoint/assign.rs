@@ -4,11 +4,12 @@
 //! split-distributed list state), keyed state follows key groups, and the number of key groups
 //! (max parallelism) never changes. Operator state in files is split by element index, which
 //! the handles record: the JobManager never reads a state file, each restoring subtask reads
-//! its own slices.
+//! its own slices. A snapshot's operators are matched to the new program's by their stable
+//! operator ids, whatever vertex runs them now, as Flink matches `OperatorID`s.
 
 use std::collections::BTreeMap;
 
-use super::metadata::{CheckpointMetadata, RestoreError};
+use super::metadata::{CheckpointMetadata, OperatorKey, OperatorMetadata, RestoreError};
 use super::topology::{TaskKey, VertexTopology};
 use super::{OperatorRestore, OperatorStateSlice, OperatorSubtaskState, TaskRestore};
 use crate::state::OperatorStateHandle;
@@ -32,19 +33,80 @@ fn intersects(a: (u32, u32), b: (u32, u32)) -> bool {
     a.0 <= a.1 && b.0 <= b.1 && a.0 <= b.1 && b.0 <= a.1
 }
 
-/// Which vertex each operator id belongs to.
-pub(crate) fn operator_vertices(
+/// Where an operator of the new program runs: its vertex, and the node index its subtasks
+/// restore its state under.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Placement {
+    vertex: usize,
+    node: u32,
+}
+
+/// Where each operator of `topology` runs, under both names a snapshot may give it: its stable
+/// id (metadata version 3 on) and its node index (versions 1 and 2, written when node indices
+/// were the ids).
+fn operator_placements(
     topology: &[VertexTopology],
-) -> Result<BTreeMap<u32, usize>, RestoreError> {
+) -> Result<BTreeMap<OperatorKey, Placement>, RestoreError> {
     let mut map = BTreeMap::new();
     for (v, vertex) in topology.iter().enumerate() {
-        for &op in &vertex.operators {
-            if map.insert(op, v).is_some() {
-                return Err(RestoreError::DuplicateOperator { operator: op });
+        for op in &vertex.operators {
+            let place = Placement {
+                vertex: v,
+                node: op.node,
+            };
+            for key in [OperatorKey::Id(op.identity.id), OperatorKey::Node(op.node)] {
+                if map.insert(key, place).is_some() {
+                    return Err(RestoreError::DuplicateOperator { operator: key });
+                }
             }
         }
     }
     Ok(map)
+}
+
+/// Whether a snapshotted operator holds anything to restore. A stateless operator (or a
+/// finished source) has entries without elements or keyed state; the new program may drop it
+/// without losing anything, so it never refuses a restore (as in Flink).
+fn has_state(state: &OperatorMetadata) -> bool {
+    state.subtasks.values().any(|st| {
+        st.operator_state.element_count() > 0
+            || st
+                .keyed
+                .as_ref()
+                .is_some_and(|k| !k.files.is_empty() || k.full_size > 0)
+    })
+}
+
+/// What a restore does with a snapshot's state: what each subtask starts from, and the state
+/// left behind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Assignment {
+    /// Per subtask of the new job.
+    pub tasks: BTreeMap<TaskKey, TaskRestore>,
+    /// Operators of the snapshot the new program lacks, whose state is not restored.
+    pub skipped: Vec<SkippedOperator>,
+}
+
+/// An operator of a snapshot that the new program lacks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedOperator {
+    /// Its id (or node index, in an old snapshot).
+    pub operator: OperatorKey,
+    /// Its uid, if the snapshot knows it.
+    pub uid: Option<String>,
+    /// Whether it had state (skipped because the job allows non-restored state) rather than
+    /// none at all.
+    pub had_state: bool,
+}
+
+impl std::fmt::Display for SkippedOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.operator)?;
+        if let Some(uid) = &self.uid {
+            write!(f, " (uid \"{uid}\")")?;
+        }
+        Ok(())
+    }
 }
 
 /// Elements `first..first + count` of `handle` as a slice; `None` for no element, so a share
@@ -108,15 +170,20 @@ pub(crate) fn split_operator_state<'a>(
 }
 
 /// The state every subtask of `topology` starts from when restoring `metadata` (whose files are
-/// relative to `metadata_dir`). Every subtask gets an entry; an operator of the new program that
-/// the snapshot lacks is absent from its `operators` (it starts empty). Fails if the snapshot
-/// holds an operator the new program lacks, or one whose max parallelism changed.
+/// relative to `metadata_dir`). Operators are matched by stable id (by node index for metadata
+/// before version 3), whatever vertex they run in now. Every subtask gets an entry; an operator
+/// of the new program that the snapshot lacks is absent from its `operators` (it starts empty).
+/// An operator of the snapshot that the new program lacks is skipped if it had no state or
+/// `allow_non_restored_state` is set (Flink's `--allowNonRestoredState`), and refuses the
+/// restore otherwise. Fails too if an operator's max parallelism changed.
 pub fn assign(
     metadata: &CheckpointMetadata,
     metadata_dir: &str,
     topology: &[VertexTopology],
-) -> Result<BTreeMap<TaskKey, TaskRestore>, RestoreError> {
-    let vertices = operator_vertices(topology)?;
+    allow_non_restored_state: bool,
+) -> Result<Assignment, RestoreError> {
+    let placements = operator_placements(topology)?;
+    let mut skipped = Vec::new();
     let mut out: BTreeMap<TaskKey, TaskRestore> = BTreeMap::new();
     for (v, vertex) in topology.iter().enumerate() {
         for s in 0..vertex.parallelism {
@@ -134,16 +201,27 @@ pub fn assign(
         }
     }
     for (&op, state) in &metadata.operators {
-        let Some(&v) = vertices.get(&op) else {
-            return Err(RestoreError::OperatorNotMapped {
-                checkpoint_id: metadata.checkpoint_id,
+        let Some(&Placement { vertex: v, node }) = placements.get(&op) else {
+            let had_state = has_state(state);
+            if had_state && !allow_non_restored_state {
+                return Err(RestoreError::OperatorNotMapped {
+                    path: metadata_dir.to_string(),
+                    operator: op,
+                    uid: state.uid.clone(),
+                });
+            }
+            skipped.push(SkippedOperator {
                 operator: op,
+                uid: state.uid.clone(),
+                had_state,
             });
+            continue;
         };
         let vertex = &topology[v];
         if vertex.max_parallelism != state.max_parallelism {
             return Err(RestoreError::MaxParallelismMismatch {
                 operator: op,
+                uid: state.uid.clone(),
                 checkpointed: state.max_parallelism,
                 new: vertex.max_parallelism,
             });
@@ -183,26 +261,44 @@ pub fn assign(
                 subtask: s as u32,
             };
             if let Some(task) = out.get_mut(&key) {
-                task.operators.insert(op, share);
+                task.operators.insert(node, share);
             }
         }
     }
-    Ok(out)
+    Ok(Assignment {
+        tasks: out,
+        skipped,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::metadata::OperatorMetadata;
+    use crate::checkpoint::topology::TopologyOperator;
+    use crate::common::ids::{OperatorId, OperatorIdentity};
     use crate::state::{KeyedStateHandle, OperatorStateFile};
     use proptest::prelude::*;
 
-    fn vertex(parallelism: u32, max_parallelism: u32, operators: Vec<u32>) -> VertexTopology {
+    /// The stable id the tests give the operator of node `node`.
+    fn id(node: u32) -> OperatorId {
+        OperatorId(0xab00 + u128::from(node))
+    }
+
+    fn vertex(parallelism: u32, max_parallelism: u32, nodes: Vec<u32>) -> VertexTopology {
         VertexTopology {
             parallelism,
             max_parallelism,
             inputs: Vec::new(),
-            operators,
+            operators: nodes
+                .into_iter()
+                .map(|node| TopologyOperator {
+                    node,
+                    identity: OperatorIdentity {
+                        id: id(node),
+                        uid: None,
+                    },
+                })
+                .collect(),
         }
     }
 
@@ -251,8 +347,9 @@ mod tests {
             })
             .collect();
         m.operators.insert(
-            op,
+            OperatorKey::Id(id(op)),
             OperatorMetadata {
+                uid: None,
                 parallelism,
                 max_parallelism: max_p,
                 subtasks,
@@ -297,7 +394,7 @@ mod tests {
     fn same_parallelism_gives_each_subtask_its_own_state() {
         let m = metadata_with(7, 2, 128, &[2, 1], &[true, false]);
         let topo = vec![vertex(1, 128, vec![1]), vertex(2, 128, vec![7, 8])];
-        let out = assign(&m, "/c/chk-4", &topo).expect("assign");
+        let out = assign(&m, "/c/chk-4", &topo, false).expect("assign").tasks;
         assert_eq!(out.len(), 3, "every subtask gets an entry");
         let t1 = &out[&key(1, 1)];
         assert_eq!(t1.checkpoint_id, 4);
@@ -324,7 +421,9 @@ mod tests {
     fn scale_out_1_to_3_splits_elements_into_ranges_and_shares_the_handle() {
         for in_file in [false, true] {
             let m = metadata_with(7, 1, 128, &[5], &[in_file]);
-            let out = assign(&m, "/d", &[vertex(3, 128, vec![7])]).expect("assign");
+            let out = assign(&m, "/d", &[vertex(3, 128, vec![7])], false)
+                .expect("assign")
+                .tasks;
             let elems = |s| elements(&out[&key(0, s)].operators[&7].operator_state);
             assert_eq!(elems(0), vec![vec![0, 0], vec![0, 1]], "file: {in_file}");
             assert_eq!(elems(1), vec![vec![0, 2], vec![0, 3]]);
@@ -338,7 +437,9 @@ mod tests {
     #[test]
     fn scale_in_3_to_2_concatenates_in_subtask_order_and_intersects_key_groups() {
         let m = metadata(7, 3, 128, &[2, 1, 2]);
-        let out = assign(&m, "/d", &[vertex(2, 128, vec![7])]).expect("assign");
+        let out = assign(&m, "/d", &[vertex(2, 128, vec![7])], false)
+            .expect("assign")
+            .tasks;
         let op = |s| out[&key(0, s)].operators[&7].clone();
         // Elements in subtask order: [0,0] [0,1] [1,0] | [2,0] [2,1].
         assert_eq!(
@@ -360,7 +461,9 @@ mod tests {
     fn rescale_with_files_hands_out_element_ranges_of_the_files() {
         // 2 -> 3: f0 holds 4 elements, subtask 1 has 3 inline; 7 elements -> 3, 2, 2.
         let m = metadata_with(7, 2, 128, &[4, 3], &[true, false]);
-        let out = assign(&m, "/d", &[vertex(3, 128, vec![7])]).expect("assign");
+        let out = assign(&m, "/d", &[vertex(3, 128, vec![7])], false)
+            .expect("assign")
+            .tasks;
         let share = |s| out[&key(0, s)].operators[&7].operator_state.clone();
         let file = |s: &[OperatorStateSlice], i: usize| match &s[i] {
             OperatorStateSlice::File { file, first, count } => (file.path.clone(), *first, *count),
@@ -377,7 +480,9 @@ mod tests {
 
         // 3 -> 1: every file whole, in subtask order, around the inline elements.
         let m = metadata_with(7, 3, 128, &[2, 1, 3], &[true, false, true]);
-        let out = assign(&m, "/d", &[vertex(1, 128, vec![7])]).expect("assign");
+        let out = assign(&m, "/d", &[vertex(1, 128, vec![7])], false)
+            .expect("assign")
+            .tasks;
         let all = &out[&key(0, 0)].operators[&7].operator_state;
         assert_eq!(all.len(), 3);
         assert_eq!(file(all, 0), ("f0".into(), 0, 2));
@@ -387,33 +492,124 @@ mod tests {
 
     #[test]
     fn max_parallelism_change_is_an_error_naming_the_operator() {
-        let m = metadata(7, 2, 128, &[1, 1]);
-        let err = assign(&m, "/d", &[vertex(2, 256, vec![7])]).unwrap_err();
+        let mut m = metadata(7, 2, 128, &[1, 1]);
+        m.operators.get_mut(&OperatorKey::Id(id(7))).unwrap().uid = Some("counter".into());
+        let err = assign(&m, "/d", &[vertex(2, 256, vec![7])], false).unwrap_err();
         assert!(
             matches!(
-                err,
+                &err,
                 RestoreError::MaxParallelismMismatch {
-                    operator: 7,
+                    operator: OperatorKey::Id(o),
                     checkpointed: 128,
-                    new: 256
-                }
+                    new: 256,
+                    ..
+                } if *o == id(7)
             ),
-            "{err}"
-        );
-        assert!(err.to_string().contains("operator 7"), "{err}");
-    }
-
-    #[test]
-    fn an_operator_the_new_program_lacks_is_an_error() {
-        let m = metadata(7, 1, 128, &[1]);
-        let err = assign(&m, "/d", &[vertex(1, 128, vec![8])]).unwrap_err();
-        assert!(
-            matches!(err, RestoreError::OperatorNotMapped { operator: 7, .. }),
             "{err}"
         );
         assert!(
             err.to_string()
-                .contains("cannot be mapped to the new program"),
+                .contains(&format!("operator {} (uid \"counter\")", id(7))),
+            "{err}"
+        );
+    }
+
+    /// Flink's message, with the path, the id and the uid; the flag skips the state instead.
+    #[test]
+    fn state_of_an_operator_the_new_program_lacks_is_refused_unless_allowed() {
+        let mut m = metadata(7, 1, 128, &[1]);
+        m.operators.get_mut(&OperatorKey::Id(id(7))).unwrap().uid = Some("dedup".into());
+        let topology = [vertex(1, 128, vec![8])];
+        let err = assign(&m, "/sp/savepoint-1", &topology, false).unwrap_err();
+        assert!(
+            matches!(&err, RestoreError::OperatorNotMapped { operator: OperatorKey::Id(o), .. } if *o == id(7)),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Failed to rollback to checkpoint/savepoint /sp/savepoint-1. Cannot map checkpoint/savepoint state for operator {} (uid \"dedup\") to the new program, because the operator is not available in the new program. If you want to allow to skip this, you can set the --allowNonRestoredState option on the CLI.",
+                id(7)
+            )
+        );
+        assert!(!err.is_retryable() && !err.reveals_foreign_files());
+
+        let allowed = assign(&m, "/sp/savepoint-1", &topology, true).expect("allowed");
+        assert_eq!(
+            allowed.skipped,
+            [SkippedOperator {
+                operator: OperatorKey::Id(id(7)),
+                uid: Some("dedup".into()),
+                had_state: true,
+            }]
+        );
+        assert!(
+            allowed.tasks[&key(0, 0)].operators.is_empty(),
+            "the new operator starts empty"
+        );
+    }
+
+    /// An operator without state (a stateless map, a finished source) may go without the flag.
+    #[test]
+    fn an_operator_without_state_may_go_without_the_flag() {
+        let m = metadata_with(7, 2, 128, &[0, 0], &[]);
+        let mut m = m;
+        for st in m
+            .operators
+            .get_mut(&OperatorKey::Id(id(7)))
+            .unwrap()
+            .subtasks
+            .values_mut()
+        {
+            st.keyed = None;
+        }
+        let out = assign(&m, "/d", &[vertex(2, 128, vec![8])], false).expect("no state lost");
+        assert_eq!(out.skipped.len(), 1);
+        assert!(!out.skipped[0].had_state);
+    }
+
+    /// Matching is by operator id: an operator that moved into another vertex (another chain,
+    /// another node index) gets its state there, and a new operator starts empty.
+    #[test]
+    fn state_follows_the_operator_id_into_another_vertex() {
+        let m = metadata(7, 2, 128, &[1, 2]);
+        // The new program: the operator of id(7) is now node 9, chained behind a new node 3 in
+        // vertex 1.
+        let mut moved = vertex(2, 128, vec![3, 9]);
+        moved.operators[1].identity.id = id(7);
+        let topology = [vertex(1, 128, vec![0]), moved];
+        let out = assign(&m, "/d", &topology, false).expect("assign").tasks;
+        for s in 0..2 {
+            let task = &out[&key(1, s)];
+            assert_eq!(task.operators.keys().copied().collect::<Vec<_>>(), [9]);
+            assert_eq!(task.operators[&9].keyed.len(), 1);
+        }
+        assert_eq!(
+            elements(&out[&key(1, 1)].operators[&9].operator_state),
+            [vec![1, 0], vec![1, 1]]
+        );
+        assert!(out[&key(0, 0)].operators.is_empty());
+    }
+
+    /// Metadata before version 3 named operators by node index: they restore onto the new
+    /// program's operator of the same node index, as before.
+    #[test]
+    fn old_metadata_restores_by_node_index() {
+        let mut m = metadata(7, 1, 128, &[1]);
+        let state = m.operators.remove(&OperatorKey::Id(id(7))).unwrap();
+        m.operators.insert(OperatorKey::Node(7), state);
+        m.version = 2;
+        let out = assign(&m, "/d", &[vertex(1, 128, vec![7])], false).expect("assign");
+        assert_eq!(out.tasks[&key(0, 0)].operators[&7].keyed.len(), 1);
+        let err = assign(&m, "/d", &[vertex(1, 128, vec![8])], false).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RestoreError::OperatorNotMapped {
+                    operator: OperatorKey::Node(7),
+                    ..
+                }
+            ),
             "{err}"
         );
     }
@@ -427,7 +623,7 @@ mod tests {
             in_files in proptest::collection::vec(any::<bool>(), 6),
         ) {
             let m = metadata_with(7, old_p, 16, &counts, &in_files);
-            let out = assign(&m, "/d", &[vertex(new_p, 16, vec![7])]).expect("assign");
+            let out = assign(&m, "/d", &[vertex(new_p, 16, vec![7])], false).expect("assign").tasks;
             // In subtask order the shares give back every element once, in the snapshot's order.
             let got: Vec<Vec<u8>> = (0..new_p)
                 .flat_map(|s| elements(&out[&key(0, s)].operators[&7].operator_state))

@@ -19,8 +19,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::assign::assign;
-use super::metadata::{CheckpointMetadata, METADATA_FILE, OperatorMetadata, RestoreError};
+use super::assign::{Assignment, assign};
+use super::metadata::{
+    CheckpointMetadata, METADATA_FILE, OperatorKey, OperatorMetadata, RestoreError,
+};
 use super::stats::{
     CheckpointConfigInfo, CheckpointEntry, CheckpointStatus, CheckpointingStatistics, Counts,
     Externalization, HISTORY_SIZE, Latest, RestoredEntry, SubtaskAck, SubtaskCheckpoint,
@@ -94,6 +96,9 @@ pub struct CheckpointSettings {
     pub savepoint_dir: Option<String>,
     /// What happens to checkpoints when the job ends.
     pub retention: Retention,
+    /// `execution.savepoint.ignore-unclaimed-state` (Flink's `--allowNonRestoredState`): a
+    /// restore skips the state of operators the program no longer has instead of failing.
+    pub allow_non_restored_state: bool,
 }
 
 impl From<&crate::config::CheckpointingOptions> for CheckpointSettings {
@@ -110,6 +115,7 @@ impl From<&crate::config::CheckpointingOptions> for CheckpointSettings {
             dir: c.dir.clone(),
             savepoint_dir: c.savepoint_dir.clone(),
             retention: c.retention,
+            allow_non_restored_state: c.ignore_unclaimed_state,
         }
     }
 }
@@ -577,7 +583,7 @@ impl CheckpointCoordinator {
         let operators = self
             .topology
             .get(task.vertex as usize)
-            .map(|v| v.operators.clone())
+            .map(|v| v.operators.iter().map(|op| op.node).collect::<Vec<u32>>())
             .unwrap_or_default();
         let mut done = Vec::new();
         for (&id, p) in &mut self.pending {
@@ -986,11 +992,17 @@ impl CheckpointCoordinator {
             let Some(vertex) = self.topology.get(task.vertex as usize) else {
                 continue;
             };
-            for (&op, st) in &state.operators {
+            for (&node, st) in &state.operators {
+                let Some(op) = vertex.operators.iter().find(|op| op.node == node) else {
+                    // Subtasks report the operators of their own chain only.
+                    tracing::warn!(job_id = %self.job_id, checkpoint_id = p.id, task = %task, node, "state of an operator the vertex does not have; left out of the checkpoint");
+                    continue;
+                };
                 metadata
                     .operators
-                    .entry(op)
+                    .entry(OperatorKey::Id(op.identity.id))
                     .or_insert_with(|| OperatorMetadata {
+                        uid: op.identity.uid.clone(),
                         parallelism: vertex.parallelism,
                         max_parallelism: vertex.max_parallelism,
                         subtasks: BTreeMap::new(),
@@ -1258,7 +1270,19 @@ impl CheckpointCoordinator {
         let Some(c) = candidate else {
             return Ok(None);
         };
-        let tasks = assign(&c.metadata, &c.metadata_dir, &self.topology)?;
+        let Assignment { tasks, skipped } = assign(
+            &c.metadata,
+            &c.metadata_dir,
+            &self.topology,
+            self.settings.allow_non_restored_state,
+        )?;
+        for op in &skipped {
+            if op.had_state {
+                tracing::warn!(job_id = %self.job_id, checkpoint_id = c.id, operator = %op, dir = %clip(&c.metadata_dir), "skipping the state of an operator the program no longer has (execution.savepoint.ignore-unclaimed-state)");
+            } else {
+                tracing::info!(job_id = %self.job_id, checkpoint_id = c.id, operator = %op, "skipping an operator without state that the program no longer has");
+            }
+        }
         // The restored key groups were computed with the checkpoint's key hash: keep it.
         self.key_hash = c.metadata.key_hash;
         let plan = RestorePlan {

@@ -58,20 +58,41 @@ fn t(vertex: u32, subtask: u32) -> TaskKey {
     TaskKey { vertex, subtask }
 }
 
-/// Two source subtasks (operator 1) feeding one subtask of a chain of operators 2 and 3.
+/// The stable id the tests give the operator of node `node`.
+fn id(node: u32) -> crate::common::ids::OperatorId {
+    crate::common::ids::OperatorId(0xc0de_0000 + u128::from(node))
+}
+
+/// How the metadata names the operator of node `node`.
+fn key(node: u32) -> OperatorKey {
+    OperatorKey::Id(id(node))
+}
+
+fn chained(node: u32) -> super::super::topology::TopologyOperator {
+    super::super::topology::TopologyOperator {
+        node,
+        identity: crate::common::ids::OperatorIdentity {
+            id: id(node),
+            uid: (node == 1).then(|| "source".to_string()),
+        },
+    }
+}
+
+/// Two source subtasks (operator 1, uid "source") feeding one subtask of a chain of operators
+/// 2 and 3.
 fn topology() -> Vec<VertexTopology> {
     vec![
         VertexTopology {
             parallelism: 2,
             max_parallelism: 128,
             inputs: vec![],
-            operators: vec![1],
+            operators: vec![chained(1)],
         },
         VertexTopology {
             parallelism: 1,
             max_parallelism: 128,
             inputs: vec![0],
-            operators: vec![2, 3],
+            operators: vec![chained(2), chained(3)],
         },
     ]
 }
@@ -463,16 +484,19 @@ fn completion_writes_versioned_metadata_and_notifies() {
     ));
 
     let m = load_metadata(env.storage.as_ref(), &location.dir).expect("metadata");
-    assert_eq!((m.version, m.checkpoint_id, m.timestamp), (2, 1, 100));
+    assert_eq!((m.version, m.checkpoint_id, m.timestamp), (3, 1, 100));
     assert_eq!(m.job_id, JOB);
     assert!(!m.is_savepoint);
-    assert_eq!(m.operators[&1].parallelism, 2);
-    assert_eq!(m.operators[&1].max_parallelism, 128);
+    assert_eq!(m.operators[&key(1)].parallelism, 2);
+    assert_eq!(m.operators[&key(1)].max_parallelism, 128);
+    // Recorded under the stable id, with the uid; node indices do not reach the metadata.
+    assert_eq!(m.operators[&key(1)].uid.as_deref(), Some("source"));
+    assert_eq!(m.operators[&key(2)].uid, None);
     assert_eq!(
-        m.operators[&1].subtasks[&1].operator_state,
+        m.operators[&key(1)].subtasks[&1].operator_state,
         OperatorStateHandle::Inline(vec![b"off=2".to_vec()])
     );
-    assert_eq!(m.operators[&2].subtasks[&0].keyed, Some(keyed));
+    assert_eq!(m.operators[&key(2)].subtasks[&0].keyed, Some(keyed));
     validate(env.storage.as_ref(), &location.dir, &m).expect("files there");
 
     let latest = c.latest_completed().expect("completed");
@@ -513,7 +537,7 @@ fn a_task_finishing_before_its_ack_counts_as_an_empty_ack() {
     );
     let m = load_metadata(env.storage.as_ref(), &location.dir).expect("metadata");
     assert_eq!(
-        m.operators[&1].subtasks[&1],
+        m.operators[&key(1)].subtasks[&1],
         OperatorSubtaskState::default(),
         "present but empty"
     );
@@ -740,7 +764,7 @@ fn operator_state_files_count_in_stats_and_go_with_their_checkpoint() {
     assert_eq!((ack.checkpointed_size, ack.state_size), (size, size));
     let m = load_metadata(env.storage.as_ref(), &loc1.dir).expect("metadata");
     assert_eq!(
-        m.operators[&1].subtasks[&0]
+        m.operators[&key(1)].subtasks[&0]
             .operator_state
             .file()
             .map(|f| f.size),
@@ -1004,6 +1028,51 @@ fn an_initial_savepoint_is_restored_until_a_checkpoint_completes() {
     ack_all(&mut c, 110, id);
     let plan = c.restore_plan().expect("ok").expect("plan");
     assert_eq!((plan.checkpoint_id, plan.is_savepoint), (42, false));
+}
+
+/// An initial savepoint with state of an operator the job lacks: every (re)start refuses it,
+/// unless the job allows non-restored state; then the rest restores.
+#[test]
+fn state_the_job_lacks_is_refused_at_every_restart_unless_allowed() {
+    let env = Env::new();
+    let location = savepoint_of_an_earlier_run(&env);
+    let mut metadata =
+        load_metadata(env.storage.as_ref(), &join(&location.dir, METADATA_FILE)).expect("load");
+    // The old program's source had another uid: the new one has no operator of that id.
+    let state = metadata
+        .operators
+        .remove(&key(1))
+        .expect("the source's state");
+    let gone = OperatorKey::Id(crate::common::ids::OperatorId::from_uid("old-source"));
+    metadata.operators.insert(
+        gone,
+        OperatorMetadata {
+            uid: Some("old-source".into()),
+            ..state
+        },
+    );
+    let mut strict = env.coordinator(env.settings());
+    strict.set_initial_restore(location.dir.clone(), metadata.clone());
+    let err = strict.restore_plan().expect_err("refused");
+    assert!(
+        matches!(&err, RestoreError::OperatorNotMapped { operator, .. } if *operator == gone),
+        "{err}"
+    );
+    assert!(err.to_string().contains("(uid \"old-source\")"), "{err}");
+
+    let mut lenient = env.coordinator(CheckpointSettings {
+        allow_non_restored_state: true,
+        ..env.settings()
+    });
+    lenient.set_initial_restore(location.dir.clone(), metadata);
+    for _ in 0..2 {
+        let plan = lenient.restore_plan().expect("ok").expect("plan");
+        assert!(
+            plan.tasks[&t(0, 0)].operators.is_empty(),
+            "the source starts empty"
+        );
+        assert!(plan.tasks[&t(1, 0)].operators.contains_key(&2));
+    }
 }
 
 #[test]

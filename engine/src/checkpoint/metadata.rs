@@ -6,11 +6,13 @@
 //! expected subtask acknowledged, so a directory with a `_metadata` is a complete snapshot.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::io;
 
 use serde::{Deserialize, Serialize};
 
 use super::OperatorSubtaskState;
+use crate::common::ids::OperatorId;
 use crate::common::keys::KeyHash;
 use crate::state::storage::{StateStorage, join, resolve_inside};
 use crate::state::{KeyedStateHandle, OperatorStateFile};
@@ -20,10 +22,15 @@ pub const METADATA_FILE: &str = "_metadata";
 /// The format marker: tells a sluice metadata file from any other JSON a user points `-s` at.
 pub const METADATA_FORMAT: &str = "sluice-checkpoint-metadata";
 /// The version this code writes; bump it (and keep a reader for the old one) when the layout
-/// changes, so old savepoints stay restorable. Version 2 added operator state in files (an
-/// operator state handle may be `{"file": ...}`); version 1 held operator state inline only and
-/// reads as it is (its inline lists are version 2's inline form).
-pub const METADATA_VERSION: u32 = 2;
+/// changes, so old savepoints stay restorable. Version 3 addresses operators by their stable
+/// id (32 hex digits) and records their uid; versions 1 and 2 addressed them by their node
+/// index in the program that took the snapshot, and restore onto the operator of the same
+/// node index. Version 2 added operator state in files (an operator state handle may be
+/// `{"file": ...}`); version 1 held operator state inline only and reads as it is (its inline
+/// lists are version 2's inline form).
+pub const METADATA_VERSION: u32 = 3;
+/// The first version that addresses operators by their stable id.
+pub const STABLE_ID_METADATA_VERSION: u32 = 3;
 /// The oldest version this code reads.
 pub const OLDEST_METADATA_VERSION: u32 = 1;
 
@@ -46,13 +53,61 @@ pub struct CheckpointMetadata {
     /// Metadata written before it was recorded used FNV-1a.
     #[serde(default = "KeyHash::legacy")]
     pub key_hash: KeyHash,
-    /// Per operator id.
-    pub operators: BTreeMap<u32, OperatorMetadata>,
+    /// Per operator.
+    pub operators: BTreeMap<OperatorKey, OperatorMetadata>,
+}
+
+/// How a snapshot names an operator: by its stable id (metadata version 3 on), or, in versions
+/// 1 and 2, by its node index in the program that took it. Written as a JSON object key: 32 hex
+/// digits, or the node index in decimal.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OperatorKey {
+    /// A stable operator id.
+    Id(OperatorId),
+    /// A node index of a version 1 or 2 snapshot.
+    Node(u32),
+}
+
+impl fmt::Display for OperatorKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OperatorKey::Id(id) => write!(f, "{id}"),
+            OperatorKey::Node(node) => write!(f, "{node}"),
+        }
+    }
+}
+
+impl std::str::FromStr for OperatorKey {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.len() == 32 {
+            return s.parse().map(OperatorKey::Id);
+        }
+        s.parse().map(OperatorKey::Node).map_err(|_| {
+            format!("'{s}' is neither an operator id (32 hexadecimal digits) nor a node index")
+        })
+    }
+}
+
+impl Serialize for OperatorKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for OperatorKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// One operator's state across its subtasks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorMetadata {
+    /// The uid the program gave the operator, if any (version 3 on), for messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
     /// The parallelism it ran with.
     pub parallelism: u32,
     /// Its number of key groups; a restore must keep it.
@@ -78,8 +133,8 @@ impl CheckpointMetadata {
         }
     }
 
-    /// Every keyed handle, with the operator id and subtask index it belongs to.
-    pub fn keyed_handles(&self) -> impl Iterator<Item = (u32, u32, &KeyedStateHandle)> {
+    /// Every keyed handle, with the operator and subtask index it belongs to.
+    pub fn keyed_handles(&self) -> impl Iterator<Item = (OperatorKey, u32, &KeyedStateHandle)> {
         self.operators.iter().flat_map(|(&op, m)| {
             m.subtasks
                 .iter()
@@ -87,8 +142,10 @@ impl CheckpointMetadata {
         })
     }
 
-    /// Every operator state file, with the operator id and subtask index it belongs to.
-    pub fn operator_state_files(&self) -> impl Iterator<Item = (u32, u32, &OperatorStateFile)> {
+    /// Every operator state file, with the operator and subtask index it belongs to.
+    pub fn operator_state_files(
+        &self,
+    ) -> impl Iterator<Item = (OperatorKey, u32, &OperatorStateFile)> {
         self.operators.iter().flat_map(|(&op, m)| {
             m.subtasks
                 .iter()
@@ -186,7 +243,11 @@ pub enum RestoreError {
         found: Option<String>,
     },
     /// The metadata was written by a version of sluice this one cannot read.
-    #[error("{path} has metadata version {version}; this sluice reads versions 1 to 2")]
+    #[error(
+        "{path} has metadata version {version}; this sluice reads versions {} to {}",
+        OLDEST_METADATA_VERSION,
+        METADATA_VERSION
+    )]
     UnsupportedVersion {
         /// The metadata file's storage path.
         path: String,
@@ -242,23 +303,30 @@ pub enum RestoreError {
         /// The size found.
         actual: u64,
     },
-    /// An operator of the snapshot does not exist in the job restored into.
+    /// An operator of the snapshot with state does not exist in the job restored into, and
+    /// the job does not allow skipping its state (Flink's message).
     #[error(
-        "Failed to rollback to checkpoint/savepoint {checkpoint_id}: the state of operator {operator} cannot be mapped to the new program, because the operator is not available in the new program"
+        "Failed to rollback to checkpoint/savepoint {path}. Cannot map checkpoint/savepoint state for operator {operator}{} to the new program, because the operator is not available in the new program. If you want to allow to skip this, you can set the --allowNonRestoredState option on the CLI.",
+        uid_note(.uid)
     )]
     OperatorNotMapped {
-        /// The snapshot's id.
-        checkpoint_id: u64,
-        /// The operator's id.
-        operator: u32,
+        /// The snapshot's metadata directory.
+        path: String,
+        /// The operator's id (or node index, in an old snapshot).
+        operator: OperatorKey,
+        /// The uid it had, if the snapshot knows it.
+        uid: Option<String>,
     },
     /// An operator's max parallelism (number of key groups) changed.
     #[error(
-        "operator {operator} was checkpointed with max parallelism {checkpointed}, but the new program has {new}; the number of key groups cannot change"
+        "operator {operator}{} was checkpointed with max parallelism {checkpointed}, but the new program has {new}; the number of key groups cannot change",
+        uid_note(.uid)
     )]
     MaxParallelismMismatch {
-        /// The operator's id.
-        operator: u32,
+        /// The operator's id (or node index, in an old snapshot).
+        operator: OperatorKey,
+        /// The uid it had, if the snapshot knows it.
+        uid: Option<String>,
         /// Its max parallelism in the snapshot.
         checkpointed: u32,
         /// Its max parallelism in the new job.
@@ -267,9 +335,17 @@ pub enum RestoreError {
     /// An operator appears in more than one vertex of the topology given.
     #[error("operator {operator} appears in more than one vertex of the program")]
     DuplicateOperator {
-        /// The operator's id.
-        operator: u32,
+        /// The operator.
+        operator: OperatorKey,
     },
+}
+
+/// ` (uid "x")` after an operator's id in a message, when its uid is known.
+fn uid_note(uid: &Option<String>) -> String {
+    match uid {
+        Some(uid) => format!(" (uid \"{uid}\")"),
+        None => String::new(),
+    }
 }
 
 impl RestoreError {
@@ -341,10 +417,32 @@ pub fn load_metadata(
             version,
         });
     }
-    serde_json::from_value(value).map_err(|e| RestoreError::NotJson {
-        path: file,
-        message: e.to_string(),
-    })
+    let metadata: CheckpointMetadata =
+        serde_json::from_value(value).map_err(|e| RestoreError::NotJson {
+            path: file.clone(),
+            message: e.to_string(),
+        })?;
+    // Each version names operators one way; a key of the other kind is a damaged file.
+    let stable = metadata.version >= STABLE_ID_METADATA_VERSION;
+    if let Some(key) = metadata
+        .operators
+        .keys()
+        .find(|k| matches!(k, OperatorKey::Id(_)) != stable)
+    {
+        let expected = if stable {
+            "an operator id (32 hexadecimal digits)"
+        } else {
+            "a node index"
+        };
+        return Err(RestoreError::NotJson {
+            path: file,
+            message: format!(
+                "operator '{key}' is not {expected}, as metadata version {} names operators",
+                metadata.version
+            ),
+        });
+    }
+    Ok(metadata)
 }
 
 /// Checks that every file the metadata references exists with its recorded size. A restore that
@@ -396,11 +494,16 @@ mod tests {
         (dir, base)
     }
 
+    fn op(n: u128) -> OperatorKey {
+        OperatorKey::Id(OperatorId(n))
+    }
+
     fn sample() -> CheckpointMetadata {
         let mut m = CheckpointMetadata::new("ab".repeat(16), 7, 1000, false);
         m.operators.insert(
-            3,
+            op(3),
             OperatorMetadata {
+                uid: Some("counter".into()),
                 parallelism: 1,
                 max_parallelism: 128,
                 subtasks: BTreeMap::from([(
@@ -430,8 +533,9 @@ mod tests {
             },
         );
         m.operators.insert(
-            4,
+            op(4),
             OperatorMetadata {
+                uid: None,
                 parallelism: 1,
                 max_parallelism: 128,
                 subtasks: BTreeMap::from([(
@@ -503,16 +607,33 @@ mod tests {
         assert!(err.to_string().contains(&file), "{err}");
 
         let mut v = serde_json::to_value(sample()).expect("value");
-        v["version"] = serde_json::json!(3);
+        v["version"] = serde_json::json!(4);
         s.write(&file, v.to_string().as_bytes()).expect("write");
         let err = load_metadata(&s, &file).unwrap_err();
         assert!(
-            matches!(err, RestoreError::UnsupportedVersion { version: 3, .. }),
+            matches!(err, RestoreError::UnsupportedVersion { version: 4, .. }),
             "{err}"
         );
         assert!(err.to_string().contains(&file), "{err}");
+        assert!(err.to_string().contains("versions 1 to 3"), "{err}");
 
+        // Version 2 named operators by node index: a version 2 file with operator ids is damaged,
+        // as is a version 3 file with node indices.
         v["version"] = serde_json::json!(2);
+        s.write(&file, v.to_string().as_bytes()).expect("write");
+        let err = load_metadata(&s, &file).unwrap_err();
+        assert!(matches!(err, RestoreError::NotJson { .. }), "{err}");
+        assert!(err.to_string().contains("is not a node index"), "{err}");
+        let mut v3 = serde_json::to_value(sample()).expect("value");
+        let ops = v3["operators"].as_object_mut().expect("a map");
+        let first = ops.keys().next().cloned().expect("an operator");
+        let state = ops.remove(&first).expect("state");
+        ops.insert("3".into(), state);
+        s.write(&file, v3.to_string().as_bytes()).expect("write");
+        let err = load_metadata(&s, &file).unwrap_err();
+        assert!(err.to_string().contains("is not an operator id"), "{err}");
+
+        v["version"] = serde_json::json!(3);
         v["operators"] = serde_json::json!("oops");
         s.write(&file, v.to_string().as_bytes()).expect("write");
         let err = load_metadata(&s, &file).unwrap_err();
@@ -564,7 +685,7 @@ mod tests {
         let crafted = |path: &str, is_savepoint: bool| {
             let mut m = sample();
             m.is_savepoint = is_savepoint;
-            let op = m.operators.get_mut(&3).expect("operator");
+            let op = m.operators.get_mut(&op(3)).expect("operator");
             let keyed = op.subtasks.get_mut(&0).unwrap().keyed.as_mut().unwrap();
             keyed.files[0].path = path.to_string();
             m
@@ -630,7 +751,7 @@ mod tests {
         let mut shared = m.clone();
         let st = shared
             .operators
-            .get_mut(&4)
+            .get_mut(&op(4))
             .unwrap()
             .subtasks
             .get_mut(&0)
@@ -675,7 +796,7 @@ mod tests {
             .expect("write");
         let m = load_metadata(&s, &dir).expect("version 1 loads");
         assert_eq!(m.version, 1);
-        let subtasks = &m.operators[&2].subtasks;
+        let subtasks = &m.operators[&OperatorKey::Node(2)].subtasks;
         assert_eq!(
             subtasks[&0].operator_state,
             OperatorStateHandle::Inline(vec![b"off".to_vec(), Vec::new()])
@@ -683,5 +804,64 @@ mod tests {
         assert_eq!(subtasks[&1].operator_state, OperatorStateHandle::default());
         assert!(m.file_paths(&dir).is_empty());
         validate(&s, &dir, &m).expect("nothing to check");
+    }
+
+    /// Version 3 names operators by their 32-hex-digit id and records their uid; the JSON
+    /// stays readable.
+    #[test]
+    fn version_3_metadata_names_operators_by_id_and_uid() {
+        let m = sample();
+        let text = String::from_utf8(m.to_bytes().expect("json")).expect("utf-8");
+        assert!(text.contains("\"version\": 3"), "{text}");
+        assert!(
+            text.contains(&format!("\"{}\": {{", OperatorId(3))),
+            "the id as a key: {text}"
+        );
+        assert!(text.contains("\"uid\": \"counter\""), "{text}");
+        let back: CheckpointMetadata = serde_json::from_str(&text).expect("parse");
+        assert_eq!(back, m);
+        assert_eq!(
+            back.operators[&op(3)].uid.as_deref(),
+            Some("counter"),
+            "the uid comes back"
+        );
+        assert_eq!(back.operators[&op(4)].uid, None);
+    }
+
+    /// `_metadata` as version 2 wrote it (operators by node index, no uid) still loads, its
+    /// operators named by node index.
+    #[test]
+    fn version_2_metadata_still_loads_by_node_index() {
+        let (_t, base) = base();
+        let s = LocalFileStorage;
+        let dir = join(&base, "chk-5");
+        let v2 = r#"{
+          "format": "sluice-checkpoint-metadata",
+          "version": 2,
+          "job_id": "abababababababababababababababab",
+          "checkpoint_id": 5,
+          "timestamp": 1000,
+          "is_savepoint": true,
+          "key_hash": "words",
+          "operators": {
+            "0": {
+              "parallelism": 1,
+              "max_parallelism": 128,
+              "subtasks": { "0": { "operator_state": [[1]], "keyed": null } }
+            },
+            "12": {
+              "parallelism": 1,
+              "max_parallelism": 128,
+              "subtasks": { "0": { "operator_state": [], "keyed": null } }
+            }
+          }
+        }"#;
+        s.write(&join(&dir, METADATA_FILE), v2.as_bytes())
+            .expect("write");
+        let m = load_metadata(&s, &dir).expect("version 2 loads");
+        assert_eq!(m.version, 2);
+        let keys: Vec<OperatorKey> = m.operators.keys().copied().collect();
+        assert_eq!(keys, [OperatorKey::Node(0), OperatorKey::Node(12)]);
+        assert_eq!(m.operators[&OperatorKey::Node(0)].uid, None);
     }
 }

@@ -20,17 +20,18 @@ pub mod metadata;
 pub mod stats;
 pub mod topology;
 
-pub use assign::{assign, key_group_range};
+pub use assign::{Assignment, SkippedOperator, assign, key_group_range};
 pub use coordinator::{
     CheckpointAction, CheckpointCoordinator, CheckpointSettings, CompletedCheckpoint,
     RestoreCandidate, RestorePlan, RestoreVerdicts, Retention, StorageWork, TaskPhase, Terminal,
     job_root,
 };
 pub use metadata::{
-    CheckpointMetadata, OperatorMetadata, RestoreError, load_metadata, metadata_location, validate,
+    CheckpointMetadata, OperatorKey, OperatorMetadata, RestoreError, load_metadata,
+    metadata_location, validate,
 };
 pub use stats::{CheckpointConfigInfo, CheckpointingStatistics};
-pub use topology::{TaskKey, VertexTopology};
+pub use topology::{TaskKey, TopologyOperator, VertexTopology};
 
 /// What one operator of one subtask contributes to a checkpoint.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +45,8 @@ pub struct OperatorSubtaskState {
 }
 
 /// What one subtask acknowledges for a checkpoint: the state of each operator of its chain,
-/// keyed by the operator's id (its node index in the stream graph).
+/// keyed by the operator's node index in the job's stream graph (the coordinator records it
+/// under the operator's stable id in the metadata).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubtaskState {
     /// Per operator id.
@@ -96,7 +98,8 @@ pub struct TaskRestore {
     /// Storage path of the directory holding the checkpoint's `_metadata`; handles' paths are
     /// relative to it.
     pub metadata_dir: String,
-    /// Per operator id. An operator missing here starts empty.
+    /// Per operator, by its node index in the restored job's stream graph. An operator missing
+    /// here starts empty.
     #[serde(with = "id_map")]
     pub operators: BTreeMap<u32, OperatorRestore>,
 }

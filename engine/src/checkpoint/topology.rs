@@ -6,6 +6,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::common::ids::OperatorIdentity;
+
 /// One parallel subtask of one vertex: the unit that acknowledges checkpoints.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TaskKey {
@@ -31,6 +33,16 @@ pub struct VertexTopology {
     pub max_parallelism: u32,
     /// Indices of its upstream vertices.
     pub inputs: Vec<usize>,
-    /// Operator ids of its chain, head first.
-    pub operators: Vec<u32>,
+    /// The operators of its chain, head first.
+    pub operators: Vec<TopologyOperator>,
+}
+
+/// One operator of a vertex's chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyOperator {
+    /// The id its subtasks acknowledge and restore its state under: its node index in this
+    /// job's stream graph (valid for this job only).
+    pub node: u32,
+    /// Its stable identity, which checkpoints and savepoints record its state by.
+    pub identity: OperatorIdentity,
 }

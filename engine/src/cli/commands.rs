@@ -160,6 +160,10 @@ pub struct RunArgs {
     /// Starts the job from a savepoint or a retained checkpoint directory.
     #[arg(short = 's', long = "fromSavepoint", value_name = "PATH")]
     pub from_savepoint: Option<String>,
+    /// With -s: skip the state of operators the program no longer has instead of refusing the
+    /// restore (sets execution.savepoint.ignore-unclaimed-state for the job).
+    #[arg(short = 'n', long = "allowNonRestoredState")]
+    pub allow_non_restored_state: bool,
     /// Detached: print the job id and return instead of waiting for the result.
     #[arg(short = 'd', long = "detached")]
     pub detached: bool,
@@ -405,7 +409,13 @@ async fn execute(
             savepoint_outcome(client.await_savepoint(id, &request).await?)
         }
         Command::Run(args) => {
-            let job_config = job_scoped(&cli.dynamic);
+            let mut job_config = job_scoped(&cli.dynamic);
+            if args.allow_non_restored_state {
+                job_config.push((
+                    crate::jobmanager::service::ALLOW_NON_RESTORED_STATE_KEY.to_string(),
+                    "true".to_string(),
+                ));
+            }
             run(config, args, job_config, programs).await
         }
     }

@@ -53,6 +53,92 @@ impl TryFrom<String> for JobId {
     }
 }
 
+/// An operator's stable id, which checkpoints and savepoints address its state by (Flink's
+/// `OperatorID`): the hash of the uid the program gave it, or one the job graph derives from
+/// the operator's place in the dataflow. 128 bits, written as 32 lower-case hex digits.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct OperatorId(pub u128);
+
+impl OperatorId {
+    /// The id of the operator whose uid is `uid`: the same uid always gives the same id, in
+    /// any program and any version of it.
+    pub fn from_uid(uid: &str) -> Self {
+        Self::digest(&[b"sluice-operator-uid\0", uid.as_bytes()])
+    }
+
+    /// The first 128 bits of the SHA-256 of `parts`, concatenated.
+    pub fn digest(parts: &[&[u8]]) -> Self {
+        let mut context = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+        for part in parts {
+            context.update(part);
+        }
+        let digest = context.finish();
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&digest.as_ref()[..16]);
+        OperatorId(u128::from_be_bytes(first))
+    }
+}
+
+impl fmt::Display for OperatorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Debug for OperatorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl FromStr for OperatorId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "'{s}' is not an operator id (32 hexadecimal digits)"
+            ));
+        }
+        u128::from_str_radix(s, 16)
+            .map(OperatorId)
+            .map_err(|e| format!("'{s}' is not an operator id: {e}"))
+    }
+}
+
+impl From<OperatorId> for String {
+    fn from(id: OperatorId) -> String {
+        id.to_string()
+    }
+}
+
+impl TryFrom<String> for OperatorId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+/// An operator as checkpoints know it: its stable id, and the uid it was given (if any), for
+/// messages that a user should recognise.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorIdentity {
+    /// Its stable id.
+    pub id: OperatorId,
+    /// The uid the program gave it; `None` when the id was derived from the dataflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+impl fmt::Display for OperatorIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.uid {
+            Some(uid) => write!(f, "{} (uid \"{uid}\")", self.id),
+            None => write!(f, "{}", self.id),
+        }
+    }
+}
+
 /// One attempt of one parallel subtask of one vertex of one job.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Serialize, Deserialize)]
 pub struct ExecutionId {

@@ -205,6 +205,10 @@ pub struct CheckpointingOptions {
     pub savepoint_dir: Option<String>,
     /// `execution.checkpointing.incremental` (default false).
     pub incremental: bool,
+    /// `execution.savepoint.ignore-unclaimed-state` (default false; Flink's
+    /// `--allowNonRestoredState`): a restore skips the state of operators the program no
+    /// longer has instead of refusing.
+    pub ignore_unclaimed_state: bool,
     /// `execution.checkpointing.externalized-checkpoint-retention`.
     pub retention: CheckpointRetention,
 }
@@ -669,6 +673,7 @@ impl Config {
                 dir: None,
                 savepoint_dir: None,
                 incremental: false,
+                ignore_unclaimed_state: false,
                 retention: CheckpointRetention::DeleteOnCancellation,
             },
             state: StateOptions {

@@ -881,6 +881,9 @@ options! {
     "execution.checkpointing.tolerable-failed-checkpoints" => checkpointing.tolerable_failures: ANY_COUNT,
         default "0",
         doc "Consecutive failed checkpoints tolerated before the job fails over.";
+    "execution.savepoint.ignore-unclaimed-state" => checkpointing.ignore_unclaimed_state: Bool,
+        default "false",
+        doc "Whether a job restored from a savepoint or checkpoint skips the state of operators it no longer has, instead of refusing the restore (Flink's --allowNonRestoredState).";
     "heartbeat.interval" => heartbeat.interval: POSITIVE_DURATION,
         default "10 s",
         doc "How often the JobManager and TaskManagers send each other heartbeats.";

@@ -5,6 +5,8 @@
 //! The job graph is plain data that travels to the REST API and, as a fingerprint, to the
 //! TaskManagers, which rebuild the same stream graph from the same program and arguments.
 
+mod operator_ids;
+
 use serde::{Deserialize, Serialize};
 
 use crate::api::stream_graph::{NodeKind, ShipStrategy, StreamEdge, StreamGraph};
@@ -44,6 +46,30 @@ pub enum GraphError {
     /// An operator that is not a source has no input (cannot happen through the public API).
     #[error("operator {0} has no input")]
     Unconnected(String),
+    /// Two operators were given the same uid: checkpoints could not tell their state apart.
+    #[error(
+        "the uid \"{uid}\" is given to two operators ({first} and {second}); uids must be unique within a job"
+    )]
+    DuplicateUid {
+        /// The uid.
+        uid: String,
+        /// The first operator that has it.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// Two operators' stable ids are equal (a uid whose hash equals a derived id).
+    #[error(
+        "operators {first} and {second} have the same operator id {id}; give one of them another uid"
+    )]
+    OperatorIdCollision {
+        /// The id, 32 hex digits.
+        id: String,
+        /// The first operator.
+        first: String,
+        /// The second.
+        second: String,
+    },
 }
 
 /// A vertex of the job graph: a chain of operators run by one thread per parallel subtask.
@@ -59,6 +85,9 @@ pub struct JobVertex {
     pub max_parallelism: u32,
     /// Stream-graph node ids of the chain, head first.
     pub nodes: Vec<usize>,
+    /// The chained operators' stable ids (what checkpoints address their state by), in the
+    /// order of `nodes`.
+    pub operators: Vec<crate::common::ids::OperatorIdentity>,
     /// Whether the head is a source.
     pub is_source: bool,
     /// Indices into [`JobGraph::edges`] of this vertex's inputs, in input order.
@@ -171,6 +200,17 @@ impl StreamGraph {
                 && self.nodes[e.target].inputs.len() == 1
                 && !self.nodes[e.target].in_place
         };
+        let shapes: Vec<operator_ids::NodeShape> = self
+            .nodes
+            .iter()
+            .map(|n| operator_ids::NodeShape {
+                name: n.name.clone(),
+                uid: n.uid.clone(),
+                inputs: n.inputs.iter().map(|&e| self.edges[e].source).collect(),
+                outputs: n.outputs.iter().map(|&e| self.edges[e].target).collect(),
+            })
+            .collect();
+        let identities = operator_ids::operator_ids(&shapes)?;
         // Node ids grow along every edge, so visiting nodes in id order visits heads in
         // topological order and each chain member after its head.
         let mut vertex_of = vec![usize::MAX; self.nodes.len()];
@@ -188,6 +228,7 @@ impl StreamGraph {
                             .max_parallelism
                             .unwrap_or_else(|| default_max_parallelism(parallelism[id])),
                         nodes: Vec::new(),
+                        operators: Vec::new(),
                         is_source: matches!(node.kind, NodeKind::Source(_)),
                         inputs: Vec::new(),
                         outputs: Vec::new(),
@@ -197,6 +238,7 @@ impl StreamGraph {
             };
             vertex_of[id] = v;
             vertices[v].nodes.push(id);
+            vertices[v].operators.push(identities[id].clone());
         }
         let mut edges = Vec::new();
         for (id, e) in self.edges.iter().enumerate() {

@@ -14,7 +14,8 @@ use crate::api::ShipStrategy;
 use crate::checkpoint::io::RetainedEntries;
 use crate::checkpoint::{
     CheckpointAction, CheckpointCoordinator, CheckpointMetadata, RestoreError, RestoreVerdicts,
-    StorageWork, SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal, VertexTopology,
+    StorageWork, SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal, TopologyOperator,
+    VertexTopology,
 };
 use crate::common::ids::{ExecutionId, JobId, ResourceId};
 use crate::graph::JobGraph;
@@ -434,7 +435,15 @@ impl JobMaster {
                 parallelism: v.parallelism,
                 max_parallelism: v.max_parallelism,
                 inputs: v.inputs.iter().map(|&e| graph.edges[e].source).collect(),
-                operators: v.nodes.iter().map(|&n| n as u32).collect(),
+                operators: v
+                    .nodes
+                    .iter()
+                    .zip(&v.operators)
+                    .map(|(&node, identity)| TopologyOperator {
+                        node: node as u32,
+                        identity: identity.clone(),
+                    })
+                    .collect(),
             })
             .collect()
     }
@@ -643,7 +652,8 @@ impl JobMaster {
         // Mapped once here only to refuse an unusable savepoint at submission, with its reason;
         // the deployment maps it again through the coordinator's restore plan.
         let topology = Self::topology(&self.graph);
-        crate::checkpoint::assign(&metadata, &metadata_dir, &topology)?;
+        let allow = self.checkpoints.0.settings().allow_non_restored_state;
+        crate::checkpoint::assign(&metadata, &metadata_dir, &topology, allow)?;
         self.checkpoints
             .0
             .set_initial_restore(metadata_dir, metadata);

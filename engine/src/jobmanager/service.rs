@@ -439,9 +439,14 @@ impl JobManagerShared {
     }
 }
 
+/// The job-scoped key that Flink's `--allowNonRestoredState` (`sluice run -n`, the REST
+/// submissions' `allowNonRestoredState`) sets.
+pub const ALLOW_NON_RESTORED_STATE_KEY: &str = "execution.savepoint.ignore-unclaimed-state";
+
 /// Keys a job may set for itself at submission (`sluice run -D key=value`).
 pub const JOB_SCOPED_PREFIXES: &[&str] = &[
     "execution.checkpointing.",
+    "execution.savepoint.",
     "state.backend.",
     "state.storage.",
     "restart-strategy.",

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 use super::error::{ApiError, ApiPath};
-use super::{Shared, submit_program, switched_on};
+use super::{Shared, allow_non_restored_state, submit_program, switched_on};
 use crate::jobmanager::artifacts::{ArtifactError, StoredArtifact};
 use crate::jobmanager::service::now_ms;
 use crate::rpc::messages::ProgramSpec;
@@ -159,10 +159,10 @@ pub(super) struct RunRequest {
     parallelism: Option<u32>,
     #[serde(default)]
     savepoint_path: Option<String>,
-    /// Flink's flag to skip state of operators the job no longer has. Accepted and not yet
-    /// checked: a restore today skips such state whatever the flag says.
+    /// Flink's flag to skip the state of operators the job no longer has instead of refusing
+    /// the restore (`execution.savepoint.ignore-unclaimed-state` for the job).
     #[serde(default, rename = "allowNonRestoredState")]
-    _allow_non_restored_state: Option<bool>,
+    allow_non_restored_state: Option<bool>,
     /// Job-scoped configuration keys (checkpointing, state backend, restart strategy).
     #[serde(default)]
     flink_configuration: std::collections::BTreeMap<String, String>,
@@ -201,11 +201,13 @@ pub(super) async fn run(
     };
     let mut spec = ProgramSpec::new(program.name.clone(), args);
     spec.artifact = Some(stored.id);
+    let mut overrides: Vec<(String, String)> = request.flink_configuration.into_iter().collect();
+    allow_non_restored_state(&mut overrides, request.allow_non_restored_state);
     submit_program(
         &shared,
         spec,
         request.parallelism,
-        request.flink_configuration.into_iter().collect(),
+        overrides,
         request.savepoint_path,
     )
     .await

@@ -719,6 +719,10 @@ struct SubmitRequest {
     /// A savepoint or retained checkpoint to start from (Flink's `savepointPath`).
     #[serde(default, rename = "savepointPath")]
     savepoint_path: Option<String>,
+    /// Skip the state of operators the program no longer has (Flink's
+    /// `allowNonRestoredState`).
+    #[serde(default, rename = "allowNonRestoredState")]
+    allow_non_restored_state: Option<bool>,
 }
 
 async fn submit(
@@ -727,7 +731,8 @@ async fn submit(
 ) -> Result<Response, ApiError> {
     switched_on(shared.config().rest.submit_enabled, "web.submit.enable")?;
     let program = ProgramSpec::new(request.job, request.args);
-    let overrides: Vec<(String, String)> = request.config.into_iter().collect();
+    let mut overrides: Vec<(String, String)> = request.config.into_iter().collect();
+    allow_non_restored_state(&mut overrides, request.allow_non_restored_state);
     submit_program(
         &shared,
         program,
@@ -736,6 +741,17 @@ async fn submit(
         request.savepoint_path,
     )
     .await
+}
+
+/// Flink's `allowNonRestoredState` of a submission, as the job-scoped key it stands for (after
+/// the body's configuration, so the flag wins).
+fn allow_non_restored_state(overrides: &mut Vec<(String, String)>, allow: Option<bool>) {
+    if let Some(allow) = allow {
+        overrides.push((
+            crate::jobmanager::service::ALLOW_NON_RESTORED_STATE_KEY.to_string(),
+            allow.to_string(),
+        ));
+    }
 }
 
 /// Submits `program` as a REST call does (the job kept in the HA job store) and answers with

@@ -599,8 +599,9 @@ async fn a_savepoint_pointing_outside_itself_is_refused_naming_the_path() {
     std::fs::create_dir_all(&savepoint).unwrap();
     let mut metadata = crate::checkpoint::CheckpointMetadata::new("ab".repeat(16), 1, 1000, true);
     metadata.operators.insert(
-        0,
+        crate::checkpoint::OperatorKey::Id(crate::common::ids::OperatorId(0)),
         crate::checkpoint::OperatorMetadata {
+            uid: None,
             parallelism: 1,
             max_parallelism: 128,
             subtasks: [(
@@ -632,6 +633,62 @@ async fn a_savepoint_pointing_outside_itself_is_refused_naming_the_path() {
         .await;
     is_error(status, &answer, StatusCode::BAD_REQUEST, "\"../../secret\"");
     assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+}
+
+/// A savepoint holding state of an operator the program lacks is refused at submission with
+/// Flink's message, naming the operator's uid; `allowNonRestoredState` skips that state.
+#[tokio::test]
+async fn a_savepoint_with_state_the_program_lacks_is_refused_unless_allowed() {
+    let c = cluster().await;
+    let dir = tempfile::tempdir().unwrap();
+    let savepoint = dir.path().join("savepoints/savepoint-2");
+    std::fs::create_dir_all(&savepoint).unwrap();
+    let mut metadata = crate::checkpoint::CheckpointMetadata::new("ab".repeat(16), 2, 1000, true);
+    metadata.operators.insert(
+        crate::checkpoint::OperatorKey::Id(crate::common::ids::OperatorId::from_uid("gone")),
+        crate::checkpoint::OperatorMetadata {
+            uid: Some("gone".into()),
+            parallelism: 1,
+            max_parallelism: 128,
+            subtasks: [(
+                0,
+                crate::checkpoint::OperatorSubtaskState {
+                    operator_state: crate::state::OperatorStateHandle::Inline(vec![b"x".to_vec()]),
+                    keyed: None,
+                },
+            )]
+            .into(),
+        },
+    );
+    std::fs::write(savepoint.join("_metadata"), metadata.to_bytes().unwrap()).unwrap();
+    let path = savepoint.display().to_string();
+    let (status, answer) = c
+        .submit_json(json!({ "job": "stream-sum", "savepointPath": path }))
+        .await;
+    is_error(
+        status,
+        &answer,
+        StatusCode::BAD_REQUEST,
+        &format!(
+            "Failed to rollback to checkpoint/savepoint {path}. Cannot map checkpoint/savepoint state for operator {} (uid \"gone\") to the new program",
+            crate::common::ids::OperatorId::from_uid("gone")
+        ),
+    );
+    is_error(
+        status,
+        &answer,
+        StatusCode::BAD_REQUEST,
+        "--allowNonRestoredState",
+    );
+    assert_eq!(c.get("/jobs").await, json!({ "jobs": [] }));
+    let (status, answer) = c
+        .submit_json(json!({
+            "job": "stream-sum",
+            "savepointPath": path,
+            "allowNonRestoredState": true,
+        }))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
 }
 
 /// A checkpoint directory no configuration resolves is refused at submission, naming the key

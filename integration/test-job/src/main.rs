@@ -6,12 +6,16 @@
 //! - `abort --after N`: records forever, and the process aborts at record N of a subtask (a
 //!   job whose code takes its process down, as a crash in a C library would).
 //! - `panic-in-build`: the program panics while building its dataflow.
+//! - `upgrade-v1`, `upgrade-v2`, `upgrade-v3`: three versions of one stateful job with uids,
+//!   for resuming a changed program from a savepoint (see `upgrade.rs`).
 //! - the examples bundled with sluice (`stream-sum`, `shuffle`, ...), the same code the `sluice`
 //!   binary runs, so a benchmark can compare a job from an artifact with the bundled one.
 
 use std::sync::Arc;
 
 use sluice::api::{JobProgram, StreamExecutionEnvironment};
+
+mod upgrade;
 
 /// `--name value` pairs into a lookup.
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -106,6 +110,11 @@ fn main() -> std::process::ExitCode {
         Arc::new(PanicInBuild),
     ] {
         programs.register(program).expect("distinct names");
+    }
+    for program in upgrade::versions() {
+        programs
+            .register(Arc::new(program))
+            .expect("distinct names");
     }
     sluice::job_main(programs)
 }
