@@ -40,7 +40,7 @@ impl Pki {
 }
 
 /// A CA and a signer for certificates it issues.
-fn ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
+fn new_ca(name: &str) -> (String, Issuer<'static, KeyPair>) {
     let key = KeyPair::generate().expect("key");
     let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
     params
@@ -72,7 +72,7 @@ fn pki() -> &'static Pki {
     PKI.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir");
         let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
-        let (ca_pem, ca) = ca("sluice test CA");
+        let (ca_pem, ca) = new_ca("sluice test CA");
         write("ca.pem", &ca_pem);
         // The server's certificate serves only as a server's, the client's only as a client's:
         // the CLI must be given its own.
@@ -86,7 +86,7 @@ fn pki() -> &'static Pki {
         let (cert, key) = issue(&ca, &["cli"], ExtendedKeyUsagePurpose::ClientAuth);
         write("client.pem", &cert);
         write("client.key", &key);
-        let (other_pem, other) = ca("another CA");
+        let (other_pem, other) = new_ca("another CA");
         write("other-ca.pem", &other_pem);
         let (cert, key) = issue(&other, &["cli"], ExtendedKeyUsagePurpose::ClientAuth);
         write("other-client.pem", &cert);
@@ -225,7 +225,7 @@ fn clients_without_a_certificate_of_the_ca_are_refused_and_the_cluster_keeps_ser
         stream.write_all(garbage).expect("write");
         let mut rest = Vec::new();
         let read = stream.read_to_end(&mut rest);
-        let closed = match read {
+        let closed = match &read {
             Ok(_) => true,
             Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
         };

@@ -60,8 +60,9 @@ pub enum StartError {
     #[error("{0}")]
     Unsupported(String),
     /// The REST API's TLS files (`security.ssl.rest.*`) are missing or unusable.
+    // The cause is part of the message (not a `source`), so it is printed once.
     #[error("cannot serve the REST API over TLS: {0}")]
-    RestTls(#[from] crate::security::SecurityError),
+    RestTls(crate::security::SecurityError),
 }
 
 async fn bind(what: &'static str, host: &str, port: u16) -> Result<TcpListener, StartError> {
@@ -123,7 +124,8 @@ impl JobManager {
         }
         // The REST API's certificates are read before any port is bound: a JobManager with a
         // missing or malformed file does not start, rather than serve without TLS.
-        let rest_tls = crate::security::rest_tls::server_config(&config)?;
+        let rest_tls =
+            crate::security::rest_tls::server_config(&config).map_err(StartError::RestTls)?;
         let rpc = bind(
             "the RPC port",
             &config.jobmanager.bind_host,

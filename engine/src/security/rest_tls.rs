@@ -204,6 +204,22 @@ fn not_pem(bytes: &[u8], wanted: &str) -> String {
     }
 }
 
+/// What is wrong with a PEM file, in words (the library's own text shows markers as bytes).
+fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
+    use rustls::pki_types::pem::Error;
+    match e {
+        Error::MissingSectionEnd { end_marker } => format!(
+            "it is not valid PEM: a section has no end line (-----END {}-----)",
+            String::from_utf8_lossy(end_marker)
+        ),
+        Error::IllegalSectionStart { line } => format!(
+            "it is not valid PEM: a malformed BEGIN line: {}",
+            String::from_utf8_lossy(line)
+        ),
+        other => format!("it is not valid PEM: {other}"),
+    }
+}
+
 /// Every certificate in the file, in order.
 fn read_certs(
     key: &'static str,
@@ -212,7 +228,7 @@ fn read_certs(
     let bytes = read_bounded(key, path)?;
     let certs = CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| file_error(key, path, format!("it is not valid PEM: {e}")))?;
+        .map_err(|e| file_error(key, path, pem_error(&e)))?;
     if certs.is_empty() {
         return Err(file_error(
             key,
@@ -262,7 +278,7 @@ fn read_key(key: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, Se
                 "private key (BEGIN PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)",
             ),
         ),
-        other => file_error(key, path, format!("it is not valid PEM: {other}")),
+        other => file_error(key, path, pem_error(&other)),
     })
 }
 
