@@ -61,7 +61,8 @@ pub async fn leader(ha: &ZooKeeperHaServices, timeout: Duration) -> Result<Leade
     }
 }
 
-/// The leader's REST address (`host:port`), for clients.
+/// The leader's REST address (`host:port`, without the scheme it was published with: a client
+/// speaks https or http as its own `security.ssl.rest.enabled` says), for clients.
 pub async fn leader_rest_address(config: &Config) -> Result<Option<String>, String> {
     let Some(ha) = services(config).map_err(|e| e.to_string())? else {
         return Ok(None);
@@ -76,6 +77,7 @@ pub async fn leader_rest_address(config: &Config) -> Result<Option<String>, Stri
         .ok_or("the published leader has no REST address")?;
     Ok(Some(
         rest.trim_start_matches("http://")
+            .trim_start_matches("https://")
             .trim_end_matches('/')
             .to_string(),
     ))

@@ -1,6 +1,7 @@
 //! Hostile clients: what a stranger on the cluster's network can do to its open ports without
 //! knowing the cluster secret, and what it must not achieve. Slow and idle REST connections are
-//! closed, connections over a port's cap are refused at once, malformed requests get Flink's
+//! closed (also over TLS, where a stalled handshake is too and a client without a certificate
+//! is refused), connections over a port's cap are refused at once, malformed requests get Flink's
 //! JSON error body, a restore path does not tell whether a file exists, a proof larger than a
 //! proof is refused from its length, a silent handshake times out, and an unauthenticated QUIC
 //! peer can make a TaskManager buffer no more than the room for a proof.
@@ -436,4 +437,202 @@ async fn an_unauthenticated_quic_peer_can_make_a_taskmanager_buffer_only_a_proof
             .is_ok(),
         "the connection was closed"
     );
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files, and the
+/// configuration keys of a JobManager that serves REST over TLS and requires client
+/// certificates from that CA.
+struct RestPki {
+    dir: tempfile::TempDir,
+    ca: rustls::pki_types::CertificateDer<'static>,
+}
+
+impl RestPki {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).unwrap();
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).expect("CA");
+        write("ca.pem", ca.pem());
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        for (name, san) in [("server", "127.0.0.1"), ("client", "client")] {
+            let key = rcgen::KeyPair::generate().expect("key");
+            let cert = rcgen::CertificateParams::new(vec![san.to_string()])
+                .expect("params")
+                .signed_by(&key, &issuer)
+                .expect("certificate");
+            write(&format!("{name}.pem"), cert.pem());
+            write(&format!("{name}.key"), key.serialize_pem());
+        }
+        RestPki {
+            ca: ca.der().clone(),
+            dir,
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn config(&self, extra: &[(&str, &str)]) -> sluice::config::Config {
+        let (cert, key, ca) = (
+            self.path("server.pem"),
+            self.path("server.key"),
+            self.path("ca.pem"),
+        );
+        let mut keys = vec![
+            ("security.ssl.rest.enabled", "true"),
+            ("security.ssl.rest.authentication-enabled", "true"),
+            ("security.ssl.rest.cert", cert.as_str()),
+            ("security.ssl.rest.key", key.as_str()),
+            ("security.ssl.rest.truststore", ca.as_str()),
+        ];
+        keys.extend_from_slice(extra);
+        config(&keys)
+    }
+
+    /// A TLS session to `addr`, with the client certificate when `identity`.
+    async fn connect(
+        &self,
+        addr: SocketAddr,
+        identity: bool,
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.clone()).expect("CA");
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots);
+        let config = if identity {
+            let chain = rustls::pki_types::CertificateDer::pem_file_iter(self.path("client.pem"))
+                .expect("client.pem")
+                .collect::<Result<Vec<_>, _>>()
+                .expect("certificates");
+            let key = rustls::pki_types::PrivateKeyDer::from_pem_file(self.path("client.key"))
+                .expect("client.key");
+            builder.with_client_auth_cert(chain, key).expect("identity")
+        } else {
+            builder.with_no_client_auth()
+        };
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let tcp = TcpStream::connect(addr).await?;
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        connector.connect(name, tcp).await
+    }
+
+    /// `GET /overview` over a TLS session; the whole answer, read until the server closes
+    /// (at once with `close`, else when the kept-alive session has been idle long enough).
+    async fn overview(
+        &self,
+        addr: SocketAddr,
+        identity: bool,
+        close: bool,
+    ) -> std::io::Result<Vec<u8>> {
+        let mut tls = self.connect(addr, identity).await?;
+        let connection = if close { "Connection: close\r\n" } else { "" };
+        let request = format!("GET /overview HTTP/1.1\r\nHost: 127.0.0.1\r\n{connection}\r\n");
+        tls.write_all(request.as_bytes()).await?;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match tokio::time::timeout(DEADLINE, tls.read(&mut buf)).await {
+                Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+                Ok(Ok(0)) => return Ok(got),
+                Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+                // Refused: what was read before the alert does not count.
+                Ok(Err(e)) if got.is_empty() => return Err(e),
+                Ok(Err(_)) => return Ok(got),
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_over_tls_bounds_handshakes_and_idle_sessions_and_refuses_strangers() {
+    let pki = RestPki::new();
+    let config = pki.config(&[
+        ("rest.server.header-read-timeout", "1 s"),
+        ("rest.server.idle-timeout", "2 s"),
+    ]);
+    let jm = jobmanager(&config, &ClusterSecret::random()).await;
+    let addr = jm.rest_address;
+
+    // Silence, and a handshake that starts and stalls: closed by the header read timeout.
+    let mut silent = TcpStream::connect(addr).await.expect("connect");
+    let mut stalled = TcpStream::connect(addr).await.expect("connect");
+    stalled
+        .write_all(b"\x16\x03\x01\x02\x00\x01\x00")
+        .await
+        .expect("send");
+    assert!(
+        read_until_closed(&mut silent).await.is_some(),
+        "silent client"
+    );
+    assert!(
+        read_until_closed(&mut stalled).await.is_some(),
+        "stalled handshake"
+    );
+
+    // Plain HTTP gets a plain answer saying to use https.
+    let answer = raw_request(addr, b"GET /overview HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await;
+    let (status, body) = parse_answer(&answer);
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["errors"][0].as_str().unwrap().contains("https://"),
+        "{body}"
+    );
+
+    // Without a client certificate: refused, nothing of the API is read.
+    let refused = pki.overview(addr, false, true).await;
+    assert!(
+        refused.is_err() || refused.as_ref().is_ok_and(|got| got.is_empty()),
+        "answered a client without a certificate: {refused:?}"
+    );
+
+    // With one: answered, and the idle keep-alive session is then closed by the server.
+    let answer = pki
+        .overview(addr, true, false)
+        .await
+        .expect("the client is served, and its idle session closed");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("taskmanagers"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_connections_over_the_cap_are_closed_without_a_plain_answer() {
+    let pki = RestPki::new();
+    let config = pki.config(&[
+        ("rest.server.max-connections", "2"),
+        ("rest.server.header-read-timeout", "5 min"),
+    ]);
+    let jm = jobmanager(&config, &ClusterSecret::random()).await;
+    let addr = jm.rest_address;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(TcpStream::connect(addr).await.expect("connect"));
+    }
+    let mut over = TcpStream::connect(addr).await.expect("connect");
+    let answer = read_until_closed(&mut over)
+        .await
+        .expect("the connection over the cap is closed at once");
+    // A TLS client would read a plain 503 as a broken record: it gets nothing.
+    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    assert!(
+        held.iter().all(still_open),
+        "the held connections were closed"
+    );
+    drop(held);
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match pki.overview(addr, true, true).await {
+            Ok(answer) if answer.starts_with(b"HTTP/1.1 200") => break,
+            outcome if Instant::now() > deadline => panic!("never served again: {outcome:?}"),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
 }

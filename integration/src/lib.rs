@@ -103,7 +103,24 @@ pub struct StandaloneCluster {
     pub rest_ports: Vec<u16>,
     /// Environment variables every process of the cluster and the CLI get.
     env: Vec<(String, String)>,
+    /// `http`, or `https` for a cluster with `security.ssl.rest.enabled`.
+    scheme: &'static str,
     http: reqwest::blocking::Client,
+}
+
+/// The tests' own HTTP client with its usual timeouts: below the JobManager's close of idle
+/// keep-alive connections (10 s), so a request never goes out on a connection the server is
+/// closing. `configure` adds to it (TLS trust and identity).
+pub fn http_client(
+    configure: impl FnOnce(reqwest::blocking::ClientBuilder) -> reqwest::blocking::ClientBuilder,
+) -> reqwest::blocking::Client {
+    configure(
+        reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(5)),
+    )
+    .build()
+    .expect("http client")
 }
 
 impl StandaloneCluster {
@@ -121,7 +138,7 @@ impl StandaloneCluster {
         slots: u32,
         extra_config: &str,
     ) -> StandaloneCluster {
-        Self::start_full(jobmanagers, taskmanagers, slots, extra_config, &[])
+        Self::start_full(jobmanagers, taskmanagers, slots, extra_config, &[], None)
     }
 
     /// As [`start`](Self::start), with `env` set for every process and CLI call (e.g.
@@ -132,7 +149,19 @@ impl StandaloneCluster {
         extra_config: &str,
         env: &[(&str, &str)],
     ) -> StandaloneCluster {
-        Self::start_full(1, taskmanagers, slots, extra_config, env)
+        Self::start_full(1, taskmanagers, slots, extra_config, env, None)
+    }
+
+    /// As [`start`](Self::start) for a cluster whose REST API is HTTPS
+    /// (`security.ssl.rest.*` in `extra_config`): the helpers' own calls go to `https://` with
+    /// `client` (which has to trust the server, and present a certificate if it asks for one).
+    pub fn start_https(
+        taskmanagers: usize,
+        slots: u32,
+        extra_config: &str,
+        client: reqwest::blocking::Client,
+    ) -> StandaloneCluster {
+        Self::start_full(1, taskmanagers, slots, extra_config, &[], Some(client))
     }
 
     fn start_full(
@@ -141,6 +170,7 @@ impl StandaloneCluster {
         slots: u32,
         extra_config: &str,
         env: &[(&str, &str)],
+        https: Option<reqwest::blocking::Client>,
     ) -> StandaloneCluster {
         let dir = tempfile::tempdir().expect("temp dir");
         let (rest_port, rpc_port) = (free_port(), free_port());
@@ -167,13 +197,8 @@ impl StandaloneCluster {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            http: reqwest::blocking::Client::builder()
-                .timeout(Duration::from_secs(10))
-                // Below the JobManager's close of idle keep-alive connections (10 s): a
-                // request never goes out on a connection the server is closing.
-                .pool_idle_timeout(Duration::from_secs(5))
-                .build()
-                .expect("http client"),
+            scheme: if https.is_some() { "https" } else { "http" },
+            http: https.unwrap_or_else(|| http_client(|b| b)),
         };
         let out = cluster.script("start-cluster.sh", &[]);
         assert!(
@@ -286,7 +311,7 @@ impl StandaloneCluster {
     pub fn get(&self, path: &str) -> Result<Value, String> {
         let resp = self
             .http
-            .get(format!("http://{}{path}", self.rest()))
+            .get(format!("{}://{}{path}", self.scheme, self.rest()))
             .send()
             .map_err(|e| e.to_string())?;
         resp.json().map_err(|e| e.to_string())
@@ -365,7 +390,7 @@ impl StandaloneCluster {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         match self
             .http
-            .request(method, format!("http://{}{path}", self.rest()))
+            .request(method, format!("{}://{}{path}", self.scheme, self.rest()))
             .header("content-type", "application/json")
             .body(body.to_string())
             .send()

@@ -298,7 +298,11 @@ async fn execute(
         Command::Jobmanager => {
             let secret = ClusterSecret::resolve(&config, dir.as_deref())?;
             let jm = crate::rest::start_jobmanager(config, secret, programs).await?;
-            println!("JobManager REST endpoint: http://{}", jm.rest_address);
+            println!(
+                "JobManager REST endpoint: {}://{}",
+                jm.shared.config().security.rest_ssl.scheme(),
+                jm.rest_address
+            );
             wait_for_shutdown().await;
             drop(jm);
             Ok(std::process::ExitCode::SUCCESS)
@@ -359,7 +363,8 @@ async fn execute(
             Ok(std::process::ExitCode::SUCCESS)
         }
         Command::List { target, all } => {
-            let client = RestClient::new(&target_address(&config, &target).await?)?;
+            let client =
+                RestClient::from_config(&target_address(&config, &target).await?, &config)?;
             let jobs = client.jobs_overview().await?;
             let offset =
                 crate::timezone::local_utc_offset_seconds(crate::jobmanager::service::now_ms());
@@ -368,7 +373,8 @@ async fn execute(
         }
         Command::Cancel { target, job_id } => {
             let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
-            let client = RestClient::new(&target_address(&config, &target).await?)?;
+            let client =
+                RestClient::from_config(&target_address(&config, &target).await?, &config)?;
             client.cancel(id).await?;
             println!("Cancelled job {id}.");
             Ok(std::process::ExitCode::SUCCESS)
@@ -379,7 +385,8 @@ async fn execute(
             target_directory,
         } => {
             let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
-            let client = RestClient::new(&target_address(&config, &target).await?)?;
+            let client =
+                RestClient::from_config(&target_address(&config, &target).await?, &config)?;
             println!("Triggering savepoint for job {id}.");
             let request = client
                 .trigger_savepoint(
@@ -397,7 +404,8 @@ async fn execute(
             job_id,
         } => {
             let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
-            let client = RestClient::new(&target_address(&config, &target).await?)?;
+            let client =
+                RestClient::from_config(&target_address(&config, &target).await?, &config)?;
             println!("Suspending job \"{id}\" with a savepoint.");
             let request = client
                 .trigger_savepoint(
@@ -534,7 +542,7 @@ async fn run(
         None => {
             args.target.jobmanager.is_none()
                 && match rest_address(&config, &args.target).await {
-                    Ok(address) => !cluster_answers(&address).await,
+                    Ok(address) => !cluster_answers(&address, &config).await?,
                     Err(_) => true,
                 }
         }
@@ -565,7 +573,7 @@ async fn run(
     } else {
         (None, target_address(&config, &args.target).await?)
     };
-    let client = RestClient::new(&address)?;
+    let client = RestClient::from_config(&address, &config)?;
     let started = Instant::now();
     let job_args = absolute_path_args(&args.args);
     let savepoint = args.from_savepoint.as_deref().map(absolute_path);
@@ -637,13 +645,19 @@ async fn run(
     }
 }
 
-async fn cluster_answers(address: &str) -> bool {
-    match RestClient::new(address) {
-        Ok(client) => tokio::time::timeout(Duration::from_secs(2), client.overview())
+/// Whether a JobManager answers at `address`. A client that cannot be built for want of usable
+/// TLS files is an error: falling back to an embedded cluster would hide it.
+async fn cluster_answers(address: &str, config: &Config) -> Result<bool> {
+    let client = match RestClient::from_config(address, config) {
+        Ok(client) => client,
+        Err(e @ crate::rest::client::ClientError::Tls(_)) => return Err(e.into()),
+        Err(_) => return Ok(false),
+    };
+    Ok(
+        tokio::time::timeout(Duration::from_secs(2), client.overview())
             .await
             .is_ok_and(|r| r.is_ok()),
-        Err(_) => false,
-    }
+    )
 }
 
 /// The arguments the bundled programs read as paths: the JobManager refuses relative paths

@@ -145,7 +145,11 @@ pub async fn session(
         );
         return Ok(std::process::ExitCode::FAILURE);
     }
-    println!("JobManager Web Interface: http://{}", session.rest_address);
+    println!(
+        "JobManager Web Interface: {}://{}",
+        config.security.rest_ssl.scheme(),
+        session.rest_address
+    );
     let path = write_properties(&session)?;
     if args.detached {
         println!(
@@ -197,7 +201,11 @@ pub async fn run_application(
         None => println!("Submitted YARN application {id} running {}.", job.name),
     }
     if !session.rest_address.is_empty() {
-        println!("JobManager Web Interface: http://{}", session.rest_address);
+        println!(
+            "JobManager Web Interface: {}://{}",
+            config.security.rest_ssl.scheme(),
+            session.rest_address
+        );
     }
     if detached && !interrupt.happened() {
         println!("Stop it with `sluice yarn-session -id {id} --kill`.");

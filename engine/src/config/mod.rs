@@ -536,6 +536,39 @@ pub struct SecurityOptions {
     /// `security.io.allowed-dirs` (default empty: any absolute path): the directories inside
     /// which clients may name savepoint targets, restore paths and job inputs and outputs.
     pub io_allowed_dirs: Vec<PathBuf>,
+    /// TLS of the REST API and of its clients (`security.ssl.rest.*`).
+    pub rest_ssl: RestSslOptions,
+}
+
+/// TLS of the REST API (`security.ssl.rest.*` and `security.ssl.verify-hostname`). The same keys
+/// configure the server (the JobManager) and its clients (the CLI, the YARN client): files are
+/// PEM, not Flink's Java keystores. `crate::security::rest_tls` reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestSslOptions {
+    /// `security.ssl.rest.enabled` (default false): the REST API is served over HTTPS and
+    /// clients connect with `https://`.
+    pub enabled: bool,
+    /// `security.ssl.rest.authentication-enabled` (default false): mutual TLS; the server
+    /// requires a client certificate signed by a CA of the truststore, and clients present
+    /// `cert` and `key`.
+    pub authentication: bool,
+    /// `security.ssl.rest.cert` (default unset): PEM certificate chain, own certificate first.
+    pub cert: Option<PathBuf>,
+    /// `security.ssl.rest.key` (default unset): PEM private key of `cert`.
+    pub key: Option<PathBuf>,
+    /// `security.ssl.rest.truststore` (default unset): PEM CA certificates the peer's
+    /// certificate must chain to; unset on a client: the public web CAs.
+    pub truststore: Option<PathBuf>,
+    /// `security.ssl.verify-hostname` (default true): a client checks that the server's
+    /// certificate names the host it connects to.
+    pub verify_hostname: bool,
+}
+
+impl RestSslOptions {
+    /// The URL scheme of the REST API: `https` with TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.enabled { "https" } else { "http" }
+    }
 }
 
 impl std::fmt::Debug for SecurityOptions {
@@ -550,6 +583,7 @@ impl std::fmt::Debug for SecurityOptions {
             .field("handshake_timeout", &self.handshake_timeout)
             .field("handshake_max_concurrent", &self.handshake_max_concurrent)
             .field("io_allowed_dirs", &self.io_allowed_dirs)
+            .field("rest_ssl", &self.rest_ssl)
             .finish()
     }
 }
@@ -661,6 +695,14 @@ impl Config {
                 handshake_timeout: Duration::ZERO,
                 handshake_max_concurrent: 0,
                 io_allowed_dirs: Vec::new(),
+                rest_ssl: RestSslOptions {
+                    enabled: false,
+                    authentication: false,
+                    cert: None,
+                    key: None,
+                    truststore: None,
+                    verify_hostname: false,
+                },
             },
             checkpointing: CheckpointingOptions {
                 interval: None,

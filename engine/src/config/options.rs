@@ -187,6 +187,18 @@ pub(super) static RULES: &[Rule] = &[
             }
         },
     },
+    Rule {
+        key: "security.ssl.rest.authentication-enabled",
+        other_key: "security.ssl.rest.enabled",
+        check: |c| {
+            let ssl = &c.security.rest_ssl;
+            if ssl.authentication && !ssl.enabled {
+                Err("client authentication is part of TLS: set security.ssl.rest.enabled: true too, or the REST API would be served in plain HTTP to anyone".into())
+            } else {
+                Ok(())
+            }
+        },
+    },
 ];
 
 /// Why a codec rejected a raw value; the text completes "invalid value ...: " or "out of range: ".
@@ -1038,6 +1050,24 @@ options! {
     "security.io.allowed-dirs" => security.io_allowed_dirs: DirList,
         default "",
         doc "Comma-separated directories inside which REST clients may name savepoint targets, restore paths and job inputs and outputs; empty: any absolute path (set it on a shared network).";
+    "security.ssl.rest.authentication-enabled" => security.rest_ssl.authentication: Bool,
+        default "false",
+        doc "Mutual TLS on the REST API: the server accepts only clients with a certificate signed by a CA of security.ssl.rest.truststore, and the CLI presents security.ssl.rest.cert and security.ssl.rest.key as its own.";
+    "security.ssl.rest.cert" => security.rest_ssl.cert: OptionalPath,
+        default "",
+        doc "PEM file with the certificate chain (own certificate first) the REST server presents; on a client with authentication enabled, the client's own.";
+    "security.ssl.rest.enabled" => security.rest_ssl.enabled: Bool,
+        default "false",
+        doc "Whether the REST API and web UI are served over HTTPS, and REST clients (the CLI) connect with https.";
+    "security.ssl.rest.key" => security.rest_ssl.key: OptionalPath,
+        default "",
+        doc "PEM file with the private key (PKCS#8, PKCS#1 or SEC1, unencrypted) of security.ssl.rest.cert.";
+    "security.ssl.rest.truststore" => security.rest_ssl.truststore: OptionalPath,
+        default "",
+        doc "PEM file with the CA certificates trusted: a client checks the server's certificate against them, the server (with authentication) the clients'; unset on a client: the public web CAs.";
+    "security.ssl.verify-hostname" => security.rest_ssl.verify_hostname: Bool,
+        default "true",
+        doc "Whether a REST client checks that the server's certificate names the host it connects to.";
     "slot.request.timeout" => slot_request_timeout: POSITIVE_DURATION,
         default "5 min",
         doc "How long a job waits for a slot before its request fails.";

@@ -702,3 +702,36 @@ fn absurd_sizes_are_refused_naming_key_value_and_limit() {
     assert_eq!(c.parallelism_default, crate::config::MAX_PARALLELISM);
     assert_eq!(c.network.process_size, crate::config::MAX_MEMORY_SIZE);
 }
+
+#[test]
+fn rest_tls_keys_parse_and_authentication_needs_tls() {
+    let ssl = Config::default().security.rest_ssl;
+    assert!(!ssl.enabled && !ssl.authentication && ssl.verify_hostname);
+    assert_eq!((ssl.cert, ssl.key, ssl.truststore), (None, None, None));
+    assert_eq!(Config::default().security.rest_ssl.scheme(), "http");
+    let c = yaml(
+        "security.ssl.rest.enabled: true\nsecurity.ssl.rest.authentication-enabled: true\nsecurity.ssl.rest.cert: /etc/sluice/rest.pem\nsecurity.ssl.rest.key: file:///etc/sluice/rest.key\nsecurity.ssl.verify-hostname: false\n",
+    )
+    .unwrap();
+    let ssl = &c.security.rest_ssl;
+    assert_eq!(ssl.scheme(), "https");
+    assert!(ssl.authentication && !ssl.verify_hostname);
+    assert_eq!(
+        ssl.key.as_deref(),
+        Some(std::path::Path::new("/etc/sluice/rest.key"))
+    );
+    // Client authentication without TLS would leave the API open: refused, naming both keys.
+    let err = yaml("security.ssl.rest.authentication-enabled: true\n")
+        .unwrap_err()
+        .to_string();
+    for key in [
+        "security.ssl.rest.authentication-enabled",
+        "security.ssl.rest.enabled",
+    ] {
+        assert!(err.contains(key), "{key} missing from: {err}");
+    }
+    let err = yaml("security.ssl.rest.enabled: yes\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("security.ssl.rest.enabled"), "{err}");
+}

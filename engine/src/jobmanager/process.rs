@@ -60,6 +60,10 @@ pub enum StartError {
     /// The configuration asks for something this version cannot do.
     #[error("{0}")]
     Unsupported(String),
+    /// The REST API's TLS files (`security.ssl.rest.*`) are missing or unusable.
+    // The cause is part of the message (not a `source`), so it is printed once.
+    #[error("cannot serve the REST API over TLS: {0}")]
+    RestTls(crate::security::SecurityError),
 }
 
 async fn bind(what: &'static str, host: &str, port: u16) -> Result<TcpListener, StartError> {
@@ -91,10 +95,13 @@ fn start_reporter(
     let render: crate::metrics::Render =
         Arc::new(move || super::metrics::exposition(&reporter, &host));
     info!(port, "Prometheus reporter listening");
+    // Prometheus scrapes plain HTTP, as from Flink's reporter; security.ssl.rest.* is the
+    // REST API's.
     let server = tokio::spawn(http::serve(
         listener,
         crate::metrics::router(render),
         limits,
+        None,
     ));
     Ok((port, server))
 }
@@ -116,6 +123,10 @@ impl JobManager {
                     .into(),
             ));
         }
+        // The REST API's certificates are read before any port is bound: a JobManager with a
+        // missing or malformed file does not start, rather than serve without TLS.
+        let rest_tls =
+            crate::security::rest_tls::server_config(&config).map_err(StartError::RestTls)?;
         let rpc = bind(
             "the RPC port",
             &config.jobmanager.bind_host,
@@ -186,7 +197,12 @@ impl JobManager {
             idle_timeout: rest_options.idle_timeout,
             max_connections: rest_options.max_connections,
         };
-        tasks.push(tokio::spawn(http::serve(rest_listener, router, limits)));
+        tasks.push(tokio::spawn(http::serve(
+            rest_listener,
+            router,
+            limits,
+            rest_tls,
+        )));
         let reporter_port = if shared.config().metrics.prometheus {
             let (port, server) = start_reporter(&shared, limits)?;
             tasks.push(server);
@@ -205,7 +221,8 @@ impl JobManager {
             };
             let rpc = host(&shared.config().jobmanager.rpc_address, rpc_address);
             let rest = format!(
-                "http://{}",
+                "{}://{}",
+                shared.config().security.rest_ssl.scheme(),
                 host(&shared.config().rest.address, rest_address)
             );
             tasks.push(tokio::spawn(leadership(shared.clone(), rpc, rest)));

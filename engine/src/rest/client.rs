@@ -31,6 +31,20 @@ pub enum ClientError {
     /// The answer was not what the API promises.
     #[error("unexpected answer from the JobManager: {0}")]
     Malformed(String),
+    /// The TLS handshake failed: the server's certificate is not trusted, or the server refused
+    /// this client's (or its lack of one).
+    #[error(
+        "the TLS handshake with the JobManager at {address} failed: {reason} (check security.ssl.rest.enabled, security.ssl.rest.truststore and, with authentication, security.ssl.rest.cert and security.ssl.rest.key)"
+    )]
+    Handshake {
+        /// The address tried.
+        address: String,
+        /// What the TLS library said.
+        reason: String,
+    },
+    /// The client's TLS configuration cannot be used (a missing or malformed PEM file).
+    #[error(transparent)]
+    Tls(#[from] crate::security::SecurityError),
 }
 
 /// One job of `GET /jobs/overview`, as `sluice list` shows it.
@@ -66,8 +80,26 @@ pub struct RestClient {
 }
 
 impl RestClient {
-    /// A client for `host:port` or `http://host:port` (a trailing `/` is ignored).
+    /// A plain HTTP client for `host:port` or `http(s)://host:port` (a trailing `/` is
+    /// ignored), trusting the public web CAs for `https://`.
     pub fn new(address: &str) -> Result<Self, ClientError> {
+        Self::with_tls(address, None)
+    }
+
+    /// A client for `address` as `config` says to reach the REST API: with
+    /// `security.ssl.rest.enabled`, over `https` (unless the address names a scheme),
+    /// trusting `security.ssl.rest.truststore` and presenting the client certificate when
+    /// `security.ssl.rest.authentication-enabled`.
+    pub fn from_config(address: &str, config: &crate::config::Config) -> Result<Self, ClientError> {
+        let tls = crate::security::rest_tls::client_config(config)?;
+        Self::with_tls(address, tls.as_ref())
+    }
+
+    /// A client for `address`; with `tls`, a bare `host:port` means `https://`.
+    pub fn with_tls(
+        address: &str,
+        tls: Option<&crate::security::rest_tls::RestClientTls>,
+    ) -> Result<Self, ClientError> {
         let trimmed = address.trim().trim_end_matches('/');
         if trimmed.is_empty() {
             return Err(ClientError::Malformed(
@@ -77,18 +109,28 @@ impl RestClient {
         let base = if trimmed.starts_with("http://") || trimmed.starts_with("https://") {
             trimmed.to_string()
         } else {
-            format!("http://{trimmed}")
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            format!("{scheme}://{trimmed}")
         };
+        if tls.is_some() && base.starts_with("http://") {
+            return Err(ClientError::Malformed(format!(
+                "security.ssl.rest.enabled is true, so requests go over https only: the JobManager's address '{address}' names http"
+            )));
+        }
         reqwest::Url::parse(&base).map_err(|e| {
             ClientError::Malformed(format!("bad JobManager address '{address}': {e}"))
         })?;
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))
             // The JobManager closes a keep-alive connection that stays idle for
             // rest.server.header-read-timeout (10 s by default): dropping ours sooner means a
             // request never goes out on a connection the server is closing.
-            .pool_idle_timeout(Duration::from_secs(5))
+            .pool_idle_timeout(Duration::from_secs(5));
+        if let Some(tls) = tls {
+            builder = tls_settings(builder, tls)?;
+        }
+        let http = builder
             .build()
             .map_err(|e| ClientError::Malformed(format!("cannot build an HTTP client: {e}")))?;
         Ok(RestClient { base, http })
@@ -120,10 +162,7 @@ impl RestClient {
         path: &str,
         request: reqwest::RequestBuilder,
     ) -> Result<Value, ClientError> {
-        let response = request.send().await.map_err(|e| ClientError::Unreachable {
-            address: self.base.clone(),
-            reason: error_chain(&e),
-        })?;
+        let response = request.send().await.map_err(|e| self.unreachable(&e))?;
         let status = response.status();
         let text = response
             .text()
@@ -150,6 +189,22 @@ impl RestClient {
         }
         serde_json::from_str(&text)
             .map_err(|e| ClientError::Malformed(format!("{path} did not answer JSON: {e}")))
+    }
+
+    /// Why a request got no answer: a failed TLS handshake, or no connection at all.
+    fn unreachable(&self, e: &reqwest::Error) -> ClientError {
+        let reason = error_chain(e);
+        if self.base.starts_with("https://") && is_tls_failure(&reason) {
+            ClientError::Handshake {
+                address: self.base.clone(),
+                reason,
+            }
+        } else {
+            ClientError::Unreachable {
+                address: self.base.clone(),
+                reason,
+            }
+        }
     }
 
     /// Uploads a job artifact (`POST /jars/upload`); returns its id.
@@ -394,6 +449,45 @@ impl RestClient {
         serde_json::from_value(examples)
             .map_err(|e| ClientError::Malformed(format!("/sluice/examples: {e}")))
     }
+}
+
+/// `builder` trusting `tls.roots` (alone, when there are any) and presenting `tls`'s identity.
+fn tls_settings(
+    mut builder: reqwest::ClientBuilder,
+    tls: &crate::security::rest_tls::RestClientTls,
+) -> Result<reqwest::ClientBuilder, ClientError> {
+    let bad = |e: reqwest::Error| ClientError::Malformed(format!("cannot use the TLS files: {e}"));
+    builder = builder
+        .https_only(true)
+        .danger_accept_invalid_hostnames(!tls.verify_hostname);
+    if !tls.roots.is_empty() {
+        // The configured CAs are the only ones: a certificate from a public CA for another
+        // name is no proof of being this cluster's JobManager.
+        builder = builder.tls_built_in_root_certs(false);
+        for root in &tls.roots {
+            builder =
+                builder.add_root_certificate(reqwest::Certificate::from_der(root).map_err(bad)?);
+        }
+    }
+    if let Some(pem) = &tls.identity_pem {
+        builder = builder.identity(reqwest::Identity::from_pem(pem).map_err(bad)?);
+    }
+    Ok(builder)
+}
+
+/// Whether a request's error chain says its TLS handshake failed (the only place rustls's
+/// reasons reach through reqwest is their text).
+fn is_tls_failure(chain: &str) -> bool {
+    let lower = chain.to_ascii_lowercase();
+    [
+        "certificate",
+        "tls",
+        "handshake",
+        "alert",
+        "corrupt message",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
 }
 
 fn field_str<'a>(value: &'a Value, field: &str) -> Result<&'a str, ClientError> {

@@ -49,7 +49,12 @@ pub(super) async fn list(State(shared): State<Shared>) -> Json<Value> {
         .unwrap_or_default();
     let rest = &shared.config().rest;
     Json(json!({
-        "address": format!("http://{}:{}", rest.address, rest.port),
+        "address": format!(
+            "{}://{}:{}",
+            shared.config().security.rest_ssl.scheme(),
+            rest.address,
+            rest.port
+        ),
         "files": files.iter().map(entry).collect::<Vec<_>>(),
     }))
 }

@@ -1,8 +1,9 @@
-//! Serving HTTP/1.1 (the REST API and web UI) on a port open to the network, with the limits
-//! such a port needs: a cap on connections, a deadline for each request's line and headers
-//! (which is also how long an idle keep-alive connection stays), a deadline for a connection on
-//! which nothing moves, and a bound on the bytes a request head may take. HTTP/2 is not served:
-//! Flink's REST API is HTTP/1.1, and every protocol served is one more to bound.
+//! Serving HTTP/1.1 (the REST API and web UI), plain or over TLS, on a port open to the
+//! network, with the limits such a port needs: a cap on connections, a deadline for each
+//! request's line and headers (which is also how long an idle keep-alive connection stays, and
+//! within which a TLS handshake must end), a deadline for a connection on which nothing moves,
+//! and a bound on the bytes a request head may take. HTTP/2 is not served: Flink's REST API is
+//! HTTP/1.1, and every protocol served is one more to bound.
 //!
 //! Every error answer, including the ones hyper writes by itself for requests it cannot parse
 //! (400, 414, 431, normally with an empty body), carries Flink's `{"errors": ["..."]}`.
@@ -15,7 +16,7 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tracing::{debug, info};
@@ -38,43 +39,140 @@ pub struct HttpLimits {
     pub max_connections: u32,
 }
 
-/// Serves `router` on `listener` until the task is dropped; never returns on its own.
-pub async fn serve(listener: TcpListener, router: axum::Router, limits: HttpLimits) {
+/// Serves `router` on `listener` until the task is dropped; never returns on its own. With
+/// `tls` every connection is HTTPS: its handshake must end within the header read timeout (which
+/// so bounds a silent client as in plain HTTP), and a connection that fails it is closed.
+pub async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: HttpLimits,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
     let listener = LimitedListener::new(listener, limits.max_connections, "the REST port");
-    info!(?limits, "serving REST");
+    info!(?limits, tls = tls.is_some(), "serving REST");
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     loop {
+        // A TLS client would read a plain 503 as garbage: over the cap it is only closed.
         let Accepted {
             stream,
             peer,
             place,
-        } = listener.accept(refuse_busy).await;
+        } = match &acceptor {
+            None => listener.accept(refuse_busy).await,
+            Some(_) => listener.accept(|_| {}).await,
+        };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let activity = Arc::new(Activity::new());
-            let io = TokioIo::new(Watched::new(stream, activity.clone()));
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read_timeout)
-                .max_header_size(MAX_HEAD)
-                .max_buf_size(2 * MAX_HEAD)
-                // Answers are written in one flat buffer, which `Watched` can inspect.
-                .writev(false);
-            let connection = builder.serve_connection(io, service);
-            tokio::select! {
-                result = connection => {
-                    if let Err(e) = result {
-                        debug!(%peer, error = %e, "REST connection ended");
+            match acceptor {
+                None => serve_connection(stream, service, limits, peer).await,
+                Some(acceptor) => {
+                    let handshake = tls_handshake(&acceptor, stream, peer);
+                    match tokio::time::timeout(limits.header_read_timeout, handshake).await {
+                        Ok(Some(stream)) => serve_connection(stream, service, limits, peer).await,
+                        Ok(None) => {}
+                        Err(_) => debug!(
+                            %peer,
+                            "no TLS handshake within rest.server.header-read-timeout; closed"
+                        ),
                     }
-                }
-                () = activity.idle_for(limits.idle_timeout) => {
-                    debug!(%peer, "REST connection idle for rest.server.idle-timeout; closed");
                 }
             }
             drop(place);
         });
     }
+}
+
+/// Serves HTTP/1.1 on one connection (plain or TLS) until it ends or goes idle.
+async fn serve_connection<S>(
+    stream: S,
+    service: TowerToHyperService<axum::Router>,
+    limits: HttpLimits,
+    peer: std::net::SocketAddr,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(Watched::new(stream, activity.clone()));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_header_size(MAX_HEAD)
+        .max_buf_size(2 * MAX_HEAD)
+        // Answers are written in one flat buffer, which `Watched` can inspect.
+        .writev(false);
+    let connection = builder.serve_connection(io, service);
+    tokio::select! {
+        result = connection => {
+            if let Err(e) = result {
+                debug!(%peer, error = %e, "REST connection ended");
+            }
+        }
+        () = activity.idle_for(limits.idle_timeout) => {
+            debug!(%peer, "REST connection idle for rest.server.idle-timeout; closed");
+        }
+    }
+}
+
+/// The first byte of a TLS connection: a handshake record.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// How long a refused connection is drained before it is closed (see [`linger_close`]).
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Completes the server's side of a TLS handshake, or `None` when the client is refused (no
+/// valid certificate with client authentication) or is not speaking TLS. A plain HTTP request
+/// gets a plain answer saying so (a browser or curl pointed at `http://` then shows why). A
+/// refused client is told why (the TLS alert, that answer) before its connection is closed.
+/// Failures are logged at debug level only, since any stranger can cause them.
+async fn tls_handshake(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    mut stream: TcpStream,
+    peer: std::net::SocketAddr,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let mut first = [0u8; 1];
+    match stream.peek(&mut first).await {
+        Ok(1) if first[0] == TLS_HANDSHAKE_RECORD => {}
+        Ok(1) => {
+            debug!(%peer, "plain HTTP on the HTTPS REST port; answered 400 and closed");
+            let answer = json_answer(
+                400,
+                "Bad Request",
+                "This REST API is served over HTTPS only (security.ssl.rest.enabled): use https://",
+            );
+            let _ = stream.write_all(&answer).await;
+            linger_close(stream).await;
+            return None;
+        }
+        _ => return None,
+    }
+    match acceptor.accept(stream).into_fallible().await {
+        Ok(stream) => Some(stream),
+        Err((e, stream)) => {
+            debug!(%peer, error = %e, "REST TLS handshake failed; closed");
+            linger_close(stream).await;
+            None
+        }
+    }
+}
+
+/// Closes a refused connection so that its client reads what it was sent rather than a reset
+/// (closing a socket with unread bytes resets it, and the reset overtakes the answer): our side
+/// is shut down, then what the client still sends is read and dropped until it closes, for at
+/// most [`LINGER`].
+async fn linger_close(mut stream: TcpStream) {
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// Answers a connection over `rest.server.max-connections` with a 503 if the socket takes it
@@ -164,15 +262,15 @@ impl Activity {
 
 /// A connection that records when bytes move and puts Flink's error body into hyper's
 /// automatic error answers.
-struct Watched {
-    stream: TcpStream,
+struct Watched<S> {
+    stream: S,
     activity: Arc<Activity>,
     /// A replacement answer being written: the bytes and how many are out.
     replacement: Option<(Vec<u8>, usize)>,
 }
 
-impl Watched {
-    fn new(stream: TcpStream, activity: Arc<Activity>) -> Self {
+impl<S: AsyncWrite + Unpin> Watched<S> {
+    fn new(stream: S, activity: Arc<Activity>) -> Self {
         Watched {
             stream,
             activity,
@@ -198,7 +296,7 @@ impl Watched {
     }
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -214,7 +312,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

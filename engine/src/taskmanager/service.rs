@@ -125,6 +125,7 @@ fn start_reporter(
         listener,
         crate::metrics::router(render),
         limits,
+        None,
     ));
     Ok((port, server))
 }

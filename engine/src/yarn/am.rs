@@ -305,7 +305,7 @@ pub async fn run(
     } else {
         JobManagerLocation::Address(jobmanager.clone())
     };
-    let tracking_url = format!("http://{host}:{rest_port}");
+    let tracking_url = format!("{}://{host}:{rest_port}", config.security.rest_ssl.scheme());
     let mut rm = AmRmClient::new(scheduler.clone(), token).with_timeout(RPC_TIMEOUT);
     let peer = format!("scheduler at {scheduler}");
     // The registered port is the REST port: clients find the web UI and REST API through the

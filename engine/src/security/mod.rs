@@ -7,6 +7,11 @@
 //! role label. A peer without the secret cannot produce the proof, and a man in the middle has
 //! two different sessions, so relayed proofs do not verify. Everything after the proofs is
 //! encrypted by TLS, so a stranger can neither join, command, nor read the cluster's traffic.
+//!
+//! The REST API is the cluster's door for people, not processes: its TLS (certificates from
+//! PEM files, optionally required of clients) lives in [`rest_tls`].
+
+pub mod rest_tls;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -64,6 +69,26 @@ pub enum SecurityError {
     /// Certificate or TLS setup failed.
     #[error("TLS setup failed: {0}")]
     Tls(String),
+    /// A file the REST API's TLS needs is not configured.
+    #[error("{why} {what}: set {key} (a PEM file)")]
+    RestTlsUnset {
+        /// The key to set.
+        key: &'static str,
+        /// Which setting needs it.
+        why: &'static str,
+        /// What the file holds.
+        what: &'static str,
+    },
+    /// A file of the REST API's TLS cannot be used.
+    #[error("{key} names {path}, which cannot be used: {reason}")]
+    RestTlsFile {
+        /// The key that names the file.
+        key: &'static str,
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// The secret all processes of a cluster share.
