@@ -486,8 +486,9 @@ pub fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-impl Drop for StandaloneCluster {
-    fn drop(&mut self) {
+impl StandaloneCluster {
+    /// Stops every process of the cluster.
+    fn stop(&self) {
         let _ = self.script("stop-cluster.sh", &[]);
         for kind in ["taskmanager", "jobmanager"] {
             for pid in self.pids(kind) {
@@ -495,6 +496,46 @@ impl Drop for StandaloneCluster {
             }
         }
     }
+}
+
+impl Drop for StandaloneCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The clusters [`shared_cluster`] started, stopped when the test binary exits.
+static SHARED: std::sync::Mutex<Vec<&'static StandaloneCluster>> =
+    std::sync::Mutex::new(Vec::new());
+
+extern "C" fn stop_shared_clusters() {
+    let shared = std::mem::take(&mut *SHARED.lock().unwrap_or_else(|e| e.into_inner()));
+    for cluster in shared {
+        cluster.stop();
+    }
+}
+
+/// A cluster the tests of one test binary share, started by `start` on first use. A static is
+/// never dropped, so its processes are stopped by an exit hook instead, whether the tests pass
+/// or fail.
+pub fn shared_cluster(
+    cell: &'static std::sync::OnceLock<StandaloneCluster>,
+    start: impl FnOnce() -> StandaloneCluster,
+) -> &'static StandaloneCluster {
+    let mut started = false;
+    let cluster = cell.get_or_init(|| {
+        started = true;
+        start()
+    });
+    if started {
+        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if shared.is_empty() {
+            // SAFETY: registers a plain function with no arguments, as atexit(3) expects.
+            unsafe { libc::atexit(stop_shared_clusters) };
+        }
+        shared.push(cluster);
+    }
+    cluster
 }
 
 // Word counts: the reference the wordcount example is checked against.

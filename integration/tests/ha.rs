@@ -49,6 +49,29 @@ fn start_counting(cluster: &StandaloneCluster, records: u64, keys: u64, out: &Pa
     cluster.submit_args(&counting_args(2, records, keys, out, 5000))
 }
 
+/// `counting` from the test job's artifact: a new leader plans the job again from the copy kept
+/// in high-availability.storageDir, and the TaskManagers' workers fetch it there.
+fn start_counting_from_artifact(
+    cluster: &StandaloneCluster,
+    records: u64,
+    keys: u64,
+    out: &Path,
+    scratch: &Path,
+) -> String {
+    let mut args = counting_args(2, records, keys, out, 5000);
+    let at = args.iter().position(|a| a == "counting").expect("program");
+    let artifact = test_job_bin().display().to_string();
+    args.splice(
+        at..=at,
+        ["-c".to_string(), "counting".to_string(), artifact],
+    );
+    let id = cluster.submit_args(&args);
+    let stored = scratch.join("ha/default/jars");
+    let kept = std::fs::read_dir(&stored).map_or(0, |d| d.flatten().count());
+    assert!(kept >= 2, "no artifact and record in {}", stored.display());
+    id
+}
+
 #[test]
 fn killing_the_leader_lets_the_standby_resume_the_job_from_its_checkpoint_exactly_once() {
     let zk = ZkServer::start();
@@ -76,21 +99,7 @@ fn killing_the_leader_lets_the_standby_resume_the_job_from_its_checkpoint_exactl
 
     let out = scratch.path().join("out");
     let (records, keys) = (60_000u64, 5u64);
-    // The job's code comes from a job artifact: the new leader plans the job again from the
-    // copy kept in high-availability.storageDir, and the TaskManagers' workers fetch it there.
-    let mut args = counting_args(2, records, keys, &out, 5000);
-    let at = args.iter().position(|a| a == "counting").expect("program");
-    let artifact = test_job_bin().display().to_string();
-    args.splice(
-        at..=at,
-        ["-c".to_string(), "counting".to_string(), artifact],
-    );
-    let id = cluster.submit_args(&args);
-    let stored = scratch.path().join("ha/default/jars");
-    let kept = std::fs::read_dir(&stored)
-        .map(|d| d.flatten().count())
-        .unwrap_or(0);
-    assert!(kept >= 2, "no artifact and record in {}", stored.display());
+    let id = start_counting_from_artifact(&cluster, records, keys, &out, scratch.path());
     wait_for(Duration::from_secs(40), "a completed checkpoint", || {
         (cluster.completed_checkpoints(&id) >= 1).then_some(())
     });
@@ -123,21 +132,7 @@ fn a_leader_frozen_past_its_session_is_deposed_and_acts_no_more() {
     let (leader, standby) = leader_and_standby(&cluster);
     let out = scratch.path().join("out");
     let (records, keys) = (60_000u64, 5u64);
-    // The job's code comes from a job artifact: the new leader plans the job again from the
-    // copy kept in high-availability.storageDir, and the TaskManagers' workers fetch it there.
-    let mut args = counting_args(2, records, keys, &out, 5000);
-    let at = args.iter().position(|a| a == "counting").expect("program");
-    let artifact = test_job_bin().display().to_string();
-    args.splice(
-        at..=at,
-        ["-c".to_string(), "counting".to_string(), artifact],
-    );
-    let id = cluster.submit_args(&args);
-    let stored = scratch.path().join("ha/default/jars");
-    let kept = std::fs::read_dir(&stored)
-        .map(|d| d.flatten().count())
-        .unwrap_or(0);
-    assert!(kept >= 2, "no artifact and record in {}", stored.display());
+    let id = start_counting_from_artifact(&cluster, records, keys, &out, scratch.path());
     wait_for(Duration::from_secs(40), "a completed checkpoint", || {
         (cluster.completed_checkpoints(&id) >= 1).then_some(())
     });

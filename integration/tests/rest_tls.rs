@@ -11,7 +11,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
-use sluice_integration::{StandaloneCluster, free_port, http_client, job_id_of, sluice_bin};
+use sluice_integration::{
+    StandaloneCluster, free_port, http_client, job_id_of, shared_cluster, sluice_bin,
+};
 
 /// Two CAs and their certificates, as PEM files in a directory.
 struct Pki {
@@ -98,7 +100,7 @@ fn pki() -> &'static Pki {
 /// One cluster for every test: HTTPS with client authentication.
 fn cluster() -> &'static StandaloneCluster {
     static CLUSTER: OnceLock<StandaloneCluster> = OnceLock::new();
-    CLUSTER.get_or_init(|| {
+    shared_cluster(&CLUSTER, || {
         let pki = pki();
         let config = format!(
             "security.ssl.rest.enabled: true\nsecurity.ssl.rest.authentication-enabled: true\nsecurity.ssl.rest.cert: {}\nsecurity.ssl.rest.key: {}\nsecurity.ssl.rest.truststore: {}\n",

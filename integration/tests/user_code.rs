@@ -6,13 +6,17 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use sluice_integration::{StandaloneCluster, alive, final_sums, job_id_of, test_job_bin, wait_for};
+use sluice_integration::{
+    StandaloneCluster, alive, final_sums, job_id_of, shared_cluster, test_job_bin, wait_for,
+};
 
 /// One cluster for the tests that submit: two TaskManagers of two slots.
 fn cluster() -> &'static StandaloneCluster {
     static CLUSTER: OnceLock<StandaloneCluster> = OnceLock::new();
     // Fetched artifacts no worker runs leave the TaskManagers' caches after 2 s.
-    CLUSTER.get_or_init(|| StandaloneCluster::start(2, 2, "blob.service.cleanup.interval: 2"))
+    shared_cluster(&CLUSTER, || {
+        StandaloneCluster::start(2, 2, "blob.service.cleanup.interval: 2")
+    })
 }
 
 fn run(cluster: &StandaloneCluster, args: &[&str]) -> (bool, String) {

@@ -123,9 +123,17 @@ fn write_lines(
     Ok(output)
 }
 
-/// Counts the records of each key in keyed state and emits `(seq, key, count)`.
-struct CountPerKey {
+/// Counts the records of each key in keyed state and emits `(seq, key, count)`: `counting`'s
+/// stateful step, for other programs that count the same way.
+pub struct CountPerKey {
     count: ValueState<u64>,
+}
+
+impl CountPerKey {
+    /// Counting in `count` (the key's value state).
+    pub fn new(count: ValueState<u64>) -> Self {
+        CountPerKey { count }
+    }
 }
 
 impl KeyedProcessFunction<u64, (u64, u64), (u64, u64, u64)> for CountPerKey {

@@ -20,7 +20,7 @@ pub fn wordcount_tokens(line: &str) -> Vec<String> {
     wordcount::tokenize(line).collect()
 }
 
-pub use counting::{CountingReport, check_counting, check_counting_dir};
+pub use counting::{CountPerKey, CountingReport, check_counting, check_counting_dir};
 pub use latency::{LatencyHistogram, warmup_records};
 
 /// The bundled programs, as a registry to give a JobManager or TaskManager.

@@ -10,10 +10,7 @@
 //! - `upgrade-v3`: version 2 without the largest-seq branch: its state has no operator to go
 //!   to, so a restore is refused unless it allows non-restored state.
 
-use sluice::api::{
-    Collector, Context, KeyedProcessFunction, StreamExecutionEnvironment, TaskError,
-};
-use sluice::state::ValueState;
+use sluice::api::StreamExecutionEnvironment;
 
 use crate::{arg, number};
 
@@ -80,9 +77,9 @@ impl sluice::api::JobProgram for Upgrade {
         counted
             .key_by(|r: &(u64, u64)| r.1)
             .process(|state| {
-                Ok(CountPerKey {
-                    count: state.value_state("count")?,
-                })
+                Ok(sluice::examples::CountPerKey::new(
+                    state.value_state("count")?,
+                ))
             })
             .name("Count per Key")
             .uid("count-per-key")
@@ -93,24 +90,5 @@ impl sluice::api::JobProgram for Upgrade {
             "Upgrade v{} ({records} records, {keys} keys)",
             self.version
         ))
-    }
-}
-
-/// Counts the records of each key in keyed state and emits `(seq, key, count)`.
-struct CountPerKey {
-    count: ValueState<u64>,
-}
-
-impl KeyedProcessFunction<u64, (u64, u64), (u64, u64, u64)> for CountPerKey {
-    fn process(
-        &mut self,
-        key: &u64,
-        (seq, _): (u64, u64),
-        _ctx: &mut Context<'_>,
-        out: &mut Collector<'_, (u64, u64, u64)>,
-    ) -> Result<(), TaskError> {
-        let count = self.count.value()?.unwrap_or(0) + 1;
-        self.count.update(count)?;
-        out.collect((seq, *key, count))
     }
 }
