@@ -49,10 +49,18 @@ def rss_kib(pid):
 
 
 def children(pid):
+    # Each thread lists the children it started; the worker is started by a runtime thread.
+    kids = []
     try:
-        return [int(p) for p in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return []
+        return kids
+    for task in tasks:
+        try:
+            kids += [int(p) for p in open(f"/proc/{pid}/task/{task}/children").read().split()]
+        except OSError:
+            pass
+    return kids
 
 
 def get(rest, path):
