@@ -25,6 +25,33 @@ fn write_input(dir: &Path) -> (PathBuf, String) {
     (input, text_in)
 }
 
+/// `run -t TARGET` of the test job's `sum` over 20000 records and 10 keys into `out`.
+fn sum_run<'a>(target: &'a str, artifact: &'a Path, out: &'a Path) -> Vec<&'a str> {
+    vec![
+        "run",
+        "-t",
+        target,
+        "-p",
+        "2",
+        "-c",
+        "sum",
+        artifact.to_str().expect("utf-8"),
+        "--records",
+        "20000",
+        "--keys",
+        "10",
+        "--output",
+        out.to_str().expect("utf-8"),
+    ]
+}
+
+/// `sum_run`'s output holds the exact sum of every key.
+fn assert_exact_sums(out: &Path) {
+    let finals = final_sums(out);
+    assert_eq!(finals.len(), 10, "{finals:?}");
+    assert!(finals.values().all(|&s| s == 2_000), "{finals:?}");
+}
+
 #[test]
 fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_leave_nothing() {
     if yarn::skipped() {
@@ -212,26 +239,9 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
     // TaskManager containers, which run its subtasks in worker processes.
     let artifact = test_job_bin();
     let sums = client.tmp.path().join("artifact-sums");
-    let run = client.sluice(&[
-        "run",
-        "-t",
-        "yarn-session",
-        "-p",
-        "2",
-        "-c",
-        "sum",
-        artifact.to_str().expect("utf-8"),
-        "--records",
-        "20000",
-        "--keys",
-        "10",
-        "--output",
-        sums.to_str().expect("utf-8"),
-    ]);
+    let run = client.sluice(&sum_run("yarn-session", &artifact, &sums));
     assert!(run.status.success(), "{}", text(&run));
-    let finals = final_sums(&sums);
-    assert_eq!(finals.len(), 10, "{finals:?}");
-    assert!(finals.values().all(|&s| s == 2_000), "{finals:?}");
+    assert_exact_sums(&sums);
     assert_eq!(
         client.sluice_rest(&rest, "/jars")["files"][0]["name"],
         "sluice-test-job"
@@ -450,29 +460,13 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
     // program runs in the JobManager's and TaskManagers' own processes.
     let app_sums = client.tmp.path().join("app-artifact-sums");
     let mut args: Vec<&str> = small.to_vec();
-    args.extend([
-        "run",
-        "-t",
-        "yarn-application",
-        "-p",
-        "2",
-        "-c",
-        "sum",
-        artifact.to_str().expect("utf-8"),
-        "--records",
-        "20000",
-        "--keys",
-        "10",
-        "--output",
-        app_sums.to_str().expect("utf-8"),
-    ]);
+    let sum_args = sum_run("yarn-application", &artifact, &app_sums);
+    args.extend(sum_args.iter().copied());
     let run = client.sluice(&args);
     let printed = text(&run);
     assert!(run.status.success(), "{printed}");
     assert!(printed.contains("running sum from "), "{printed}");
-    let finals = final_sums(&app_sums);
-    assert_eq!(finals.len(), 10, "{finals:?}");
-    assert!(finals.values().all(|&s| s == 2_000), "{finals:?}");
+    assert_exact_sums(&app_sums);
     let artifact_app = field_after(&printed, "Submitted YARN application ").to_string();
     assert_eq!(client.app(&artifact_app)["finalStatus"], "SUCCEEDED");
     // What is not an artifact, or names no program of it, is refused before YARN is asked.

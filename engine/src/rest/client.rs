@@ -72,6 +72,30 @@ pub struct ExampleInfo {
     pub usage: String,
 }
 
+/// Adds what both submission calls take to a request `body`: the parallelism, job-scoped
+/// configuration under `config_field`, and the savepoint to start from.
+fn add_job_settings(
+    body: &mut Value,
+    parallelism: Option<u32>,
+    config_field: &str,
+    config: &[(String, String)],
+    savepoint: Option<&str>,
+) {
+    if let Some(p) = parallelism {
+        body["parallelism"] = json!(p);
+    }
+    if !config.is_empty() {
+        let map: serde_json::Map<String, Value> = config
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        body[config_field] = Value::Object(map);
+    }
+    if let Some(path) = savepoint {
+        body["savepointPath"] = json!(path);
+    }
+}
+
 /// A client of one JobManager's REST API.
 #[derive(Debug, Clone)]
 pub struct RestClient {
@@ -260,19 +284,13 @@ impl RestClient {
         if let Some(entry) = entry {
             body["entryClass"] = json!(entry);
         }
-        if let Some(p) = parallelism {
-            body["parallelism"] = json!(p);
-        }
-        if !config.is_empty() {
-            let map: serde_json::Map<String, Value> = config
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                .collect();
-            body["flinkConfiguration"] = Value::Object(map);
-        }
-        if let Some(path) = savepoint {
-            body["savepointPath"] = json!(path);
-        }
+        add_job_settings(
+            &mut body,
+            parallelism,
+            "flinkConfiguration",
+            config,
+            savepoint,
+        );
         let answer = self
             .call(
                 reqwest::Method::POST,
@@ -309,19 +327,7 @@ impl RestClient {
         savepoint: Option<&str>,
     ) -> Result<JobId, ClientError> {
         let mut body = json!({ "job": job, "args": args });
-        if let Some(p) = parallelism {
-            body["parallelism"] = json!(p);
-        }
-        if !config.is_empty() {
-            let map: serde_json::Map<String, Value> = config
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                .collect();
-            body["config"] = Value::Object(map);
-        }
-        if let Some(path) = savepoint {
-            body["savepointPath"] = json!(path);
-        }
+        add_job_settings(&mut body, parallelism, "config", config, savepoint);
         let answer = self
             .call(reqwest::Method::POST, "/v1/sluice/jobs", Some(body))
             .await?;

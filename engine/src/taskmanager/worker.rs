@@ -161,7 +161,8 @@ impl Workers {
                         Err(e) => Err(e),
                     };
                     if let Err(e) = served {
-                        warn!(error = %e, "a worker's control connection ended");
+                        // The worker's end, if it matters, is reported with its exit status.
+                        tracing::debug!(error = %e, "a worker's control connection ended");
                     }
                 });
             }
