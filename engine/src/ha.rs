@@ -3,14 +3,18 @@
 //! the leader keeps its jobs' submissions in the job graph store and their ends in the job
 //! result store, so a new leader re-runs exactly the jobs that had not ended.
 
-use std::time::Duration;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use zk_ha::{HaConfig, HaError, LeaderInfo, ZooKeeperHaServices};
+use zk_ha::{BlobStore, HaConfig, HaError, LeaderInfo, ZooKeeperHaServices};
 
 use crate::common::ids::JobId;
-use crate::config::Config;
+use crate::config::{Config, HdfsUri};
 use crate::rpc::messages::ProgramSpec;
+use crate::state::{FileSystems, StateStorage};
 
 /// The component name under which the leading JobManager publishes its addresses.
 pub const COMPONENT: &str = "dispatcher";
@@ -29,13 +33,29 @@ pub fn services(config: &Config) -> Result<Option<ZooKeeperHaServices>, HaError>
         .with_cluster_id(config.ha.cluster_id.clone())
         .with_session_timeout(config.ha.session_timeout)
         .with_connection_timeout(config.ha.connection_timeout);
-    ZooKeeperHaServices::new(&ha).map(Some)
+    if HdfsUri::parse(storage).is_none() {
+        return ZooKeeperHaServices::new(&ha).map(Some);
+    }
+    let dir = path_text(ha.cluster_storage_dir()?)?;
+    let blobs = StorageBlobStore::new(Arc::new(FileSystems::new()), dir);
+    ZooKeeperHaServices::with_blob_store(&ha, Arc::new(blobs)).map(Some)
+}
+
+/// A storage path built by [`HaConfig`] (which joins paths as `PathBuf`s) as text again.
+fn path_text(path: PathBuf) -> Result<String, HaError> {
+    path.into_os_string()
+        .into_string()
+        .map_err(|p| HaError::Invalid {
+            what: "high-availability.storageDir",
+            reason: format!("{} is not UTF-8", p.to_string_lossy()),
+        })
 }
 
 /// Where job artifacts are kept with HA (unless `web.upload.dir` says otherwise):
 /// `<storageDir>/<cluster id>/jars`, beside the HA stores' files, so that a new leader finds
-/// the code of the jobs it recovers. `None` without ZooKeeper HA.
-pub fn artifact_dir(config: &Config) -> Option<std::path::PathBuf> {
+/// the code of the jobs it recovers: a local path or an `hdfs:` URI. `None` without ZooKeeper
+/// HA.
+pub fn artifact_dir(config: &Config) -> Option<String> {
     if !config.ha.zookeeper {
         return None;
     }
@@ -43,8 +63,88 @@ pub fn artifact_dir(config: &Config) -> Option<std::path::PathBuf> {
     HaConfig::new(String::new(), storage.clone())
         .with_cluster_id(config.ha.cluster_id.clone())
         .cluster_storage_dir()
+        .and_then(path_text)
         .ok()
-        .map(|dir| dir.join("jars"))
+        .map(|dir| crate::state::storage::join(&dir, "jars"))
+}
+
+/// The HA stores' blobs as files in one directory of the engine's durable storage, which is
+/// how `high-availability.storageDir` works on HDFS. Every blob is a new file written whole and
+/// renamed into place by the storage (never appended to), so a reader sees all of it or
+/// nothing; the directory is created by the first write, so a process that only looks up the
+/// leader never touches the file system.
+pub struct StorageBlobStore {
+    storage: Arc<dyn StateStorage>,
+    dir: String,
+}
+
+impl std::fmt::Debug for StorageBlobStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorageBlobStore")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StorageBlobStore {
+    /// Blobs in `dir` of `storage`.
+    pub fn new(storage: Arc<dyn StateStorage>, dir: String) -> Self {
+        StorageBlobStore { storage, dir }
+    }
+
+    fn path_of(&self, name: &str) -> Result<String, HaError> {
+        zk_ha::check_blob_name(name)?;
+        Ok(format!("{}/{name}", self.dir.trim_end_matches('/')))
+    }
+}
+
+fn storage_error(path: &str) -> impl FnOnce(io::Error) -> HaError + '_ {
+    move |source| HaError::Storage {
+        path: PathBuf::from(path),
+        source,
+    }
+}
+
+impl BlobStore for StorageBlobStore {
+    fn write_new(&self, prefix: &str, data: &[u8]) -> Result<String, HaError> {
+        let name = zk_ha::new_blob_name(prefix);
+        let path = self.path_of(&name)?;
+        self.storage
+            .write(&path, data)
+            .map_err(storage_error(&path))?;
+        Ok(name)
+    }
+
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, HaError> {
+        let path = self.path_of(name)?;
+        match self.storage.read(&path) {
+            Ok(data) => Ok(Some(data)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(storage_error(&path)(e)),
+        }
+    }
+
+    fn delete(&self, name: &str) -> Result<(), HaError> {
+        let path = self.path_of(name)?;
+        self.storage
+            .delete_file(&path)
+            .map_err(storage_error(&path))
+    }
+
+    fn list(&self) -> Result<Vec<String>, HaError> {
+        self.storage
+            .list(&self.dir)
+            .map_err(storage_error(&self.dir))
+    }
+
+    fn modified(&self, name: &str) -> Result<Option<SystemTime>, HaError> {
+        let path = self.path_of(name)?;
+        let status = self.storage.status(&path).map_err(storage_error(&path))?;
+        Ok(status.map(|s| {
+            SystemTime::UNIX_EPOCH
+                + Duration::from_millis(u64::try_from(s.modified_ms).unwrap_or(0))
+        }))
+    }
 }
 
 /// The current leader's published addresses, waiting up to `timeout` for one.
@@ -97,4 +197,58 @@ pub struct JobRecord {
     pub overrides: Vec<(String, String)>,
     /// The savepoint it started from, if any.
     pub savepoint: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::LocalFileStorage;
+
+    #[test]
+    fn blobs_in_storage_are_written_whole_read_listed_and_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = format!("{}/ha/default", dir.path().display());
+        let store = StorageBlobStore::new(Arc::new(LocalFileStorage), at.clone());
+        assert_eq!(
+            store.list().unwrap(),
+            Vec::<String>::new(),
+            "no directory yet"
+        );
+        let a = store.write_new("jobgraph-j1", b"one").unwrap();
+        let b = store.write_new("jobgraph-j1", b"two").unwrap();
+        assert_ne!(a, b, "names must be unique");
+        assert!(a.starts_with("jobgraph-j1-"));
+        assert_eq!(store.read(&a).unwrap().as_deref(), Some(&b"one"[..]));
+        assert_eq!(store.list().unwrap(), {
+            let mut v = vec![a.clone(), b.clone()];
+            v.sort();
+            v
+        });
+        let written = store.modified(&a).unwrap().expect("exists");
+        assert!(written <= SystemTime::now() + Duration::from_secs(1));
+        store.delete(&a).unwrap();
+        store.delete(&a).unwrap();
+        assert_eq!(store.read(&a).unwrap(), None);
+        assert_eq!(store.modified(&a).unwrap(), None);
+        assert!(store.read("../../etc/passwd").is_err());
+        assert!(store.delete("/etc/passwd").is_err());
+    }
+
+    #[test]
+    fn artifacts_live_beside_the_ha_blobs_on_any_storage() {
+        let mut config = Config::default();
+        assert_eq!(artifact_dir(&config), None);
+        config.ha.zookeeper = true;
+        config.ha.storage_dir = Some("hdfs://nn:8020/ha".into());
+        config.ha.cluster_id = "/team/one/".into();
+        assert_eq!(
+            artifact_dir(&config).as_deref(),
+            Some("hdfs://nn:8020/ha/team/one/jars")
+        );
+        config.ha.storage_dir = Some("/shared/ha".into());
+        assert_eq!(
+            artifact_dir(&config).as_deref(),
+            Some("/shared/ha/team/one/jars")
+        );
+    }
 }

@@ -141,6 +141,18 @@ impl StandaloneCluster {
         Self::start_full(jobmanagers, taskmanagers, slots, extra_config, &[], None)
     }
 
+    /// As [`start_with_jobmanagers`](Self::start_with_jobmanagers), with `env` set for every
+    /// process and CLI call (e.g. `HADOOP_CONF_DIR` for HA storage on HDFS).
+    pub fn start_with_jobmanagers_and_env(
+        jobmanagers: usize,
+        taskmanagers: usize,
+        slots: u32,
+        extra_config: &str,
+        env: &[(&str, &str)],
+    ) -> StandaloneCluster {
+        Self::start_full(jobmanagers, taskmanagers, slots, extra_config, env, None)
+    }
+
     /// As [`start`](Self::start), with `env` set for every process and CLI call (e.g.
     /// `HADOOP_CONF_DIR`).
     pub fn start_with_env(

@@ -91,7 +91,7 @@ pub use crate::leader_info::{LEADER_INFO_VERSION, LeaderInfo};
 pub use crate::retrieval::LeaderRetrieval;
 pub use crate::services::ZooKeeperHaServices;
 pub use crate::session_id::LeaderSessionId;
-pub use crate::storage::{BlobStore, FsBlobStore};
+pub use crate::storage::{BlobStore, FsBlobStore, check_blob_name, new_blob_name};
 pub use crate::stores::{
     CheckpointIdCounter, CheckpointStore, CompletedCheckpoint, JobGraphStore, JobResultStore,
 };

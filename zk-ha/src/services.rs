@@ -31,7 +31,7 @@ impl ZooKeeperHaServices {
         Self::with_blob_store(config, Arc::new(blobs))
     }
 
-    /// Services storing data in `blobs` (e.g. a future HDFS store).
+    /// Services storing data in `blobs` (the engine's store on HDFS, for one).
     pub fn with_blob_store(config: &HaConfig, blobs: Arc<dyn BlobStore>) -> Result<Self, HaError> {
         let layout = config.validate()?;
         let connector = Connector::new(config);

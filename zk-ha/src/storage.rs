@@ -9,8 +9,9 @@ use crate::error::HaError;
 
 /// Durable blob storage for the HA stores. The stores only ever create new, uniquely named blobs,
 /// read them, and delete them once no pointer references them, so an implementation needs no
-/// overwrite or rename. A filesystem directory ([`FsBlobStore`]) is the one implementation today;
-/// HDFS or an object store can be added behind the same trait.
+/// overwrite or rename. A filesystem directory ([`FsBlobStore`]) is the implementation here;
+/// a user of the library plugs in others (the sluice engine one on HDFS) behind the same trait,
+/// naming blobs with [`new_blob_name`] and checking names with [`check_blob_name`].
 ///
 /// Calls are blocking; the stores run them on tokio's blocking pool.
 pub trait BlobStore: Send + Sync + Debug + 'static {
@@ -25,6 +26,18 @@ pub trait BlobStore: Send + Sync + Debug + 'static {
     fn list(&self) -> Result<Vec<String>, HaError>;
     /// When a blob was written; `Ok(None)` if it does not exist.
     fn modified(&self, name: &str) -> Result<Option<std::time::SystemTime>, HaError>;
+}
+
+/// A new blob name starting with `prefix`. A random suffix makes the name unique, so a retried or
+/// concurrent write never replaces a blob some committed pointer may reference.
+pub fn new_blob_name(prefix: &str) -> String {
+    format!("{prefix}-{:032x}", rand::random::<u128>())
+}
+
+/// Refuses a blob name that could escape its store's directory. Names come back from ZooKeeper,
+/// so every store checks them before it builds a path from one.
+pub fn check_blob_name(name: &str) -> Result<(), HaError> {
+    crate::config::validate_name("blob name", name)
 }
 
 /// Blobs as files in one directory of a local or shared (NFS) filesystem.
@@ -50,8 +63,7 @@ impl FsBlobStore {
     }
 
     fn path_of(&self, name: &str) -> Result<PathBuf, HaError> {
-        // Names come back from ZooKeeper: never let one escape the directory.
-        crate::config::validate_name("blob name", name)?;
+        check_blob_name(name)?;
         Ok(self.dir.join(name))
     }
 }
@@ -65,9 +77,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HaError + '_ {
 
 impl BlobStore for FsBlobStore {
     fn write_new(&self, prefix: &str, data: &[u8]) -> Result<String, HaError> {
-        // A random suffix makes the name unique, so a retried or concurrent write never replaces
-        // a file some committed pointer may reference.
-        let name = format!("{prefix}-{:032x}", rand::random::<u128>());
+        let name = new_blob_name(prefix);
         let path = self.path_of(&name)?;
         let mut file = fs::OpenOptions::new()
             .write(true)

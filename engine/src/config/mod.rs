@@ -93,9 +93,9 @@ pub struct HaOptions {
     pub zookeeper: bool,
     /// `high-availability.zookeeper.quorum`: `host:port,host:port,...`.
     pub quorum: Option<String>,
-    /// `high-availability.storageDir`: where job graphs and results are kept (shared by all
-    /// JobManagers).
-    pub storage_dir: Option<PathBuf>,
+    /// `high-availability.storageDir`: where job graphs, results and job
+    /// artifacts are kept (shared by all JobManagers): a path or an `hdfs:` URI.
+    pub storage_dir: Option<String>,
     /// `high-availability.cluster-id` (default `default`).
     pub cluster_id: String,
     /// `high-availability.zookeeper.path.root` (default `/sluice`).

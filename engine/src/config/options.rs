@@ -908,9 +908,9 @@ options! {
     "high-availability.cluster-id" => ha.cluster_id: ClusterId,
         default "default",
         doc "Names this cluster's HA data in ZooKeeper and the storage directory (one per cluster sharing a quorum).";
-    "high-availability.storageDir" => ha.storage_dir: OptionalPath,
+    "high-availability.storageDir" => ha.storage_dir: OptionalStoragePath,
         default "",
-        doc "Directory (shared by all JobManagers) for job graphs and results; required with zookeeper HA.";
+        doc "Directory (shared by all JobManagers: a shared mount or an hdfs:// URI) for job graphs, results and job artifacts; required with zookeeper HA.";
     "high-availability.type" => ha.zookeeper: HaType,
         default "NONE",
         doc "NONE, or zookeeper: JobManagers elect a leader and a standby takes over the jobs.";

@@ -656,12 +656,16 @@ fn path_keys_take_file_uris_and_refuse_other_schemes_naming_the_key() {
         e.contains("execution.checkpointing.savepoint-dir") && e.contains("scheme 's3'"),
         "{e}"
     );
-    let e = config
+    config
         .set("high-availability.storageDir", "hdfs://nn:8020/ha")
+        .unwrap();
+    assert_eq!(config.ha.storage_dir.as_deref(), Some("hdfs://nn:8020/ha"));
+    let e = config
+        .set("high-availability.storageDir", "s3://bucket/ha")
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("high-availability.storageDir") && e.contains("scheme 'hdfs'"),
+        e.contains("high-availability.storageDir") && e.contains("scheme 's3'"),
         "{e}"
     );
 }

@@ -1,12 +1,18 @@
 //! The JobManager's job artifacts: uploaded executables kept under their content key, asked
 //! what they hold when they arrive and for a program's job graph when a job is submitted.
 //!
+//! With ZooKeeper HA on HDFS the store's files live in `<storageDir>/<cluster id>/jars` on
+//! HDFS, where a new leader finds them; each JobManager keeps the executables it runs in a local
+//! cache of its own (a child process needs a local file), fetched from HDFS when first needed.
+//!
 //! An artifact is user code: it runs only as a child process with a deadline (a program that
 //! panics, crashes or never returns costs its submission, never the JobManager), and a file's
 //! name from an upload never becomes a path (files are named by their SHA-256).
 
-use std::io::Read;
+use std::collections::HashSet;
+use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -14,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::graph::{JobGraph, PlanAnswer};
 use crate::pids::run_child;
 use crate::rpc::artifact::{self, ArtifactDescription};
+use crate::state::StateStorage;
 
 /// How long an artifact may take to describe itself or to build a job graph.
 pub const CHILD_DEADLINE: Duration = Duration::from_secs(30);
@@ -85,11 +92,33 @@ pub fn describe(path: &Path) -> Result<ArtifactDescription, String> {
 }
 
 /// Artifacts in a directory: `<key>` (the executable) and `<key>.json` (its [`StoredArtifact`]).
+/// The directory is local, or on durable storage ([`with_remote`](Self::with_remote)) with the
+/// local one as a cache of executables.
 #[derive(Debug)]
 pub struct ArtifactStore {
     dir: PathBuf,
     /// Whether the directory is this process's own (not configured), removed when it ends.
     own: bool,
+    /// Where the files live when not in `dir`.
+    remote: Option<Remote>,
+}
+
+/// A directory of durable storage (HDFS) holding the store's files.
+struct Remote {
+    storage: Arc<dyn StateStorage>,
+    dir: String,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote").field("dir", &self.dir).finish()
+    }
+}
+
+impl Remote {
+    fn path(&self, name: &str) -> String {
+        format!("{}/{name}", self.dir.trim_end_matches('/'))
+    }
 }
 
 /// The name prefix of JobManagers' own artifact directories in the temporary directory,
@@ -141,32 +170,118 @@ impl ArtifactStore {
         std::fs::create_dir_all(&dir).map_err(io)?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
-        Ok(Self { dir, own: false })
+        Ok(Self {
+            dir,
+            own: false,
+            remote: None,
+        })
     }
 
-    /// Where the store keeps its files.
+    /// The store with its files in `dir` of `storage` (an `hdfs:` directory shared by the
+    /// JobManagers); its own directory becomes the local cache of the executables it runs.
+    /// Nothing is read or written until the store is used.
+    pub fn with_remote(mut self, storage: Arc<dyn StateStorage>, dir: String) -> Self {
+        self.remote = Some(Remote { storage, dir });
+        self
+    }
+
+    /// Where the store keeps its files (as shown to whoever uploads).
+    pub fn location(&self) -> String {
+        match &self.remote {
+            Some(remote) => remote.dir.clone(),
+            None => self.dir.display().to_string(),
+        }
+    }
+
+    /// The local directory: the store, or the cache of a store on durable storage.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     fn io(&self, error: std::io::Error) -> ArtifactError {
         ArtifactError::Io {
-            dir: self.dir.display().to_string(),
+            dir: self.location(),
             error,
         }
     }
 
-    /// The executable of artifact `id`, if the store has it.
+    /// The names of the store's files.
+    fn names(&self) -> std::io::Result<HashSet<String>> {
+        match &self.remote {
+            Some(remote) => Ok(remote.storage.list(&remote.dir)?.into_iter().collect()),
+            None => Ok(std::fs::read_dir(&self.dir)?
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()),
+        }
+    }
+
+    /// Reads the store's file `name`.
+    fn read_file(&self, name: &str) -> std::io::Result<Vec<u8>> {
+        match &self.remote {
+            Some(remote) => remote.storage.read(&remote.path(name)),
+            None => std::fs::read(self.dir.join(name)),
+        }
+    }
+
+    /// Whether the store has the file `name`.
+    fn has_file(&self, name: &str) -> Result<bool, ArtifactError> {
+        match &self.remote {
+            Some(remote) => Ok(remote
+                .storage
+                .status(&remote.path(name))
+                .map_err(|e| self.io(e))?
+                .is_some_and(|s| !s.is_dir)),
+            None => Ok(self.dir.join(name).is_file()),
+        }
+    }
+
+    /// Deletes the store's file `name` (and its cached copy); a missing file is no error.
+    fn delete_file(&self, name: &str) -> std::io::Result<()> {
+        if let Some(remote) = &self.remote {
+            remote.storage.delete_file(&remote.path(name))?;
+        }
+        match std::fs::remove_file(self.dir.join(name)) {
+            Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The executable of artifact `id`, if the store has it: a local file, fetched into the
+    /// cache first when the store is on durable storage. Blocks on that storage.
     pub fn path(&self, id: &str) -> Result<PathBuf, ArtifactError> {
         if !artifact::is_content_key(id) {
             return Err(ArtifactError::Unknown(id.to_string()));
         }
         let path = self.dir.join(id);
         if path.is_file() {
-            Ok(path)
-        } else {
-            Err(ArtifactError::Unknown(id.to_string()))
+            return Ok(path);
         }
+        let Some(remote) = &self.remote else {
+            return Err(ArtifactError::Unknown(id.to_string()));
+        };
+        if !self.has_file(id)? {
+            return Err(ArtifactError::Unknown(id.to_string()));
+        }
+        // Fetched under a name that is no content key (a sweep leaves it alone), then renamed:
+        // a concurrent fetch of the same artifact writes a file of its own.
+        let part = self
+            .dir
+            .join(format!("{id}.fetch-{:016x}", rand::random::<u64>()));
+        let fetched = remote
+            .storage
+            .download(&remote.path(id), &part)
+            .and_then(|()| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o700))
+            })
+            .and_then(|()| std::fs::rename(&part, &path));
+        if let Err(e) = fetched {
+            let _ = std::fs::remove_file(&part);
+            return Err(self.io(e));
+        }
+        tracing::info!(artifact = %id, from = %remote.dir, "fetched a job artifact into the local cache");
+        Ok(path)
     }
 
     /// Adds the file `upload` (moved into the store) that arrived as `name`: it must describe
@@ -215,6 +330,23 @@ impl ArtifactStore {
         };
         // The record first: an executable without one is what a sweep removes.
         let meta = serde_json::to_vec_pretty(&stored).map_err(|e| self.io(e.into()))?;
+        if let Some(remote) = &self.remote {
+            // On durable storage the executable first, then the record that lists it: a new
+            // leader never sees a record without its code. Each file is written whole and
+            // renamed into place by the storage.
+            let published = remote
+                .storage
+                .upload(upload, &remote.path(&key))
+                .and_then(|_| {
+                    remote
+                        .storage
+                        .write(&remote.path(&format!("{key}.json")), &meta)
+                });
+            if let Err(e) = published {
+                let _ = std::fs::remove_file(upload);
+                return Err(self.io(e));
+            }
+        }
         let tmp = self.dir.join(format!("{key}.json.tmp"));
         std::fs::write(&tmp, meta).map_err(|e| self.io(e))?;
         std::fs::rename(&tmp, self.dir.join(format!("{key}.json"))).map_err(|e| self.io(e))?;
@@ -224,14 +356,19 @@ impl ArtifactStore {
 
     /// Every stored artifact, newest first.
     pub fn list(&self) -> Vec<StoredArtifact> {
-        let mut all: Vec<StoredArtifact> = std::fs::read_dir(&self.dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
-            .filter_map(|e| std::fs::read(e.path()).ok())
+        let names = match self.names() {
+            Ok(names) => names,
+            Err(e) => {
+                tracing::warn!(dir = %self.location(), "cannot list the job artifacts: {e}");
+                return Vec::new();
+            }
+        };
+        let mut all: Vec<StoredArtifact> = names
+            .iter()
+            .filter(|name| name.ends_with(".json"))
+            .filter_map(|name| self.read_file(name).ok())
             .filter_map(|bytes| serde_json::from_slice::<StoredArtifact>(&bytes).ok())
-            .filter(|a| self.dir.join(&a.id).is_file())
+            .filter(|a| names.contains(&a.id))
             .collect();
         all.sort_by(|a, b| b.uploaded.cmp(&a.uploaded).then(a.id.cmp(&b.id)));
         all
@@ -239,8 +376,10 @@ impl ArtifactStore {
 
     /// The record of artifact `id`.
     pub fn get(&self, id: &str) -> Result<StoredArtifact, ArtifactError> {
-        self.path(id)?;
-        let bytes = match std::fs::read(self.dir.join(format!("{id}.json"))) {
+        if !artifact::is_content_key(id) || !self.has_file(id)? {
+            return Err(ArtifactError::Unknown(id.to_string()));
+        }
+        let bytes = match self.read_file(&format!("{id}.json")) {
             Ok(bytes) => bytes,
             // Its upload was deleted; a running job still has the executable.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -255,39 +394,39 @@ impl ArtifactStore {
     /// stays while `in_use` (a running job's TaskManagers may still fetch it) and goes with
     /// the [`sweep`](Self::sweep) after that job.
     pub fn remove(&self, id: &str, in_use: bool) -> Result<(), ArtifactError> {
-        let path = self.path(id)?;
-        let record = self.dir.join(format!("{id}.json"));
-        if !record.is_file() {
+        let record = format!("{id}.json");
+        if !artifact::is_content_key(id) || !self.has_file(id)? || !self.has_file(&record)? {
             return Err(ArtifactError::Unknown(id.to_string()));
         }
-        std::fs::remove_file(record).map_err(|e| self.io(e))?;
+        self.delete_file(&record).map_err(|e| self.io(e))?;
         if !in_use {
-            std::fs::remove_file(path).map_err(|e| self.io(e))?;
+            self.delete_file(id).map_err(|e| self.io(e))?;
         }
         Ok(())
     }
 
     /// Removes every executable whose upload was removed and that is not `in_use`, and
     /// records whose executable is gone; returns the ids removed.
-    pub fn sweep(&self, in_use: &std::collections::HashSet<String>) -> Vec<String> {
-        let names: std::collections::HashSet<String> = std::fs::read_dir(&self.dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
+    pub fn sweep(&self, in_use: &HashSet<String>) -> Vec<String> {
+        let names = match self.names() {
+            Ok(names) => names,
+            Err(e) => {
+                tracing::warn!(dir = %self.location(), "cannot list the job artifacts to sweep them: {e}");
+                return Vec::new();
+            }
+        };
         let mut removed = Vec::new();
         for name in &names {
             if let Some(id) = name.strip_suffix(".json")
                 && artifact::is_content_key(id)
                 && !names.contains(id)
             {
-                let _ = std::fs::remove_file(self.dir.join(name));
+                let _ = self.delete_file(name);
             }
             let orphan = artifact::is_content_key(name)
                 && !names.contains(&format!("{name}.json"))
                 && !in_use.contains(name);
-            if orphan && std::fs::remove_file(self.dir.join(name)).is_ok() {
+            if orphan && self.delete_file(name).is_ok() {
                 removed.push(name.clone());
             }
         }
@@ -436,5 +575,54 @@ mod tests {
                 .join(format!("{}.json", "d".repeat(64)))
                 .exists()
         );
+    }
+
+    #[test]
+    fn a_store_on_durable_storage_fetches_what_another_job_manager_uploaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = format!("{}/ha/default/jars", dir.path().display());
+        let store = ArtifactStore::open(dir.path().join("cache"))
+            .unwrap()
+            .with_remote(Arc::new(crate::state::LocalFileStorage), shared.clone());
+        assert!(store.list().is_empty(), "no directory yet");
+        // What the previous leader published: the executable, then its record.
+        let id = "e".repeat(64);
+        let record = StoredArtifact {
+            id: id.clone(),
+            name: "job".into(),
+            uploaded: 7,
+            size: 4,
+            description: ArtifactDescription::current(Vec::new()),
+        };
+        std::fs::create_dir_all(&shared).unwrap();
+        std::fs::write(format!("{shared}/{id}"), b"\x7fELF").unwrap();
+        std::fs::write(
+            format!("{shared}/{id}.json"),
+            serde_json::to_vec(&record).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(store.list(), vec![record.clone()]);
+        assert_eq!(store.get(&id).unwrap(), record);
+        let local = store.path(&id).unwrap();
+        assert_eq!(local, store.dir().join(&id), "fetched into the cache");
+        assert_eq!(std::fs::read(&local).unwrap(), b"\x7fELF");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&local).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        assert!(matches!(
+            store.path(&"f".repeat(64)),
+            Err(ArtifactError::Unknown(_))
+        ));
+        // Removed while a job runs it: unlisted, the code stays, and goes with the sweep after.
+        store.remove(&id, true).unwrap();
+        assert!(store.list().is_empty());
+        assert!(std::path::Path::new(&format!("{shared}/{id}")).exists());
+        let in_use = HashSet::from([id.clone()]);
+        assert!(store.sweep(&in_use).is_empty());
+        assert_eq!(store.sweep(&HashSet::new()), vec![id.clone()]);
+        assert!(!std::path::Path::new(&format!("{shared}/{id}")).exists());
+        assert!(!local.exists(), "the cached copy goes with it");
     }
 }

@@ -81,7 +81,12 @@ async fn send_artifact<W: tokio::io::AsyncWrite + Unpin>(
     shared: &JobManagerShared,
 ) -> Result<(), RpcError> {
     use tokio::io::AsyncReadExt;
-    let opened = match shared.artifacts().path(key) {
+    // The store may fetch the executable from HDFS first: off the runtime's threads.
+    let (store, id) = (shared.artifacts().clone(), key.to_string());
+    let found = tokio::task::spawn_blocking(move || store.path(&id))
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let opened = match found {
         Ok(path) => tokio::fs::File::open(&path)
             .await
             .map_err(|e| e.to_string()),

@@ -16,6 +16,11 @@ use super::service::JobManagerShared;
 use crate::common::ids::JobId;
 use crate::ha::JobRecord;
 
+/// How old an HA blob no pointer references must be before a new leader deletes it: far longer
+/// than a write spends between its blob and its pointer, so a write still in progress (of a
+/// deposed leader that has not noticed yet) keeps its blob.
+const UNREFERENCED_BLOB_MIN_AGE: Duration = Duration::from_secs(600);
+
 impl JobManagerShared {
     /// Whether this JobManager may act: always without HA, only while it leads with HA.
     pub fn is_leader(&self) -> bool {
@@ -240,11 +245,22 @@ pub(super) async fn leadership(shared: Arc<JobManagerShared>, rpc: String, rest:
                     continue;
                 }
                 info!(session = %fence.session_id(), %rpc, %rest, "granted leadership");
-                *ha.fence.lock().unwrap_or_else(|e| e.into_inner()) = Some(fence);
+                *ha.fence.lock().unwrap_or_else(|e| e.into_inner()) = Some(fence.clone());
                 shared.recover_jobs().await;
                 ha.recovered
                     .store(true, std::sync::atomic::Ordering::SeqCst);
                 shared.job_changed.notify_one();
+                // Blobs left by crashes and unknown commit outcomes, once per term: the store
+                // checks the fence before it deletes anything.
+                let services = ha.services.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = services
+                        .collect_garbage(&fence, UNREFERENCED_BLOB_MIN_AGE)
+                        .await
+                    {
+                        warn!(error = %e, "cannot collect unreferenced HA blobs; the next term tries again");
+                    }
+                });
             }
             zk_ha::LeadershipEvent::Revoked { session_id, reason } => {
                 warn!(session = %session_id, ?reason, "leadership revoked: stopping every job and dropping every TaskManager");

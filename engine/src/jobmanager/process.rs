@@ -4,6 +4,7 @@
 //! function that builds the router, so this layer does not depend on it.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -168,11 +169,20 @@ impl JobManager {
                 info!(dir = %crate::common::log_text::clip(&dir), "removed a savepoint its JobManager never completed");
             }
         }
-        // With HA the artifacts live beside the HA stores' files, for the next leader.
-        let artifact_dir =
-            (config.rest.upload_dir.clone()).or_else(|| crate::ha::artifact_dir(&config));
-        let artifacts = super::artifacts::ArtifactStore::open_for_process(artifact_dir)
-            .map_err(|e| StartError::Unsupported(e.to_string()))?;
+        // With HA the artifacts live beside the HA stores' files, for the next leader; on HDFS
+        // with a local cache of this process's own for the executables it runs.
+        let ha_dir = crate::ha::artifact_dir(&config);
+        let artifacts = match (config.rest.upload_dir.clone(), ha_dir) {
+            (Some(dir), _) => super::artifacts::ArtifactStore::open_for_process(Some(dir)),
+            (None, Some(dir)) if crate::config::HdfsUri::parse(&dir).is_some() => {
+                super::artifacts::ArtifactStore::open_for_process(None)
+                    .map(|store| store.with_remote(storage.clone(), dir))
+            }
+            (None, dir) => {
+                super::artifacts::ArtifactStore::open_for_process(dir.map(PathBuf::from))
+            }
+        }
+        .map_err(|e| StartError::Unsupported(e.to_string()))?;
         let shared = Arc::new(JobManagerShared::new(
             config,
             programs,

@@ -123,7 +123,7 @@ pub(super) async fn upload(
         let stored = added.map_err(artifact_error)?;
         tracing::info!(id = %stored.id, name = %stored.name, bytes = stored.size, "job artifact uploaded");
         return Ok(Json(json!({
-            "filename": store.dir().join(&stored.id).display().to_string(),
+            "filename": format!("{}/{}", store.location(), stored.id),
             "status": "success",
         })));
     }
