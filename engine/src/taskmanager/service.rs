@@ -493,6 +493,11 @@ impl TaskManager {
                     match tokio::time::timeout(timeout, transport::recv(&mut reader)).await {
                         Ok(msg) => msg?,
                         Err(_) => {
+                            // A partition or a frozen JobManager: say so, not just "retrying".
+                            warn!(
+                                %jobmanager,
+                                "no message from the JobManager for {timeout:?}: giving it up and cancelling its tasks"
+                            );
                             return Err(RpcError::Io(std::io::Error::other(format!(
                                 "no message from the JobManager for {timeout:?}"
                             ))));
