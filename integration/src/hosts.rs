@@ -143,7 +143,13 @@ impl Network {
             ip(None, &["link", "set", &veth, "up"]);
             ip(
                 Some(ns.as_str()),
-                &["addr", "add", &format!("{}/24", host.address), "dev", "eth0"],
+                &[
+                    "addr",
+                    "add",
+                    &format!("{}/24", host.address),
+                    "dev",
+                    "eth0",
+                ],
             );
             ip(Some(ns.as_str()), &["link", "set", "eth0", "up"]);
         }

@@ -43,8 +43,13 @@ fn a_taskmanager_cut_off_from_the_jobmanager_is_failed_over_and_rejoins_when_hea
     let scratch = tempfile::tempdir().expect("scratch");
     let checkpoints = scratch.path().join("checkpoints");
     let output = scratch.path().join("out");
-    let tms = [network.host("tm1"), network.host("tm2"), network.host("tm3")];
-    let cluster = StandaloneCluster::start_on_hosts(network.host("jm"), &tms, 1, &config(&checkpoints));
+    let tms = [
+        network.host("tm1"),
+        network.host("tm2"),
+        network.host("tm3"),
+    ];
+    let cluster =
+        StandaloneCluster::start_on_hosts(network.host("jm"), &tms, 1, &config(&checkpoints));
     let rate = 2_000u64;
     let (records, keys) = (rate * 25, 7u64);
     let id = cluster.submit_args(&counting_args(2, records, keys, &output, rate));
@@ -93,9 +98,11 @@ fn a_taskmanager_cut_off_from_the_jobmanager_is_failed_over_and_rejoins_when_hea
     let e = cluster.exceptions(&id);
     let lost = format!("TaskManager {victim_id} was lost: no heartbeat for");
     assert!(
-        e["exceptionHistory"]["entries"].as_array().is_some_and(|es| es
-            .iter()
-            .any(|x| x["stacktrace"].as_str().is_some_and(|s| s.contains(&lost)))),
+        e["exceptionHistory"]["entries"]
+            .as_array()
+            .is_some_and(|es| es
+                .iter()
+                .any(|x| x["stacktrace"].as_str().is_some_and(|s| s.contains(&lost)))),
         "the failover names the missing heartbeats ({lost}): {e}"
     );
     let victim_pid = cluster
@@ -116,7 +123,11 @@ fn a_taskmanager_cut_off_from_the_jobmanager_is_failed_over_and_rejoins_when_hea
     // Heal after a while; the TaskManager registers again and is the new spare.
     std::thread::sleep(rng.millis(500, 3_000));
     network.heal("jm", &victim.name);
-    eprintln!("partition: healed {} after {:?}", victim.name, cut.elapsed());
+    eprintln!(
+        "partition: healed {} after {:?}",
+        victim.name,
+        cut.elapsed()
+    );
     wait_for(
         Duration::from_secs(30),
         "the cut-off TaskManager to register again",
@@ -166,7 +177,11 @@ fn a_cut_data_path_between_taskmanagers_is_detected_as_a_stall_and_failed_over()
     let scratch = tempfile::tempdir().expect("scratch");
     let checkpoints = scratch.path().join("checkpoints");
     let output = scratch.path().join("out");
-    let tms = [network.host("tm1"), network.host("tm2"), network.host("tm3")];
+    let tms = [
+        network.host("tm1"),
+        network.host("tm2"),
+        network.host("tm3"),
+    ];
     let cluster =
         StandaloneCluster::start_on_hosts(network.host("jm"), &tms, 1, &config(&checkpoints));
     let rate = 2_000u64;

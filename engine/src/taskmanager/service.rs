@@ -494,13 +494,9 @@ impl TaskManager {
                         Ok(msg) => msg?,
                         Err(_) => {
                             // A partition or a frozen JobManager: say so, not just "retrying".
-                            warn!(
-                                %jobmanager,
-                                "no message from the JobManager for {timeout:?}: giving it up and cancelling its tasks"
-                            );
-                            return Err(RpcError::Io(std::io::Error::other(format!(
-                                "no message from the JobManager for {timeout:?}"
-                            ))));
+                            let why = format!("no message from the JobManager for {timeout:?}");
+                            warn!(%jobmanager, "{why}: giving it up and cancelling its tasks");
+                            return Err(RpcError::Io(std::io::Error::other(why)));
                         }
                     };
                 self.handle(msg, &mut groups, &tx);
