@@ -29,6 +29,9 @@ if [ "$what" = test ]; then
   # A real browser for the web UI tests, and Node (>= 18) to drive it (engine/src/web/smoke.mjs).
   apt_install chromium
   command -v node >/dev/null 2>&1 || apt_install nodejs
+  # iproute2 (`ip netns`, veth pairs, a bridge, blackhole routes): the partition tests run each
+  # process on a host of its own, a network namespace (integration/src/hosts.rs).
+  command -v ip >/dev/null 2>&1 || apt_install iproute2
   # A real ZooKeeper for the HA tests.
   [ -x scripts/zookeeper.sh ] && scripts/zookeeper.sh install
   # A real Prometheus that scrapes the metric reporters in the metrics test.

@@ -5,6 +5,7 @@
 //! builds it first), found through `SLUICE_BIN` or the cargo target directory.
 
 pub mod dfs;
+pub mod hosts;
 pub mod kafka;
 pub mod yarn;
 
@@ -101,6 +102,9 @@ pub struct StandaloneCluster {
     pub rpc_port: u16,
     /// Every JobManager's REST port (several with HA), in start order.
     pub rest_ports: Vec<u16>,
+    /// The address the REST API is reached at: loopback, or the JobManager's host's address
+    /// for a cluster on many hosts ([`start_on_hosts`](Self::start_on_hosts)).
+    rest_host: std::net::IpAddr,
     /// Environment variables every process of the cluster and the CLI get.
     env: Vec<(String, String)>,
     /// `http`, or `https` for a cluster with `security.ssl.rest.enabled`.
@@ -176,6 +180,99 @@ impl StandaloneCluster {
         Self::start_full(1, taskmanagers, slots, extra_config, &[], Some(client))
     }
 
+    /// A cluster on many hosts (see [`hosts`]): the JobManager runs on `jobmanager`, one
+    /// TaskManager of `slots` slots on each of `taskmanagers`, each started in its host's
+    /// network namespace with a configuration that names the hosts' addresses (the
+    /// JobManager's in `config.yaml`, each TaskManager's own `taskmanager.host` and
+    /// `taskmanager.bind-host` as `-D` options, as a per-host configuration would). The hosts
+    /// share this cluster's directories (configuration, logs, scratch).
+    pub fn start_on_hosts(
+        jobmanager: &hosts::Host,
+        taskmanagers: &[&hosts::Host],
+        slots: u32,
+        extra_config: &str,
+    ) -> StandaloneCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (rest_port, rpc_port) = (free_port(), free_port());
+        let conf = dir.path().join("conf");
+        std::fs::create_dir_all(&conf).expect("conf dir");
+        let jm = &jobmanager.address;
+        let config = format!(
+            "rest.port: {rest_port}\nrest.address: {jm}\nrest.bind-address: {jm}\njobmanager.rpc.address: {jm}\njobmanager.rpc.port: {rpc_port}\njobmanager.bind-host: {jm}\ntaskmanager.numberOfTaskSlots: {slots}\n{extra_config}\n"
+        );
+        std::fs::write(conf.join("config.yaml"), config).expect("config");
+        let cluster = StandaloneCluster {
+            dir,
+            rest_port,
+            rpc_port,
+            rest_ports: vec![rest_port],
+            rest_host: jm.parse().expect("the JobManager host's address"),
+            env: Vec::new(),
+            scheme: "http",
+            http: http_client(|b| b),
+        };
+        let out = cluster.script_on(jobmanager, "jobmanager.sh", &["start"]);
+        assert!(
+            out.status.success(),
+            "jobmanager.sh start on {} failed: {}",
+            jobmanager.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for host in taskmanagers {
+            cluster.start_taskmanager_on(host);
+        }
+        let expected = taskmanagers.len() as u64 * slots as u64;
+        wait_for(
+            Duration::from_secs(30),
+            "the TaskManagers to register",
+            || {
+                let o = cluster.get("/overview").ok()?;
+                (o["slots-total"].as_u64() == Some(expected)).then_some(())
+            },
+        );
+        cluster
+    }
+
+    /// Starts a TaskManager on `host` that advertises and binds the host's address.
+    pub fn start_taskmanager_on(&self, host: &hosts::Host) {
+        let a = &host.address;
+        let out = self.script_on(
+            host,
+            "taskmanager.sh",
+            &[
+                "start",
+                "-D",
+                &format!("taskmanager.host={a}"),
+                "-D",
+                &format!("taskmanager.bind-host={a}"),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "taskmanager.sh start on {} failed: {}",
+            host.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The registered TaskManagers' resource ids by the address they advertise (from their
+    /// `path`, `sluice://<address>:<port>/taskmanager/<id>`).
+    pub fn taskmanagers_by_address(&self) -> BTreeMap<String, String> {
+        self.get("/taskmanagers").unwrap_or(Value::Null)["taskmanagers"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| {
+                        let id = t["id"].as_str()?;
+                        let path = t["path"].as_str()?.strip_prefix("sluice://")?;
+                        let (address, _) = path.split_once('/')?.0.rsplit_once(':')?;
+                        Some((address.to_string(), id.to_string()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn start_full(
         jobmanagers: usize,
         taskmanagers: usize,
@@ -205,6 +302,7 @@ impl StandaloneCluster {
             rest_port,
             rpc_port,
             rest_ports,
+            rest_host: std::net::IpAddr::from([127, 0, 0, 1]),
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -248,7 +346,17 @@ impl StandaloneCluster {
 
     /// Runs one of the scripts with this cluster's directories.
     pub fn script(&self, name: &str, args: &[&str]) -> Output {
-        Command::new(repo_root().join("scripts").join(name))
+        self.script_command(Command::new(repo_root().join("scripts").join(name)), args)
+    }
+
+    /// Runs one of the scripts with this cluster's directories on `host` (in its network
+    /// namespace): what it starts runs there.
+    pub fn script_on(&self, host: &hosts::Host, name: &str, args: &[&str]) -> Output {
+        self.script_command(host.command(repo_root().join("scripts").join(name)), args)
+    }
+
+    fn script_command(&self, mut command: Command, args: &[&str]) -> Output {
+        command
             .args(args)
             .env("SLUICE_CONF_DIR", self.conf_dir())
             .env("SLUICE_LOG_DIR", self.log_dir())
@@ -265,13 +373,13 @@ impl StandaloneCluster {
             .iter()
             .find(|p| {
                 std::net::TcpStream::connect_timeout(
-                    &std::net::SocketAddr::from(([127, 0, 0, 1], **p)),
+                    &std::net::SocketAddr::from((self.rest_host, **p)),
                     Duration::from_millis(200),
                 )
                 .is_ok()
             })
-            .map(|p| format!("127.0.0.1:{p}"))
-            .unwrap_or_else(|| format!("127.0.0.1:{}", self.rest_port))
+            .map(|p| format!("{}:{p}", self.rest_host))
+            .unwrap_or_else(|| format!("{}:{}", self.rest_host, self.rest_port))
     }
 
     /// Runs the CLI against this cluster's configuration.
@@ -332,6 +440,12 @@ impl StandaloneCluster {
     /// `GET /jobs/:id`, or null while it cannot be had.
     pub fn job(&self, id: &str) -> Value {
         self.get(&format!("/jobs/{id}")).unwrap_or(Value::Null)
+    }
+
+    /// `GET /jobs/:id/exceptions`, or null while it cannot be had.
+    pub fn exceptions(&self, id: &str) -> Value {
+        self.get(&format!("/jobs/{id}/exceptions"))
+            .unwrap_or(Value::Null)
     }
 
     /// The job's state name (empty while unknown).
@@ -473,6 +587,25 @@ pub fn all_running(job: &Value) -> bool {
         && job["vertices"]
             .as_array()
             .is_some_and(|vs| !vs.is_empty() && vs.iter().all(|v| v["status"] == "RUNNING"))
+}
+
+/// Milliseconds since the epoch, as the REST API's timestamps count them.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Whether every vertex of the job (as `GET /jobs/:id` shows it) was deployed at or after `ms`
+/// (epoch ms): the JobManager may list a lost TaskManager as gone a moment before it fails the
+/// job over, so "RUNNING and the TaskManager gone" alone can be seen before the failover even
+/// started.
+pub fn deployed_since(j: &Value, ms: u64) -> bool {
+    j["vertices"].as_array().is_some_and(|vs| {
+        vs.iter()
+            .all(|v| v["start-time"].as_i64().is_some_and(|t| t >= ms as i64))
+    })
 }
 
 /// Sends a signal (`-9`, `-STOP`, `-CONT`, ...) to a process.
@@ -653,4 +786,67 @@ pub fn counting_args(p: u32, records: u64, keys: u64, output: &Path, rate: u64) 
     ]
     .map(String::from)
     .to_vec()
+}
+
+/// The seed of a replayable test run: the variable `var` (e.g. `SLUICE_CHAOS_SEED`), or one drawn
+/// from the clock. The first call installs a panic hook that prints it with every failure,
+/// whichever assertion fails.
+pub fn run_seed(var: &'static str) -> u64 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        let seed = match std::env::var(var) {
+            Ok(s) => s
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{var} must be a u64, not {s:?}")),
+            Err(_) => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1),
+        };
+        let default_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            default_hook(info);
+            eprintln!("seed {seed}: replay with {var}={seed}");
+        }));
+        seed
+    })
+}
+
+/// xorshift64*: small, deterministic, good enough to draw a test's schedule from a seed.
+pub struct Rng(u64);
+
+impl Rng {
+    /// One generator per test, so a test's schedule does not depend on which tests ran before.
+    pub fn for_test(seed: u64, name: &str) -> Rng {
+        let mut s = seed ^ 0x9E37_79B9_7F4A_7C15;
+        for b in name.bytes() {
+            s = (s ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
+        }
+        Rng(s.max(1))
+    }
+
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `lo..hi` (`lo` if the range is empty).
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        if hi <= lo {
+            lo
+        } else {
+            lo + self.next_u64() % (hi - lo)
+        }
+    }
+
+    /// A duration uniform in `lo..hi` milliseconds.
+    pub fn millis(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(self.range(lo, hi))
+    }
 }

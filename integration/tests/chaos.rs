@@ -10,34 +10,17 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sluice_integration::{StandaloneCluster, all_running, counting_args, signal};
+use sluice_integration::{
+    Rng, StandaloneCluster, all_running, counting_args, deployed_since, now_ms, run_seed, signal,
+};
 
-/// The seed of this run: `SLUICE_CHAOS_SEED`, or one drawn from the clock. A panic hook prints it
-/// with every failure, whichever assertion fails.
+/// The seed of this run: `SLUICE_CHAOS_SEED`, or one drawn from the clock (printed with every
+/// failure).
 fn seed() -> u64 {
-    static SEED: OnceLock<u64> = OnceLock::new();
-    *SEED.get_or_init(|| {
-        let seed = match std::env::var("SLUICE_CHAOS_SEED") {
-            Ok(s) => s
-                .trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("SLUICE_CHAOS_SEED must be a u64, not {s:?}")),
-            Err(_) => std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1),
-        };
-        let default_hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            default_hook(info);
-            eprintln!("chaos seed {seed}: replay with SLUICE_CHAOS_SEED={seed}");
-        }));
-        seed
-    })
+    run_seed("SLUICE_CHAOS_SEED")
 }
 
 /// How long the random schedule runs.
@@ -48,37 +31,9 @@ fn chaos_secs() -> u64 {
         .unwrap_or(30)
 }
 
-/// xorshift64*: small, deterministic, good enough to draw a schedule.
-struct Rng(u64);
-
-impl Rng {
-    /// One generator per test, so a test's schedule does not depend on which tests ran before.
-    fn for_test(name: &str) -> Rng {
-        let mut s = seed() ^ 0x9E37_79B9_7F4A_7C15;
-        for b in name.bytes() {
-            s = (s ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
-        }
-        Rng(s.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in `lo..hi` (`lo` if the range is empty).
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo {
-            lo
-        } else {
-            lo + self.next() % (hi - lo)
-        }
-    }
-    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
-        Duration::from_millis(self.range(lo, hi))
-    }
+/// This test's generator.
+fn rng_for(name: &str) -> Rng {
+    Rng::for_test(seed(), name)
 }
 
 /// Polls `f` every 20 ms until it returns `Some`, or panics naming `what` and the seed.
@@ -95,12 +50,6 @@ fn wait<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn exceptions(cluster: &StandaloneCluster, id: &str) -> Value {
-    cluster
-        .get(&format!("/jobs/{id}/exceptions"))
-        .unwrap_or(Value::Null)
 }
 
 fn start_taskmanager(cluster: &StandaloneCluster) {
@@ -167,7 +116,7 @@ enum Event {
 /// Runs `counting` through a random schedule of TaskManager failures and checks it finishes
 /// exactly once.
 fn counting_survives_chaos(backend: &str) {
-    let mut rng = Rng::for_test(backend);
+    let mut rng = rng_for(backend);
     let secs = chaos_secs();
     eprintln!(
         "chaos seed {} ({backend}, {secs} s of chaos): replay with SLUICE_CHAOS_SEED={}",
@@ -235,7 +184,7 @@ fn counting_survives_chaos(backend: &str) {
             s != "FAILED" && s != "FINISHED",
             "the job is {s} during the schedule (chaos seed {}): {}\nschedule:\n{}",
             seed(),
-            exceptions(&cluster, &id),
+            cluster.exceptions(&id),
             log.join("\n")
         );
         if now >= next_event {
@@ -314,13 +263,13 @@ fn counting_survives_chaos(backend: &str) {
                 s != "FAILED",
                 "the job failed (chaos seed {}): {}\nschedule:\n{}",
                 seed(),
-                exceptions(&cluster, &id),
+                cluster.exceptions(&id),
                 log.join("\n")
             );
             (s == "FINISHED").then_some(())
         },
     );
-    let failovers = exceptions(&cluster, &id)["exceptionHistory"]["entries"]
+    let failovers = cluster.exceptions(&id)["exceptionHistory"]["entries"]
         .as_array()
         .map(Vec::len)
         .unwrap_or(0);
@@ -378,7 +327,7 @@ fn a_poisoned_record_fails_the_job_after_its_restarts_while_taskmanagers_and_oth
     wait(Duration::from_secs(60), "the poisoned job to fail", || {
         (cluster.job_state(&poisoned) == "FAILED").then_some(())
     });
-    let e = exceptions(&cluster, &poisoned);
+    let e = cluster.exceptions(&poisoned);
     let root = e["root-exception"].as_str().unwrap_or_default();
     assert!(
         root.contains("poisoned record: key 0 reached"),
@@ -430,18 +379,11 @@ fn a_poisoned_record_fails_the_job_after_its_restarts_while_taskmanagers_and_oth
     let j = cluster.job(&steady);
     assert!(all_running(&j), "{j}");
     assert_eq!(
-        exceptions(&cluster, &steady)["exceptionHistory"]["entries"],
+        cluster.exceptions(&steady)["exceptionHistory"]["entries"],
         serde_json::json!([])
     );
     let out = cluster.cli(&["cancel", "-m", &cluster.rest(), &steady]);
     assert!(out.status.success());
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// The source vertex's `write-records`, summed over its subtasks (the JobManager's view: exact
@@ -458,16 +400,6 @@ fn source_records(j: &Value) -> u64 {
         })
         .and_then(|v| v["metrics"]["write-records"].as_u64())
         .unwrap_or(0)
-}
-
-/// Whether every vertex of the job was deployed at or after `ms` (epoch ms): the JobManager may
-/// list a killed TaskManager as gone a moment before it fails the job over, so "RUNNING and the
-/// TaskManager gone" alone can be seen before the failover even started.
-fn deployed_since(j: &Value, ms: u64) -> bool {
-    j["vertices"].as_array().is_some_and(|vs| {
-        vs.iter()
-            .all(|v| v["start-time"].as_i64().is_some_and(|t| t >= ms as i64))
-    })
 }
 
 /// One measured failover.
@@ -540,7 +472,7 @@ fn measure_failover(rng: &mut Rng, backend: &'static str, interval_s: u64) -> Fa
         Duration::from_secs(records / rate + 2 * interval_s + 60),
         "the job to finish",
         || match cluster.job_state(&id).as_str() {
-            "FAILED" => panic!("the job failed: {}", exceptions(&cluster, &id)),
+            "FAILED" => panic!("the job failed: {}", cluster.exceptions(&id)),
             "FINISHED" => Some(()),
             _ => None,
         },
@@ -582,7 +514,7 @@ fn measure_failover(rng: &mut Rng, backend: &'static str, interval_s: u64) -> Fa
 #[test]
 #[ignore = "measurement, prints a table; run on demand"]
 fn failover_numbers() {
-    let mut rng = Rng::for_test("failover_numbers");
+    let mut rng = rng_for("failover_numbers");
     eprintln!("chaos seed {}", seed());
     let runs: usize = std::env::var("SLUICE_FAILOVER_RUNS")
         .ok()

@@ -104,6 +104,15 @@ pub enum TransportError {
     /// A stream failed.
     #[error("data stream error: {0}")]
     Stream(String),
+    /// Nothing came from the peer, not even QUIC's keep-alives, for the connection's idle
+    /// timeout: the path to it is cut (a partition) or it hangs.
+    #[error("data channel to {peer} stalled for {idle:?}")]
+    Stalled {
+        /// Whom the channel reads from.
+        peer: SocketAddr,
+        /// How long it was silent.
+        idle: Duration,
+    },
     /// A peer sent bytes that are not a valid frame.
     #[error("malformed frame from {peer}: {reason}")]
     Malformed {
@@ -406,7 +415,7 @@ impl DataPlane {
                 }
             }
         });
-        Ok(FrameReader::new(recv, addr))
+        Ok(FrameReader::new(recv, addr, self.settings.idle_timeout))
     }
 
     /// Opens a channel: requests the subpartition with `capacity` credits and forwards its
@@ -555,14 +564,17 @@ struct FrameReader {
     /// Received bytes not yet consumed.
     pending: bytes::Bytes,
     peer: SocketAddr,
+    /// The connection's idle timeout, to say how long a stalled channel was silent.
+    idle_timeout: Duration,
 }
 
 impl FrameReader {
-    fn new(recv: quinn::RecvStream, peer: SocketAddr) -> Self {
+    fn new(recv: quinn::RecvStream, peer: SocketAddr, idle_timeout: Duration) -> Self {
         FrameReader {
             recv,
             pending: bytes::Bytes::new(),
             peer,
+            idle_timeout,
         }
     }
 
@@ -577,6 +589,12 @@ impl FrameReader {
             match self.recv.read_chunk(usize::MAX, true).await {
                 Ok(Some(chunk)) => self.pending = chunk.bytes,
                 Ok(None) => return Ok(false),
+                Err(quinn::ReadError::ConnectionLost(quinn::ConnectionError::TimedOut)) => {
+                    return Err(TransportError::Stalled {
+                        peer: self.peer,
+                        idle: self.idle_timeout,
+                    });
+                }
                 Err(e) => return Err(TransportError::Stream(e.to_string())),
             }
         }

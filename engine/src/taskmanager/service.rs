@@ -493,9 +493,10 @@ impl TaskManager {
                     match tokio::time::timeout(timeout, transport::recv(&mut reader)).await {
                         Ok(msg) => msg?,
                         Err(_) => {
-                            return Err(RpcError::Io(std::io::Error::other(format!(
-                                "no message from the JobManager for {timeout:?}"
-                            ))));
+                            // A partition or a frozen JobManager: say so, not just "retrying".
+                            let why = format!("no message from the JobManager for {timeout:?}");
+                            warn!(%jobmanager, "{why}: giving it up and cancelling its tasks");
+                            return Err(RpcError::Io(std::io::Error::other(why)));
                         }
                     };
                 self.handle(msg, &mut groups, &tx);
