@@ -27,44 +27,122 @@ fn config(checkpoints: &std::path::Path) -> String {
     )
 }
 
+/// A cluster of a JobManager and three one-slot TaskManagers, each on its own host, running
+/// `counting` at parallelism 2 with a checkpoint completed: what every scenario starts from.
+struct Running {
+    rng: Rng,
+    cluster: StandaloneCluster,
+    network: Network,
+    _scratch: tempfile::TempDir,
+    output: std::path::PathBuf,
+    id: String,
+    records: u64,
+    keys: u64,
+    rate: u64,
+    /// The ids of the two TaskManagers that run the job (the third is the spare).
+    busy: Vec<String>,
+}
+
+impl Running {
+    fn start(test: &str) -> Running {
+        let rng = Rng::for_test(seed(), test);
+        eprintln!(
+            "partition seed {}: replay with SLUICE_PARTITION_SEED={}",
+            seed(),
+            seed()
+        );
+        let network = Network::new(&["jm", "tm1", "tm2", "tm3"]);
+        let scratch = tempfile::tempdir().expect("scratch");
+        let checkpoints = scratch.path().join("checkpoints");
+        let output = scratch.path().join("out");
+        let tms = [
+            network.host("tm1"),
+            network.host("tm2"),
+            network.host("tm3"),
+        ];
+        let cluster =
+            StandaloneCluster::start_on_hosts(network.host("jm"), &tms, 1, &config(&checkpoints));
+        let rate = 2_000u64;
+        let (records, keys) = (rate * 25, 7u64);
+        let id = cluster.submit_args(&counting_args(2, records, keys, &output, rate));
+        wait_for(Duration::from_secs(60), "a completed checkpoint", || {
+            (all_running(&cluster.job(&id)) && cluster.completed_checkpoints(&id) >= 1)
+                .then_some(())
+        });
+        let busy: Vec<String> = cluster.get("/taskmanagers").expect("taskmanagers")["taskmanagers"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .filter(|t| t["freeSlots"] == 0)
+            .filter_map(|t| t["id"].as_str().map(String::from))
+            .collect();
+        assert_eq!(busy.len(), 2, "two busy TaskManagers and a spare");
+        Running {
+            rng,
+            cluster,
+            network,
+            _scratch: scratch,
+            output,
+            id,
+            records,
+            keys,
+            rate,
+            busy,
+        }
+    }
+}
+
+/// Waits for the job to finish and checks that its output holds every record exactly once;
+/// the checker's report.
+fn finish_exactly_once(
+    cluster: &StandaloneCluster,
+    id: &str,
+    records: u64,
+    keys: u64,
+    rate: u64,
+    output: &std::path::Path,
+) -> String {
+    wait_for(
+        Duration::from_secs(records / rate + 60),
+        "the job to finish",
+        || match cluster.job_state(id).as_str() {
+            "FAILED" => panic!(
+                "the job failed (partition seed {}): {}",
+                seed(),
+                cluster.exceptions(id)
+            ),
+            "FINISHED" => Some(()),
+            _ => None,
+        },
+    );
+    let (ok, report) = cluster.check_counting(records, keys, output);
+    assert!(
+        ok && report.starts_with("OK"),
+        "not exactly once (partition seed {}):\n{report}",
+        seed()
+    );
+    report
+}
+
 /// A TaskManager cut off from the JobManager, but not from the other TaskManagers: the
 /// JobManager gives it up after the missing heartbeats and fails its tasks over to the spare,
 /// the cut-off TaskManager gives up the silent JobManager and cancels its own tasks (so it
 /// commits nothing more), and when the cut heals it registers again.
 #[test]
 fn a_taskmanager_cut_off_from_the_jobmanager_is_failed_over_and_rejoins_when_healed() {
-    let mut rng = Rng::for_test(seed(), "tm_cut_from_jm");
-    eprintln!(
-        "partition seed {}: replay with SLUICE_PARTITION_SEED={}",
-        seed(),
-        seed()
-    );
-    let network = Network::new(&["jm", "tm1", "tm2", "tm3"]);
-    let scratch = tempfile::tempdir().expect("scratch");
-    let checkpoints = scratch.path().join("checkpoints");
-    let output = scratch.path().join("out");
-    let tms = [
-        network.host("tm1"),
-        network.host("tm2"),
-        network.host("tm3"),
-    ];
-    let cluster =
-        StandaloneCluster::start_on_hosts(network.host("jm"), &tms, 1, &config(&checkpoints));
-    let rate = 2_000u64;
-    let (records, keys) = (rate * 25, 7u64);
-    let id = cluster.submit_args(&counting_args(2, records, keys, &output, rate));
-    wait_for(Duration::from_secs(60), "a completed checkpoint", || {
-        (all_running(&cluster.job(&id)) && cluster.completed_checkpoints(&id) >= 1).then_some(())
-    });
-    // A TaskManager that runs part of the job (the spare has a free slot).
-    let busy: Vec<String> = cluster.get("/taskmanagers").expect("taskmanagers")["taskmanagers"]
-        .as_array()
-        .expect("list")
-        .iter()
-        .filter(|t| t["freeSlots"] == 0)
-        .filter_map(|t| t["id"].as_str().map(String::from))
-        .collect();
-    assert_eq!(busy.len(), 2, "two busy TaskManagers and a spare");
+    let Running {
+        // Bound first, dropped last: the processes stop before their hosts and files go.
+        _scratch,
+        network,
+        cluster,
+        mut rng,
+        id,
+        records,
+        keys,
+        rate,
+        output,
+        busy,
+    } = Running::start("tm_cut_from_jm");
     let victim_id = busy[rng.range(0, 2) as usize].clone();
     let by_address = cluster.taskmanagers_by_address();
     let victim = by_address
@@ -134,25 +212,7 @@ fn a_taskmanager_cut_off_from_the_jobmanager_is_failed_over_and_rejoins_when_hea
         || cluster.taskmanager_ids().contains(&victim_id).then_some(()),
     );
 
-    wait_for(
-        Duration::from_secs(records / rate + 60),
-        "the job to finish",
-        || match cluster.job_state(&id).as_str() {
-            "FAILED" => panic!(
-                "the job failed (partition seed {}): {}",
-                seed(),
-                cluster.exceptions(&id)
-            ),
-            "FINISHED" => Some(()),
-            _ => None,
-        },
-    );
-    let (ok, report) = cluster.check_counting(records, keys, &output);
-    assert!(
-        ok && report.starts_with("OK"),
-        "not exactly once (partition seed {}):\n{report}",
-        seed()
-    );
+    let report = finish_exactly_once(&cluster, &id, records, keys, rate, &output);
     eprintln!(
         "partition (tm cut from jm, seed {}): cut -> RUNNING {} ms; {}",
         seed(),
@@ -167,38 +227,19 @@ fn a_taskmanager_cut_off_from_the_jobmanager_is_failed_over_and_rejoins_when_hea
 /// fails, and the job fails over (again while the cut lasts); healed, it finishes exactly once.
 #[test]
 fn a_cut_data_path_between_taskmanagers_is_detected_as_a_stall_and_failed_over() {
-    let mut rng = Rng::for_test(seed(), "data_path_cut");
-    eprintln!(
-        "partition seed {}: replay with SLUICE_PARTITION_SEED={}",
-        seed(),
-        seed()
-    );
-    let network = Network::new(&["jm", "tm1", "tm2", "tm3"]);
-    let scratch = tempfile::tempdir().expect("scratch");
-    let checkpoints = scratch.path().join("checkpoints");
-    let output = scratch.path().join("out");
-    let tms = [
-        network.host("tm1"),
-        network.host("tm2"),
-        network.host("tm3"),
-    ];
-    let cluster =
-        StandaloneCluster::start_on_hosts(network.host("jm"), &tms, 1, &config(&checkpoints));
-    let rate = 2_000u64;
-    let (records, keys) = (rate * 25, 7u64);
-    let id = cluster.submit_args(&counting_args(2, records, keys, &output, rate));
-    wait_for(Duration::from_secs(60), "a completed checkpoint", || {
-        (all_running(&cluster.job(&id)) && cluster.completed_checkpoints(&id) >= 1).then_some(())
-    });
-    // The two TaskManagers that run the job exchange records (the shuffle before the keyed sum).
-    let busy: Vec<String> = cluster.get("/taskmanagers").expect("taskmanagers")["taskmanagers"]
-        .as_array()
-        .expect("list")
-        .iter()
-        .filter(|t| t["freeSlots"] == 0)
-        .filter_map(|t| t["id"].as_str().map(String::from))
-        .collect();
-    assert_eq!(busy.len(), 2, "two busy TaskManagers and a spare");
+    let Running {
+        // Bound first, dropped last: the processes stop before their hosts and files go.
+        _scratch,
+        network,
+        cluster,
+        mut rng,
+        id,
+        records,
+        keys,
+        rate,
+        output,
+        busy,
+    } = Running::start("data_path_cut");
     let by_address = cluster.taskmanagers_by_address();
     let host_of = |id: &str| {
         by_address
@@ -277,25 +318,7 @@ fn a_cut_data_path_between_taskmanagers_is_detected_as_a_stall_and_failed_over()
         },
     );
     let heal_to_running = cut.elapsed().saturating_sub(healed);
-    wait_for(
-        Duration::from_secs(records / rate + 60),
-        "the job to finish",
-        || match cluster.job_state(&id).as_str() {
-            "FAILED" => panic!(
-                "the job failed (partition seed {}): {}",
-                seed(),
-                cluster.exceptions(&id)
-            ),
-            "FINISHED" => Some(()),
-            _ => None,
-        },
-    );
-    let (ok, report) = cluster.check_counting(records, keys, &output);
-    assert!(
-        ok && report.starts_with("OK"),
-        "not exactly once (partition seed {}):\n{report}",
-        seed()
-    );
+    let report = finish_exactly_once(&cluster, &id, records, keys, rate, &output);
     eprintln!(
         "partition (data path cut, seed {}): cut -> first failure {} ms, {} failures during a {} ms cut, heal -> RUNNING {} ms; {}",
         seed(),
