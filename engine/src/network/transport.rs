@@ -108,7 +108,8 @@ pub enum TransportError {
     /// timeout: the path to it is cut (a partition) or it hangs.
     #[error("data channel to {peer} stalled for {idle:?}")]
     Stalled {
-        /// Whom the channel reads from.
+        /// The other end: the producer a consumer reads from, or the consumer a producer
+        /// writes to.
         peer: SocketAddr,
         /// How long it was silent.
         idle: Duration,
@@ -787,8 +788,9 @@ async fn serve_connection(
         };
         let registry = registry.clone();
         let wait = plane.settings.partition_wait;
+        let idle = plane.settings.idle_timeout;
         tokio::spawn(async move {
-            if let Err(e) = serve_channel(send, recv, registry, wait, peer).await {
+            if let Err(e) = serve_channel(send, recv, registry, wait, idle, peer).await {
                 warn!(%peer, error = %e, "serving a channel failed");
             }
         });
@@ -800,9 +802,17 @@ async fn serve_channel(
     mut recv: quinn::RecvStream,
     registry: Arc<PartitionRegistry>,
     wait: Duration,
+    idle: Duration,
     peer: SocketAddr,
 ) -> Result<(), TransportError> {
     let stream_err = |e: &dyn std::fmt::Display| TransportError::Stream(e.to_string());
+    // A write that fails because the consumer's side went silent says so, like a reader does.
+    let write_err = |e: quinn::WriteError| match e {
+        quinn::WriteError::ConnectionLost(quinn::ConnectionError::TimedOut) => {
+            TransportError::Stalled { peer, idle }
+        }
+        e => TransportError::Stream(e.to_string()),
+    };
     let mut len = [0u8; 4];
     recv.read_exact(&mut len)
         .await
@@ -884,7 +894,7 @@ async fn serve_channel(
                 let header = bytes::Bytes::copy_from_slice(&encode_header(buf.len(), KIND_DATA));
                 send.write_all_chunks(&mut [header, bytes::Bytes::from_owner(buf)])
                     .await
-                    .map_err(|e| stream_err(&e))?;
+                    .map_err(write_err)?;
             }
             Ok(NetBuffer::Batch(_)) => {
                 // A producer sends typed batches only to a queue a local consumer took.
@@ -900,21 +910,21 @@ async fn serve_channel(
                     .map_err(|e| TransportError::Stream(format!("cannot encode a barrier: {e}")))?;
                 send.write_all(&encode_header(body.len(), KIND_BARRIER))
                     .await
-                    .map_err(|e| stream_err(&e))?;
-                send.write_all(&body).await.map_err(|e| stream_err(&e))?;
+                    .map_err(write_err)?;
+                send.write_all(&body).await.map_err(write_err)?;
             }
             Ok(NetBuffer::Time(signal)) => {
                 // Like barriers, event time needs no credit.
                 let (kind, body) = encode_time(signal);
                 send.write_all(&encode_header(body.len(), kind))
                     .await
-                    .map_err(|e| stream_err(&e))?;
-                send.write_all(&body).await.map_err(|e| stream_err(&e))?;
+                    .map_err(write_err)?;
+                send.write_all(&body).await.map_err(write_err)?;
             }
             Ok(NetBuffer::EndOfPartition) => {
                 send.write_all(&encode_header(0, KIND_END))
                     .await
-                    .map_err(|e| stream_err(&e))?;
+                    .map_err(write_err)?;
                 let _ = send.finish();
                 // Wait until the consumer has everything before the stream is dropped.
                 let _ = send.stopped().await;
