@@ -1,20 +1,56 @@
-//! The C allocator's settings for a sluice process.
+//! The memory allocators of a sluice process.
 //!
-//! The data plane's QUIC endpoint (quinn) copies every received datagram, up to 64 KB on
-//! loopback, into an allocation of its own and frees it once the stream has read it. glibc gives
-//! the free top of a thread's heap back to the kernel whenever it exceeds its trim threshold
-//! (128 KiB by default), so the data-plane thread's heap shrank and grew again hundreds of times a
-//! second: a page fault and a zeroed page for every 4 KiB of about one received byte in twenty.
-//! Keeping up to [`TRIM_THRESHOLD`] free per heap ended that: in the shuffle benchmark the
-//! TaskManagers' CPU per record fell by a tenth and their throughput rose by about 17%
-//! (`bench/README.md`, "glibc's heap trimming"). The memory kept is memory the process used
-//! a moment ago; the slow-sink measurement shows the TaskManagers' RSS still bounded.
+//! Rust allocations go to mimalloc: records that own heap memory (strings, vectors) are
+//! allocated and freed per record by user functions and by deserialization, and glibc's
+//! allocator spent about a sixth of the bundled word count's CPU in `malloc`/`free`
+//! (`bench/README.md`, "mimalloc"). Being the global allocator of the engine's library, it is
+//! also the allocator of every job artifact built on it.
+//!
+//! glibc's allocator still serves the C and C++ libraries (RocksDB, librdkafka). It gives the
+//! free top of a thread's heap back to the kernel whenever it exceeds its trim threshold (128 KiB
+//! by default); when it also served quinn's received datagrams (each up to 64 KB, allocated and
+//! freed at once), the data-plane thread's heap shrank and grew hundreds of times a second: a
+//! page fault and a zeroed page for every 4 KiB of about one received byte in twenty. Keeping up
+//! to [`TRIM_THRESHOLD`] free per heap ended that (`bench/README.md`, "glibc's heap trimming");
+//! the setting stays for the C libraries' sake.
+
+/// Every Rust allocation of the process.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `mi_option_arena_eager_commit` (its position in `mi_option_e` of `mimalloc.h`,
+/// the same in its versions 2 and 3; the Rust bindings name no constant for it). Off, memory of
+/// its arenas is committed as pages are used and purged when freed a while; on (its default on
+/// Linux), freed memory stayed resident: a TaskManager behind a slow sink grew by 32 MiB instead
+/// of 4 (`bench/README.md`, "mimalloc"). `MIMALLOC_ARENA_EAGER_COMMIT` in the environment wins.
+const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
+
+/// Sets mimalloc's options before its first allocation: mimalloc reserves its first arena at
+/// the first allocation, which the Rust runtime makes before `main`, and an arena keeps the
+/// commit mode it was reserved with. So this runs as an ELF constructor of priority 100, ahead
+/// of mimalloc's own (101) and of every unprioritized one.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[used]
+#[unsafe(link_section = ".init_array.00100")]
+static SET_MIMALLOC_OPTIONS: extern "C" fn() = set_mimalloc_options;
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+extern "C" fn set_mimalloc_options() {
+    // `getenv`, not `std::env`: nothing may allocate here.
+    // SAFETY: a NUL-terminated name; the process is single-threaded while constructors run.
+    let set_by_env = !unsafe { libc::getenv(c"MIMALLOC_ARENA_EAGER_COMMIT".as_ptr()) }.is_null();
+    if !set_by_env {
+        // SAFETY: a plain store into mimalloc's option table, which is static and valid
+        // before mimalloc initializes; it allocates nothing.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0) };
+    }
+}
 
 /// Free memory glibc keeps at the top of a heap before returning it to the kernel. The
 /// measured gain was the same with 8 and 64 MiB.
 pub const TRIM_THRESHOLD: usize = 8 << 20;
 
-/// Applies the settings, unless the environment already sets glibc's trim threshold
+/// Applies glibc's setting, unless the environment already sets its trim threshold
 /// (`MALLOC_TRIM_THRESHOLD_`, or `GLIBC_TUNABLES` naming it): an operator's choice wins. Call it
 /// first thing in `main`, before other threads start.
 pub fn tune() {

@@ -4,7 +4,6 @@
 //! buffer, or of a source's few dozen collects): one dynamic call per operator and batch, and a
 //! tight loop inside each operator (docs/architecture.md, "The operator interface").
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 
@@ -264,26 +263,39 @@ impl<T: Data, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Siz
 pub(crate) struct BatchKeyedReduce<T, K, KF: ?Sized, RF: ?Sized> {
     pub(crate) key: Arc<KF>,
     pub(crate) reduce: Arc<RF>,
-    pub(crate) state: HashMap<K, T>,
+    /// Each key's aggregate so far (`None` only while it is being replaced). One hash and one
+    /// probe per record, with a hasher seeded per process (keys come from input data).
+    pub(crate) state: hashbrown::HashMap<K, Option<T>>,
     pub(crate) next: BoxOutput<T>,
 }
 
 impl<T, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Output<T>
     for BatchKeyedReduce<T, K, KF, RF>
 {
+    #[inline]
     fn push(&mut self, record: T) -> Result<(), TaskError> {
-        let key = (self.key)(&record);
-        let value = match self.state.remove(&key) {
+        let slot = self.state.entry((self.key)(&record)).or_insert(None);
+        *slot = Some(match slot.take() {
             Some(acc) => (self.reduce)(acc, record),
             None => record,
-        };
-        self.state.insert(key, value);
+        });
+        Ok(())
+    }
+    fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
+        for record in batch.drain(..) {
+            self.push(record)?;
+        }
         Ok(())
     }
     fn finish(&mut self) -> Result<(), TaskError> {
-        for (_, value) in self.state.drain() {
-            self.next.push(value)?;
+        let mut batch = Vec::with_capacity(self.state.len().min(1024));
+        for value in self.state.drain().filter_map(|(_, value)| value) {
+            batch.push(value);
+            if batch.len() == batch.capacity() {
+                self.next.push_batch(&mut batch)?;
+            }
         }
+        self.next.push_batch(&mut batch)?;
         self.next.finish()
     }
     forward_events!();
@@ -772,7 +784,7 @@ mod tests {
                 Box::new(BatchKeyedReduce {
                     key: key.clone(),
                     reduce: reduce.clone(),
-                    state: HashMap::new(),
+                    state: Default::default(),
                     next,
                 })
             } else {
