@@ -240,6 +240,23 @@ fn append_with<T: Data>(
     Ok(())
 }
 
+/// The bytes of `value` when they are its archive: an integer, or an array of them (rkyv's
+/// copy-optimized types, archived at an alignment of at most 16, the buffers' own). `None` for
+/// any other type, whose archive its serializer must write.
+#[inline(always)]
+pub(crate) fn plain_archive<T: Data>(value: &T) -> Option<&[u8]> {
+    if T::COPY_OPTIMIZATION.is_enabled() && std::mem::align_of::<T::Archived>() <= 16 {
+        // SAFETY: `value` is a live value of `size_of::<T>()` initialized bytes (a copy-
+        // optimized type has no padding: rkyv requires that of the types it enables it for),
+        // borrowed for as long as the slice.
+        Some(unsafe {
+            std::slice::from_raw_parts((value as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        })
+    } else {
+        None
+    }
+}
+
 /// Appends `record`'s archive to `buf`.
 fn archive_with<T: Data>(
     buf: &mut AlignedVec,
@@ -248,18 +265,12 @@ fn archive_with<T: Data>(
 ) -> Result<(), RecordError> {
     use rkyv::ser::{Serializer, WriterExt, sharing::Share};
     let serialize_err = |e: rancor::Error| RecordError::Serialize(e.to_string());
-    if T::COPY_OPTIMIZATION.is_enabled() && std::mem::align_of::<T::Archived>() <= 16 {
-        // An integer, or an array of them: rkyv attests that the value's bytes are its archive,
-        // so they are copied where its serializer would write them, without running it.
+    if let Some(bytes) = plain_archive(record) {
+        // Copied where its serializer would write them, without running it.
         let pos = buf
             .len()
             .next_multiple_of(std::mem::align_of::<T::Archived>());
         buf.resize(pos, 0);
-        // SAFETY: `record` is a live value of `size_of::<T>()` initialized bytes (a copy-
-        // optimized type has no padding: rkyv requires that of the types it enables it for).
-        let bytes = unsafe {
-            std::slice::from_raw_parts((record as *const T).cast::<u8>(), std::mem::size_of::<T>())
-        };
         buf.extend_from_slice(bytes);
         return Ok(());
     }

@@ -124,7 +124,14 @@ impl Inner {
             });
         }
         current.set = false;
-        self.encode_into(key, &mut current.bytes, "key")?;
+        match crate::record::plain_archive(key) {
+            // An integer key (the common case) is its own archive: no serializer call.
+            Some(bytes) => {
+                current.bytes.clear();
+                current.bytes.extend_from_slice(bytes);
+            }
+            None => self.encode_into(key, &mut current.bytes, "key")?,
+        }
         current.probe = KeyProbe::of(&current.bytes);
         current.key_group = kg;
         current.set = true;
