@@ -1879,7 +1879,9 @@ async fn metric_endpoints_answer_in_flinks_shapes() {
         json!([{ "id": "1.numRecordsInPerSecond", "value": "300" }])
     );
     let usage = c
-        .get(&format!("{base}/metrics?get=1.inPoolUsage,1.inputQueueLength"))
+        .get(&format!(
+            "{base}/metrics?get=1.inPoolUsage,1.inputQueueLength"
+        ))
         .await;
     assert_eq!(
         usage,
