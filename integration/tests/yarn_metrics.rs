@@ -3,7 +3,7 @@
 //! ApplicationMaster's container) and TaskManager containers run the Prometheus reporter on a
 //! port range; Prometheus (scripts/prometheus.sh) is configured from the ports the REST API
 //! reports (`prometheusReporterPort` of `GET /taskmanagers`) and a PromQL query returns the
-//! job's per-subtask record rate.
+//! job's per-subtask record rate. The containers' logs are read through the JobManager.
 //!
 //! Needs Java 17 and Maven (as `yarn_session.rs`); `SLUICE_SKIP_YARN=1` skips it.
 
@@ -141,6 +141,32 @@ fn prometheus_scrapes_a_yarn_sessions_jobmanager_and_taskmanager_containers() {
         },
     );
     drop(prometheus);
+
+    // The containers' logs through the JobManager: YARN sends a container's stderr (the log)
+    // and stdout to files of their own in its log directory.
+    for tm in client.sluice_rest(&rest, "/taskmanagers")["taskmanagers"]
+        .as_array()
+        .expect("taskmanagers")
+    {
+        let id = tm["id"].as_str().expect("id");
+        let listed = client.sluice_rest(&rest, &format!("/taskmanagers/{id}/logs"));
+        assert_eq!(listed["logs"][0]["name"], "stderr", "{listed}");
+        let get = |path: &str| {
+            let r = reqwest::blocking::get(format!("http://{rest}{path}")).expect("GET");
+            (r.status().as_u16(), r.text().unwrap_or_default())
+        };
+        let (status, log) = get(&format!("/taskmanagers/{id}/log"));
+        assert_eq!(status, 200, "{log}");
+        assert!(
+            log.contains("TaskManager started") && log.contains(id),
+            "the container's own log: {log}"
+        );
+        let (status, body) = get(&format!("/taskmanagers/{id}/stdout"));
+        assert_eq!(status, 200, "{body}");
+        // stdout is not one of the log files: not served by name.
+        let (status, body) = get(&format!("/taskmanagers/{id}/logs/stdout"));
+        assert_eq!(status, 404, "{body}");
+    }
 
     let kill = client.sluice(&["yarn-session", "--kill"]);
     assert!(kill.status.success(), "{}", text(&kill));
