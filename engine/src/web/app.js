@@ -858,7 +858,7 @@ async function updateTaskManager([id]) {
     ["Prometheus reporter port", tm.prometheusReporterPort ?? "–"],
     ["Last heartbeat", formatClock(tm.timeSinceLastHeartbeat)],
   ];
-  fill("tm-details", table(["", ""], rows.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "mono" }, v ?? "–")))));
+  fill("tm-details", table(["Property", "Value"], rows.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "mono" }, v ?? "–")))));
   await updateLogs("tm", base);
 }
 
