@@ -608,6 +608,21 @@ fn taskmanager_logs_are_served_through_the_jobmanager_and_only_their_own() {
         assert!(errors["errors"][0].is_string(), "{path}: {body}");
     }
 
+    // A whole (small) file: nothing left out, and the header says so.
+    let answer = reqwest::blocking::get(format!(
+        "http://{}/taskmanagers/{}/log",
+        cluster.rest(),
+        ids[0]
+    ))
+    .expect("GET");
+    assert_eq!(
+        answer
+            .headers()
+            .get("x-sluice-log-skipped-bytes")
+            .and_then(|v| v.to_str().ok()),
+        Some("0")
+    );
+
     // The cluster keeps serving, and both TaskManagers are still registered and answering.
     assert_eq!(cluster.taskmanager_ids().len(), 2);
     let (status, body) = cluster.request("GET", &format!("/taskmanagers/{}/log", ids[1]), "");

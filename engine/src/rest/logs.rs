@@ -94,6 +94,10 @@ pub async fn text(path: &Path) -> Response {
     }
 }
 
+/// The header of a TaskManager's log text naming the bytes of the file's start left out (the
+/// file was longer than `LOG_TAIL_BYTES`); 0 for a whole file.
+pub const SKIPPED_HEADER: &str = "x-sluice-log-skipped-bytes";
+
 /// Asks TaskManager `id` for `query` and turns its answer into the REST answer: a JSON list,
 /// a `text/plain` file, or Flink's `{"errors": [...]}` with a status saying whose fault it is.
 pub async fn from_taskmanager(
@@ -115,7 +119,14 @@ pub async fn from_taskmanager(
     })?;
     match answer {
         LogAnswer::List { logs } => Ok(axum::Json(list_json(&logs)).into_response()),
-        LogAnswer::Text(tail) => Ok(plain(tail.text)),
+        LogAnswer::Text(tail) => {
+            let mut answer = plain(tail.text);
+            // How much of the file's start was left out, for a client that wants to say so.
+            answer
+                .headers_mut()
+                .insert(SKIPPED_HEADER, header::HeaderValue::from(tail.skipped));
+            Ok(answer)
+        }
         LogAnswer::BadName { reason } => Err(ApiError::bad_request(format!(
             "Bad request: {whose}: {reason}"
         ))),
