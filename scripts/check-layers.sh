@@ -9,7 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../engine/src"
 # The layer of each top-level module, lowest first. Modules of one layer do not import each
 # other either.
 declare -A layer=(
-  [allocator]=0 [logfile]=0 [pids]=0 [threads]=0 [timezone]=0
+  [allocator]=0 [logdir]=0 [logfile]=0 [pids]=0 [threads]=0 [timezone]=0
   [config]=1
   [common]=2 [security]=2
   [record]=3 [metrics]=3

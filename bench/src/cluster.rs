@@ -72,6 +72,16 @@ fn free_tcp_port() -> Result<u16> {
 impl Cluster {
     /// Starts the JobManager and `taskmanagers` TaskManagers with `extra` configuration lines.
     pub fn start(bin: &Path, taskmanagers: usize, extra: &str) -> Result<Cluster> {
+        Self::start_with_slots(bin, taskmanagers, 1, extra)
+    }
+
+    /// [`Cluster::start`] with `slots` slots per TaskManager.
+    pub fn start_with_slots(
+        bin: &Path,
+        taskmanagers: usize,
+        slots: u32,
+        extra: &str,
+    ) -> Result<Cluster> {
         let dir = tempfile::Builder::new()
             .prefix("sluice-bench-")
             .tempdir()
@@ -81,7 +91,7 @@ impl Cluster {
             "rest.port: {rest_port}\nrest.address: 127.0.0.1\nrest.bind-address: 127.0.0.1\n\
              jobmanager.rpc.address: 127.0.0.1\njobmanager.rpc.port: {rpc_port}\n\
              jobmanager.bind-host: 127.0.0.1\ntaskmanager.host: 127.0.0.1\n\
-             taskmanager.bind-host: 127.0.0.1\ntaskmanager.numberOfTaskSlots: 1\n\
+             taskmanager.bind-host: 127.0.0.1\ntaskmanager.numberOfTaskSlots: {slots}\n\
              security.cluster.secret: {SECRET}\n{extra}\n"
         );
         std::fs::write(dir.path().join("config.yaml"), config).context("write config.yaml")?;
@@ -127,8 +137,9 @@ impl Cluster {
             cluster.taskmanagers.push(tm);
         }
         cluster.wait_for("the TaskManagers to register", |c| {
-            c.get("/overview")
-                .is_ok_and(|o| o["slots-total"].as_u64() == Some(taskmanagers as u64))
+            c.get("/overview").is_ok_and(|o| {
+                o["slots-total"].as_u64() == Some(taskmanagers as u64 * slots as u64)
+            })
         })?;
         Ok(cluster)
     }

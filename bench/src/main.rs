@@ -83,6 +83,16 @@ enum Sub {
     /// What serving metrics costs stream-sum on a cluster: no reporter vs the Prometheus
     /// reporter scraped every second with the REST metric endpoints read every second.
     Metrics,
+    /// The time and size of one TaskManager's Prometheus `/metrics` while it runs `jobs`
+    /// jobs of 8 vertices (stream-sum with 6 pass-through stages, 1000 records/s each).
+    MetricsScrape {
+        /// How many jobs.
+        #[arg(long, default_value_t = 4)]
+        jobs: usize,
+        /// How many scrapes to time.
+        #[arg(long, default_value_t = 50)]
+        scrapes: usize,
+    },
     /// Serialization alone: appends `records` shuffle records (100 bytes: a u64 key and a
     /// 92-byte payload) into 32 KiB buffers with `sluice::record::Appender`, on this thread,
     /// and prints the CPU time per record; then as many records validated and read in place
@@ -298,6 +308,9 @@ fn main() -> std::process::ExitCode {
             sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick))
         }
         Some(Sub::Metrics) => sluice_bin(&cli).and_then(|bin| metrics::run(&bin, cli.quick)),
+        Some(Sub::MetricsScrape { jobs, scrapes }) => {
+            sluice_bin(&cli).and_then(|bin| metrics::scrape_size(&bin, jobs, scrapes))
+        }
         Some(Sub::Append { records }) => append_only(records),
         Some(Sub::Control {
             parallelism,

@@ -92,6 +92,94 @@ pub fn run(bin: &Path, quick: bool) -> Result<()> {
     Ok(())
 }
 
+/// `sluice-bench metrics-scrape`: the time and size of one TaskManager's `/metrics` while it
+/// runs `jobs` jobs of 8 vertices each (`stream-sum --stages 6` at parallelism 1, 1000
+/// records/s, all in one 4-slot TaskManager): `scrapes` scrapes one after the other, the
+/// median and the slowest time, the bytes and the sample lines of one scrape.
+pub fn scrape_size(bin: &Path, jobs: usize, scrapes: usize) -> Result<()> {
+    let first = free_port()?;
+    let range = format!("{first}-{}", first.saturating_add(20));
+    let cluster = Cluster::start_with_slots(
+        bin,
+        1,
+        jobs.max(1) as u32,
+        &format!(
+            "{CLUSTER_CONFIG}metrics.reporter.prom.factory.class: org.apache.flink.metrics.prometheus.PrometheusReporterFactory\nmetrics.reporter.prom.port: {range}\n"
+        ),
+    )?;
+    let tms = cluster.get("/taskmanagers")?;
+    let port = tms["taskmanagers"][0]["prometheusReporterPort"]
+        .as_u64()
+        .with_context(|| format!("no reporter port in {tms}"))? as u16;
+    let args: Vec<String> = ["--rate", "1000", "--stages", "6"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut ids = Vec::new();
+    for _ in 0..jobs {
+        ids.push(cluster.submit("stream-sum", &args, 1)?);
+    }
+    let mut subtasks = 0;
+    for id in &ids {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let job = cluster.get(&format!("/jobs/{id}"))?;
+            let vertices = job["vertices"].as_array().cloned().unwrap_or_default();
+            if vertices.len() != 8 {
+                bail!(
+                    "stream-sum --stages 6 has {} vertices, not 8",
+                    vertices.len()
+                );
+            }
+            if vertices.iter().all(|v| v["status"] == "RUNNING") {
+                subtasks += vertices.len();
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("job {id} did not run within 60 s: {job}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // Every task has reported and every meter has a sample before the measurement.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut times = Vec::with_capacity(scrapes);
+    let mut text = String::new();
+    for _ in 0..scrapes.max(1) {
+        let started = std::time::Instant::now();
+        text = scrape(port)?;
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or(text.as_str(), |(_, b)| b);
+    let samples = body
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .count();
+    let task_samples = body
+        .lines()
+        .filter(|l| l.starts_with("flink_taskmanager_job_task_"))
+        .count();
+    let s = Stat::of(&times);
+    let slowest = times.iter().copied().fold(0.0, f64::max);
+    println!(
+        "\n### One TaskManager's /metrics: {jobs} jobs of 8 vertices ({subtasks} subtasks), {} scrapes\n",
+        times.len()
+    );
+    println!("| median | slowest | bytes | samples | task samples |");
+    println!("|---:|---:|---:|---:|---:|");
+    println!(
+        "| {:.2} ms | {slowest:.2} ms | {} | {samples} | {task_samples} |",
+        s.median,
+        body.len()
+    );
+    for id in &ids {
+        cluster.cancel(id)?;
+    }
+    Ok(())
+}
+
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?

@@ -18,6 +18,7 @@ pub mod examples;
 pub mod graph;
 pub mod ha;
 pub mod jobmanager;
+pub mod logdir;
 pub mod logfile;
 pub mod metrics;
 pub mod network;

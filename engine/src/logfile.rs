@@ -86,16 +86,6 @@ impl Write for RotatingFile {
     }
 }
 
-/// The regular file this process's stderr writes to, if it is one (a daemon started by the
-/// scripts), not a terminal or a pipe.
-pub fn stderr_file() -> Option<PathBuf> {
-    let path = std::fs::read_link("/proc/self/fd/2").ok()?;
-    std::fs::metadata(&path)
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|_| path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

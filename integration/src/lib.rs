@@ -7,6 +7,7 @@
 pub mod dfs;
 pub mod hosts;
 pub mod kafka;
+pub mod prometheus;
 pub mod yarn;
 
 use std::collections::BTreeMap;

@@ -113,6 +113,8 @@ fn a_slow_sink_throttles_the_sources_and_memory_stays_bounded() {
     let mut peak = baseline.clone();
     let mut max_in_flight = 0u64;
     let mut sink_read = 0u64;
+    // The slow sink's input channels fill up: Flink's inPoolUsage near 1.
+    let mut sink_in_pool = 0.0f64;
     while started.elapsed() < Duration::from_secs(8) {
         for (i, pid) in pids.iter().enumerate() {
             peak[i] = peak[i].max(rss_kib(*pid).unwrap_or(0));
@@ -121,12 +123,30 @@ fn a_slow_sink_throttles_the_sources_and_memory_stays_bounded() {
             let written = vertex_metric(&details, "Generator", "write-records");
             sink_read = vertex_metric(&details, "Count", "read-records");
             max_in_flight = max_in_flight.max(written.saturating_sub(sink_read));
+            let sink = details["vertices"].as_array().and_then(|vs| {
+                vs.iter()
+                    .find(|v| v["name"].as_str().is_some_and(|n| n.starts_with("Count")))
+            });
+            if let Some(vid) = sink.and_then(|v| v["id"].as_str()) {
+                let usage = cluster
+                    .get(&format!(
+                        "/jobs/{job}/vertices/{vid}/subtasks/metrics?get=inPoolUsage&agg=max"
+                    ))
+                    .ok();
+                if let Some(max) = usage.as_ref().and_then(|u| u[0]["max"].as_f64()) {
+                    sink_in_pool = sink_in_pool.max(max);
+                }
+            }
         }
         std::thread::sleep(Duration::from_millis(200));
     }
     let _ = cluster.cli(&["cancel", "-m", &rest, &job]);
     eprintln!(
-        "sink read {sink_read} records; sources at most {max_in_flight} ahead; RSS baseline {baseline:?} KiB, peak {peak:?} KiB"
+        "sink read {sink_read} records; sources at most {max_in_flight} ahead; sink inPoolUsage up to {sink_in_pool}; RSS baseline {baseline:?} KiB, peak {peak:?} KiB"
+    );
+    assert!(
+        sink_in_pool > 0.5,
+        "a back-pressuring sink's input channels are full: inPoolUsage {sink_in_pool}"
     );
     assert!(sink_read > 0, "the sink made progress");
     // The sources ran no further ahead of the sink than the buffers between them can hold:

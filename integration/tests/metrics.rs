@@ -2,59 +2,11 @@
 //! port range, scraped by a real Prometheus (started by `scripts/prometheus.sh`), and the REST
 //! metric endpoints against the same running job.
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice_integration::{StandaloneCluster, free_port, job_id_of, repo_root, wait_for};
-
-/// A Prometheus server, killed on drop.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Prometheus {
-    fn start(targets: &[String]) -> Prometheus {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let port = free_port();
-        let child = Command::new(repo_root().join("scripts/prometheus.sh"))
-            .arg("start")
-            .arg(dir.path())
-            .arg(port.to_string())
-            .args(targets)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start prometheus (scripts/install-deps.sh installs it)");
-        Prometheus {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    /// The result vector of an instant PromQL query, `None` while Prometheus does not answer.
-    fn query(&self, http: &reqwest::blocking::Client, promql: &str) -> Option<Vec<Value>> {
-        let body: Value = http
-            .get(format!("http://127.0.0.1:{}/api/v1/query", self.port))
-            .query(&[("query", promql)])
-            .send()
-            .ok()?
-            .json()
-            .ok()?;
-        assert_eq!(body["status"], "success", "{promql}: {body}");
-        body["data"]["result"].as_array().cloned()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use sluice_integration::prometheus::{self, Prometheus};
+use sluice_integration::{StandaloneCluster, free_port, job_id_of, wait_for};
 
 fn text(o: &std::process::Output) -> String {
     format!(
@@ -74,14 +26,7 @@ fn single(values: &Value) -> f64 {
 
 #[test]
 fn prometheus_scrapes_the_reporters_and_rest_serves_the_metrics() {
-    let status = Command::new(repo_root().join("scripts/prometheus.sh"))
-        .arg("check")
-        .status()
-        .expect("run scripts/prometheus.sh");
-    assert!(
-        status.success(),
-        "Prometheus is not installed: run scripts/install-deps.sh"
-    );
+    prometheus::assert_installed();
     let first = free_port();
     let last = first.saturating_add(30);
     let cluster = StandaloneCluster::start(
@@ -171,6 +116,13 @@ fn prometheus_scrapes_the_reporters_and_rest_serves_the_metrics() {
             assert!(m[label].is_string(), "label {label} missing: {s}");
         }
     }
+    let usage = prometheus
+        .query(
+            &http,
+            &format!("flink_taskmanager_job_task_inPoolUsage{{job_id=\"{job}\"}}"),
+        )
+        .expect("Prometheus answers");
+    assert!(!usage.is_empty(), "inPoolUsage is exported");
     wait_for(
         Duration::from_secs(30),
         "Prometheus to count two TaskManagers",
@@ -211,6 +163,20 @@ fn prometheus_scrapes_the_reporters_and_rest_serves_the_metrics() {
         .get(&format!("{base}/metrics?get=0.numRecordsInPerSecond"))
         .expect("vertex metrics");
     assert!(single(&rate) > 0.0, "{rate}");
+    // The input side's buffer usage is served with the other task metrics.
+    let usage = cluster
+        .get(&format!(
+            "{base}/metrics?get=0.inPoolUsage,1.inputQueueLength"
+        ))
+        .expect("vertex metrics");
+    assert_eq!(usage.as_array().map(Vec::len), Some(2), "{usage}");
+    let in_pool = usage
+        .as_array()
+        .and_then(|a| a.iter().find(|m| m["id"] == "0.inPoolUsage"))
+        .and_then(|m| m["value"].as_str())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("0.inPoolUsage in {usage}"));
+    assert!((0.0..=1.0).contains(&in_pool), "{usage}");
     let bp = cluster
         .get(&format!("{base}/backpressure"))
         .expect("backpressure");

@@ -547,3 +547,84 @@ fn daemon_logs_roll_over_by_size_and_count() {
         assert!(*len <= 1024, "{name} has {len} bytes: {files:?}");
     }
 }
+
+#[test]
+fn taskmanager_logs_are_served_through_the_jobmanager_and_only_their_own() {
+    let cluster = StandaloneCluster::start(2, 1, "");
+    let ids = wait_for(
+        Duration::from_secs(30),
+        "two TaskManagers registered",
+        || {
+            let ids = cluster.taskmanager_ids();
+            (ids.len() == 2).then_some(ids)
+        },
+    );
+    let mut names = Vec::new();
+    for id in &ids {
+        let listed = cluster
+            .get(&format!("/taskmanagers/{id}/logs"))
+            .expect("the TaskManager's log list");
+        let logs = listed["logs"].as_array().expect("logs");
+        assert!(!logs.is_empty(), "{listed}");
+        let name = logs[0]["name"].as_str().expect("name").to_string();
+        assert!(name.contains("taskmanager"), "{listed}");
+        assert!(logs[0]["size"].as_u64().is_some_and(|s| s > 0), "{listed}");
+        assert!(logs[0]["mtime"].as_u64().is_some_and(|t| t > 0), "{listed}");
+
+        // The current log and the listed file are the TaskManager's own: it wrote its id there.
+        for path in [
+            format!("/taskmanagers/{id}/log"),
+            format!("/taskmanagers/{id}/logs/{name}"),
+            format!("/taskmanagers/{id}/stdout"),
+        ] {
+            let (status, body) = cluster.request("GET", &path, "");
+            assert_eq!(status, 200, "{path}: {body}");
+            assert!(body.contains("TaskManager started"), "{path}: {body}");
+            assert!(body.contains(id.as_str()), "{path} holds {id}: {body}");
+        }
+        names.push(name);
+    }
+    assert_ne!(names[0], names[1], "each TaskManager lists its own log");
+
+    // Another TaskManager's log beside it, paths and unknown names are refused.
+    for (path, want) in [
+        (format!("/taskmanagers/{}/logs/{}", ids[0], names[1]), 404),
+        (format!("/taskmanagers/{}/logs/..%2Fx", ids[0]), 400),
+        (
+            format!("/taskmanagers/{}/logs/..%2F..%2Fconf%2Fconfig.yaml", ids[0]),
+            400,
+        ),
+        (format!("/taskmanagers/{}/logs/no-such.log", ids[0]), 404),
+        ("/taskmanagers/no-such-taskmanager/logs".to_string(), 404),
+        ("/taskmanagers/no-such-taskmanager/log".to_string(), 404),
+        (
+            "/taskmanagers/no-such-taskmanager/logs/x.log".to_string(),
+            404,
+        ),
+    ] {
+        let (status, body) = cluster.request("GET", &path, "");
+        assert_eq!(status, want, "{path}: {body}");
+        let errors: serde_json::Value = serde_json::from_str(&body).expect("Flink's errors");
+        assert!(errors["errors"][0].is_string(), "{path}: {body}");
+    }
+
+    // A whole (small) file: nothing left out, and the header says so.
+    let answer = reqwest::blocking::get(format!(
+        "http://{}/taskmanagers/{}/log",
+        cluster.rest(),
+        ids[0]
+    ))
+    .expect("GET");
+    assert_eq!(
+        answer
+            .headers()
+            .get("x-sluice-log-skipped-bytes")
+            .and_then(|v| v.to_str().ok()),
+        Some("0")
+    );
+
+    // The cluster keeps serving, and both TaskManagers are still registered and answering.
+    assert_eq!(cluster.taskmanager_ids().len(), 2);
+    let (status, body) = cluster.request("GET", &format!("/taskmanagers/{}/log", ids[1]), "");
+    assert_eq!(status, 200, "{body}");
+}

@@ -210,7 +210,7 @@ fn init_logging(default: &str, rotate: Option<&crate::config::LogOptions>, worke
     }
     use std::io::IsTerminal;
     let rotating = rotate.and_then(|log| {
-        let path = crate::logfile::stderr_file()?;
+        let path = crate::logdir::stderr_file()?;
         crate::logfile::RotatingFile::open(&path, log.file_max_size, log.file_max_count, true).ok()
     });
     let builder = tracing_subscriber::fmt().with_env_filter(filter);

@@ -13,10 +13,13 @@ impl JobProgram for StreamSum {
         "unbounded generator -> key_by -> running sum per key (runs until cancelled)"
     }
     fn usage(&self) -> &'static str {
-        "[--rate R (records/s over all sources, 0 = as fast as possible; default 1000)] [--keys K (default 1000)] [--records N (stop after N; default unbounded)] [--output PATH (default: discard)] [--poison-at I (the keyed operator panics on record I: a job whose code fails, for failure-handling tests)]"
+        "[--rate R (records/s over all sources, 0 = as fast as possible; default 1000)] [--keys K (default 1000)] [--records N (stop after N; default unbounded)] [--output PATH (default: discard)] [--poison-at I (the keyed operator panics on record I: a job whose code fails, for failure-handling tests)] [--stages S (S pass-through vertices, each after a rebalance, between the generator and the sum: a job of S + 2 vertices; default 0)]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
-        let params = Params::parse(args, &["rate", "keys", "records", "output", "poison-at"])?;
+        let params = Params::parse(
+            args,
+            &["rate", "keys", "records", "output", "poison-at", "stages"],
+        )?;
         let rate = params.number("rate", 1000)?;
         let keys = params.number("keys", 1000)?;
         if keys == 0 {
@@ -28,6 +31,14 @@ impl JobProgram for StreamSum {
             }),
             None => env.generate(rate, move |i| (i % keys, 1u64)),
         };
+        let stages = params.number("stages", 0)?;
+        if stages > 64 {
+            return Err(format!("--stages is at most 64, got {stages}"));
+        }
+        let mut source = source;
+        for _ in 0..stages {
+            source = source.rebalance().map(|r: (u64, u64)| r).name("Pass");
+        }
         // The keyed operator panics when record I (key I % K, its (I / K + 1)-th record) arrives.
         let poison = params
             .get("poison-at")

@@ -307,6 +307,11 @@ async fn serve_taskmanager(
                     );
                     shared.deliver(outbox);
                 }
+                TmToJm::LogAnswer { request, answer } => {
+                    if !shared.log_requests.answer(&resource_id, request, answer) {
+                        debug!(%resource_id, request, "a log answer no one waits for (any more)");
+                    }
+                }
                 TmToJm::Register { .. } | TmToJm::FetchArtifact { .. } => {
                     return Err(RpcError::Malformed(
                         "Register or FetchArtifact on a registered connection".into(),
@@ -328,6 +333,7 @@ async fn serve_taskmanager(
             .is_some_and(|(c, _)| *c == connection);
         if ours {
             connections.remove(&resource_id);
+            shared.log_requests.forget(&resource_id);
         }
         ours
     };

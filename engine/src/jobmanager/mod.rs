@@ -10,6 +10,7 @@ pub mod endpoint;
 pub mod ha_state;
 pub mod jobmaster;
 pub mod leadership;
+pub mod log_requests;
 pub mod metrics;
 pub mod process;
 pub mod resourcemanager;

@@ -25,6 +25,7 @@ use super::dispatcher::{
     check_job_paths, check_program_args,
 };
 use super::ha_state::HaRuntime;
+use super::log_requests::{LogRequests, TaskManagerLogError};
 use crate::api::ProgramRegistry;
 use crate::checkpoint::StorageWork;
 use crate::checkpoint::{io, job_root};
@@ -33,7 +34,7 @@ use crate::common::log_text::clip;
 use crate::config::Config;
 use crate::ha::JobRecord;
 use crate::metrics::{CpuLoad, MetricStore, ProcessMetrics};
-use crate::rpc::messages::{JmToTm, ProgramSpec};
+use crate::rpc::messages::{JmToTm, LogAnswer, LogQuery, ProgramSpec};
 use crate::state::StateStorage;
 
 /// Milliseconds since the Unix epoch: the time the cores are fed.
@@ -43,6 +44,11 @@ pub fn now_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+/// How long the REST API waits for a TaskManager to send a log: a log request is a read of at
+/// most `LOG_TAIL_BYTES` of a local file, so a TaskManager that takes longer is overloaded or
+/// cut off, and the client is better told so than left hanging.
+pub const LOG_ANSWER_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How long a job's idle file-work lane lingers before it ends (a new one starts on demand).
 const LANE_IDLE: Duration = Duration::from_secs(30);
@@ -74,6 +80,8 @@ pub struct JobManagerShared {
     metrics: Mutex<MetricStore>,
     /// The JobManager process's CPU load between readings.
     cpu_load: Mutex<CpuLoad>,
+    /// The log requests sent to TaskManagers that wait for their answer.
+    pub(super) log_requests: LogRequests,
 }
 
 /// A read-only view of the JobManager's state, for REST, YARN and the CLI's embedded cluster.
@@ -126,6 +134,7 @@ impl JobManagerShared {
             ha,
             metrics: Mutex::new(MetricStore::default()),
             cpu_load: Mutex::new(CpuLoad::default()),
+            log_requests: LogRequests::default(),
         }
     }
 
@@ -187,6 +196,41 @@ impl JobManagerShared {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         self.wake.notify_one();
+    }
+
+    /// Asks TaskManager `id` over its control connection for one of its logs (or their list)
+    /// and waits at most [`LOG_ANSWER_TIMEOUT`] for its answer.
+    pub async fn taskmanager_log(
+        &self,
+        id: &str,
+        query: LogQuery,
+    ) -> Result<LogAnswer, TaskManagerLogError> {
+        let pending = self.log_requests.open(id);
+        let sent = self
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .is_some_and(|(_, tx)| {
+                tx.send(JmToTm::LogRequest {
+                    request: pending.request,
+                    query,
+                })
+                .is_ok()
+            });
+        if !sent {
+            return Err(TaskManagerLogError::UnknownTaskManager(id.to_string()));
+        }
+        // `pending` is dropped on every return, which forgets the request.
+        let mut pending = pending;
+        match tokio::time::timeout(LOG_ANSWER_TIMEOUT, &mut pending.answer).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(_)) => Err(TaskManagerLogError::ConnectionLost(id.to_string())),
+            Err(_) => Err(TaskManagerLogError::Timeout(
+                id.to_string(),
+                LOG_ANSWER_TIMEOUT,
+            )),
+        }
     }
 
     /// Carries out what the Dispatcher asked for: sends messages to TaskManagers (a TaskManager

@@ -31,6 +31,14 @@ pub struct TaskMetrics {
     /// (Flink's `outPoolUsage` × 1000); absent from a TaskManager that does not measure it.
     #[serde(default)]
     pub out_pool_usage_permille: u32,
+    /// Buffers queued in the task's input channels, in per mille of what the channels may
+    /// hold (their credits; Flink's `inPoolUsage` × 1000): near 1000 when the task cannot keep
+    /// up with its input, near 0 when it waits for input.
+    #[serde(default)]
+    pub in_pool_usage_permille: u32,
+    /// Buffers queued in the task's input channels (Flink's `inputQueueLength`).
+    #[serde(default)]
+    pub input_queue_length: u32,
     /// The task's input watermark (Flink's `currentInputWatermark`; `i64::MIN` before the
     /// first).
     #[serde(default = "no_watermark")]
@@ -60,6 +68,8 @@ impl Default for TaskMetrics {
             idle_ms: 0,
             busy_ms: 0,
             out_pool_usage_permille: 0,
+            in_pool_usage_permille: 0,
+            input_queue_length: 0,
             current_input_watermark: no_watermark(),
             current_output_watermark: no_watermark(),
             late_records_dropped: 0,
@@ -68,7 +78,7 @@ impl Default for TaskMetrics {
 }
 
 /// Flink's names of the task metrics sluice measures, in the order they are listed.
-pub const TASK_METRICS: [&str; 18] = [
+pub const TASK_METRICS: [&str; 20] = [
     "numRecordsIn",
     "numRecordsOut",
     "numRecordsInPerSecond",
@@ -84,6 +94,8 @@ pub const TASK_METRICS: [&str; 18] = [
     "accumulatedIdleTime",
     "accumulatedBackPressuredTime",
     "outPoolUsage",
+    "inPoolUsage",
+    "inputQueueLength",
     "currentInputWatermark",
     "currentOutputWatermark",
     "numLateRecordsDropped",
@@ -151,6 +163,8 @@ impl TaskMeters {
             m.idle_ms as f64,
             m.back_pressured_ms as f64,
             m.out_pool_usage_permille as f64 / 1000.0,
+            m.in_pool_usage_permille as f64 / 1000.0,
+            m.input_queue_length as f64,
             m.current_input_watermark as f64,
             m.current_output_watermark as f64,
             m.late_records_dropped as f64,

@@ -105,6 +105,10 @@ pub(crate) struct IoCounters {
     /// The task's output buffer pools, for `outPoolUsage` (locked only when a writer is made
     /// and when the metrics are read).
     out_pools: Mutex<Vec<std::sync::Weak<BufferPool>>>,
+    /// The task's input channels while its input gate reads them, for `inPoolUsage` and
+    /// `inputQueueLength` (locked only when the gate is made or dropped and when the metrics
+    /// are read; the gate forgets them when dropped, so they never outlive it).
+    in_queues: Mutex<Vec<flume::Receiver<NetBuffer>>>,
 }
 
 impl IoCounters {
@@ -144,6 +148,41 @@ impl IoCounters {
             .map(|p| (p.lock().lent.min(p.max), p.max))
             .fold((0, 0), |(l, m), (pl, pm)| (l + pl, m + pm));
         (lent * 1000).checked_div(max).unwrap_or(0) as u32
+    }
+
+    /// Counts `channels` in the task's `inPoolUsage` and `inputQueueLength`.
+    pub(crate) fn watch_input_queues(&self, channels: &[flume::Receiver<NetBuffer>]) {
+        self.in_queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(channels.iter().cloned());
+    }
+
+    /// Stops counting the input channels: the gate reading them is gone, and a receiver kept
+    /// here must not make its producers believe someone still reads.
+    pub(crate) fn forget_input_queues(&self) {
+        self.in_queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Buffers queued in the input channels and Flink's `inPoolUsage` in per mille: those
+    /// buffers over the most the bounded channels may hold (their credits). Read when the
+    /// metrics are read; the record path keeps no count for it.
+    pub(crate) fn input_queues(&self) -> (u32, u32) {
+        let queues = self.in_queues.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut queued, mut used, mut capacity) = (0usize, 0usize, 0usize);
+        for q in queues.iter() {
+            let len = q.len();
+            queued += len;
+            if let Some(cap) = q.capacity() {
+                used += len.min(cap);
+                capacity += cap;
+            }
+        }
+        let permille = (used * 1000).checked_div(capacity).unwrap_or(0);
+        (queued.min(u32::MAX as usize) as u32, permille as u32)
     }
 
     /// Nanoseconds of processing so far: since the start, or until the stop once stopped.

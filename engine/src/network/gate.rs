@@ -57,6 +57,14 @@ pub(crate) struct InputGate {
     idle: Option<Arc<IoCounters>>,
 }
 
+impl Drop for InputGate {
+    fn drop(&mut self) {
+        if let Some(counters) = &self.idle {
+            counters.forget_input_queues();
+        }
+    }
+}
+
 impl InputGate {
     /// `names` describe each channel's producer for error messages.
     pub(crate) fn new(channels: Vec<flume::Receiver<NetBuffer>>, names: Vec<String>) -> Self {
@@ -78,7 +86,10 @@ impl InputGate {
     /// Adds the time [`next`](Self::next) spends blocked (nothing readable yet) to
     /// `counters.idle_nanos`. Only the blocking wait is timed, so reading buffers that are
     /// already there costs no clock reads.
+    /// Its channels' queues count in `counters`' `inPoolUsage` and `inputQueueLength` while
+    /// the gate lives.
     pub(crate) fn count_idle_time_in(&mut self, counters: Arc<IoCounters>) {
+        counters.watch_input_queues(&self.channels);
         self.idle = Some(counters);
     }
 
@@ -256,6 +267,44 @@ mod tests {
             }
         }
         assert_eq!(buffers, 2);
+    }
+
+    #[test]
+    fn in_pool_usage_follows_the_queued_input_buffers_and_ends_with_the_gate() {
+        let (tx1, rx1) = flume::bounded(4);
+        let (tx2, rx2) = flume::bounded(4);
+        let mut gate = InputGate::new(vec![rx1, rx2], vec!["a".into(), "b".into()]);
+        let counters = Arc::new(IoCounters::default());
+        gate.count_idle_time_in(counters.clone());
+        assert_eq!(counters.input_queues(), (0, 0), "empty inputs");
+        let data = || {
+            let mut buf = AlignedVec::new();
+            buf.extend_from_slice(&[1, 2, 3]);
+            NetBuffer::Data(Buffer::local(buf))
+        };
+        for _ in 0..4 {
+            tx1.send(data()).unwrap();
+        }
+        assert_eq!(
+            counters.input_queues(),
+            (4, 500),
+            "one of two channels full"
+        );
+        for _ in 0..4 {
+            tx2.send(data()).unwrap();
+        }
+        assert_eq!(counters.input_queues(), (8, 1000), "every channel full");
+        for _ in 0..6 {
+            assert!(matches!(
+                gate.next(Duration::from_millis(10)),
+                GateEvent::Buffer(_)
+            ));
+        }
+        assert_eq!(counters.input_queues(), (2, 250), "read down");
+        // The metrics keep no channel alive: once the gate is gone, producers see no reader.
+        drop(gate);
+        assert_eq!(counters.input_queues(), (0, 0));
+        assert!(tx1.is_disconnected() && tx2.is_disconnected());
     }
 
     fn barrier(id: u64) -> Arc<CheckpointBarrier> {

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 
 use crate::jobmanager::dispatcher::{CancelError, SavepointError, SubmitError};
 use crate::jobmanager::service::{JobManagerShared, now_ms};
-use crate::rpc::messages::ProgramSpec;
+use crate::rpc::messages::{LogQuery, ProgramSpec};
 use error::{ApiError, ApiJson, ApiPath, ApiQuery, JobIdParam};
 
 type Shared = Arc<JobManagerShared>;
@@ -84,6 +84,16 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
         (
             "/taskmanagers/{taskmanagerid}/metrics",
             get(taskmanager_metrics),
+        ),
+        ("/taskmanagers/{taskmanagerid}/logs", get(taskmanager_logs)),
+        (
+            "/taskmanagers/{taskmanagerid}/logs/{logname}",
+            get(taskmanager_log_file),
+        ),
+        ("/taskmanagers/{taskmanagerid}/log", get(taskmanager_log)),
+        (
+            "/taskmanagers/{taskmanagerid}/stdout",
+            get(taskmanager_stdout),
         ),
         ("/jobmanager/config", get(jobmanager_config)),
         ("/jobmanager/metrics", get(jobmanager_metrics)),
@@ -322,13 +332,7 @@ async fn jobmanager_logs() -> ApiResult {
     let current = logs::current()?;
     let files = tokio::task::spawn_blocking(move || logs::list(&current))
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("Cannot list the JobManager's logs: {e}"),
-            )
-        })?;
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
     Ok(Json(logs::list_json(&files)))
 }
 
@@ -343,6 +347,37 @@ async fn jobmanager_log_file(ApiPath(name): ApiPath<String>) -> Result<Response,
 
 async fn jobmanager_log() -> Result<Response, ApiError> {
     Ok(logs::text(&logs::current()?).await)
+}
+
+async fn taskmanager_logs(
+    State(shared): State<Shared>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    logs::from_taskmanager(&shared, &id, LogQuery::List).await
+}
+
+async fn taskmanager_log_file(
+    State(shared): State<Shared>,
+    ApiPath((id, name)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    // Refused here already: a bad name never travels.
+    crate::logdir::check_name(&name)
+        .map_err(|e| logs::api_error(&format!("TaskManager {id}"), e))?;
+    logs::from_taskmanager(&shared, &id, LogQuery::File { name }).await
+}
+
+async fn taskmanager_log(
+    State(shared): State<Shared>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    logs::from_taskmanager(&shared, &id, LogQuery::Current).await
+}
+
+async fn taskmanager_stdout(
+    State(shared): State<Shared>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    logs::from_taskmanager(&shared, &id, LogQuery::Stdout).await
 }
 
 async fn job_exceptions(State(shared): State<Shared>, JobIdParam(id): JobIdParam) -> ApiResult {

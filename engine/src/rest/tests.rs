@@ -1168,6 +1168,8 @@ mod views_of_a_running_cluster {
                     idle_ms: 30,
                     busy_ms: 65,
                     out_pool_usage_permille: 250,
+                    in_pool_usage_permille: 750,
+                    input_queue_length: 6,
                     current_input_watermark: 1_700_000_000_000 + s as i64,
                     current_output_watermark: i64::MIN,
                     late_records_dropped: 3,
@@ -1847,6 +1849,8 @@ async fn metric_endpoints_answer_in_flinks_shapes() {
                 back_pressured_ms: factor * 600 * s as u64,
                 busy_ms: factor * 400 * s as u64,
                 idle_ms: factor * 1000 * (1 - s as u64),
+                in_pool_usage_permille: 900 * s,
+                input_queue_length: 7 * s,
                 ..TaskMetrics::default()
             };
             let id = ExecutionId {
@@ -1873,6 +1877,15 @@ async fn metric_endpoints_answer_in_flinks_shapes() {
     assert_eq!(
         one,
         json!([{ "id": "1.numRecordsInPerSecond", "value": "300" }])
+    );
+    let usage = c
+        .get(&format!(
+            "{base}/metrics?get=1.inPoolUsage,1.inputQueueLength"
+        ))
+        .await;
+    assert_eq!(
+        usage,
+        json!([{ "id": "1.inPoolUsage", "value": "0.9" }, { "id": "1.inputQueueLength", "value": "7" }])
     );
     let agg = c
         .get(&format!(

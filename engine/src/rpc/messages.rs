@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{SubtaskState, TaskRestore};
 use crate::common::ids::{ExecutionId, JobId, ResourceId};
+use crate::logdir::{LogFile, LogTail};
 use crate::state::SnapshotLocation;
 
 /// A deployment names its input channels in the data plane's terms.
@@ -15,7 +16,7 @@ pub use crate::network::channel::{
 };
 
 /// Bumped whenever a message changes incompatibly; checked when a TaskManager registers.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Flink's execution states.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -206,6 +207,56 @@ pub struct Hardware {
 /// The largest raw frame of an artifact sent after [`JmToTm::Artifact`].
 pub const ARTIFACT_CHUNK: usize = 1 << 20;
 
+/// The most bytes of a log file a TaskManager sends in one [`LogAnswer::Text`]: the end of a
+/// longer file. JSON may escape each byte into six, and the answer must fit a control frame
+/// ([`crate::rpc::transport::MAX_FRAME`]).
+pub const LOG_TAIL_BYTES: u64 = 8 << 20;
+
+/// Which of its logs the JobManager asks a TaskManager for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum LogQuery {
+    /// The list of its log files.
+    List,
+    /// The end of one listed log file, by name.
+    File {
+        /// The file's name (never a path).
+        name: String,
+    },
+    /// The end of the log it writes now.
+    Current,
+    /// The end of the file its stdout writes to.
+    Stdout,
+}
+
+/// A TaskManager's answer to a [`LogQuery`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum LogAnswer {
+    /// Its log files, the current one first.
+    List {
+        /// The files.
+        logs: Vec<LogFile>,
+    },
+    /// The end of the file asked for (at most [`LOG_TAIL_BYTES`]).
+    Text(LogTail),
+    /// The name has a path separator or `..`.
+    BadName {
+        /// Why, for the REST answer.
+        reason: String,
+    },
+    /// No such file (or no log file at all: the TaskManager logs to a terminal).
+    NotFound {
+        /// Why, for the REST answer.
+        reason: String,
+    },
+    /// The file exists but cannot be read.
+    Failed {
+        /// Why, for the REST answer.
+        reason: String,
+    },
+}
+
 /// TaskManager → JobManager.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -286,6 +337,13 @@ pub enum TmToJm {
         /// Final metrics.
         metrics: TaskMetrics,
     },
+    /// Answer to [`JmToTm::LogRequest`].
+    LogAnswer {
+        /// The request's number.
+        request: u64,
+        /// The list or text asked for, or why not.
+        answer: LogAnswer,
+    },
 }
 
 /// JobManager → TaskManager.
@@ -345,10 +403,102 @@ pub enum JmToTm {
     },
     /// Answer to a heartbeat.
     HeartbeatAck,
+    /// Send one of your log files or their list (the REST API's `/taskmanagers/:id/log*`);
+    /// answered by [`TmToJm::LogAnswer`] with the same `request`.
+    LogRequest {
+        /// Numbers the request, unique per JobManager.
+        request: u64,
+        /// What is asked for.
+        query: LogQuery,
+    },
     /// Answer to [`TmToJm::FetchArtifact`]: the artifact's size; its bytes follow as raw
     /// frames of at most [`ARTIFACT_CHUNK`] bytes.
     Artifact {
         /// Its size in bytes.
         size: u64,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_requests_and_answers_survive_the_wire() {
+        let queries = [
+            LogQuery::List,
+            LogQuery::File {
+                name: "tm.log.1".into(),
+            },
+            LogQuery::Current,
+            LogQuery::Stdout,
+        ];
+        for (request, query) in queries.into_iter().enumerate() {
+            let sent = JmToTm::LogRequest {
+                request: request as u64,
+                query: query.clone(),
+            };
+            let wire = serde_json::to_vec(&sent).unwrap();
+            match serde_json::from_slice::<JmToTm>(&wire).unwrap() {
+                JmToTm::LogRequest {
+                    request: r,
+                    query: q,
+                } => {
+                    assert_eq!((r, q), (request as u64, query));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let answers = [
+            LogAnswer::List {
+                logs: vec![LogFile {
+                    name: "tm.log".into(),
+                    size: 12,
+                    mtime: 1_700_000_000_000,
+                }],
+            },
+            LogAnswer::Text(LogTail {
+                text: "a line\n\"quoted\" \u{1b}[1m\n".into(),
+                skipped: 7,
+            }),
+            LogAnswer::BadName {
+                reason: "..".into(),
+            },
+            LogAnswer::NotFound { reason: "x".into() },
+            LogAnswer::Failed { reason: "y".into() },
+        ];
+        for answer in answers {
+            let sent = TmToJm::LogAnswer {
+                request: 9,
+                answer: answer.clone(),
+            };
+            let wire = serde_json::to_vec(&sent).unwrap();
+            match serde_json::from_slice::<TmToJm>(&wire).unwrap() {
+                TmToJm::LogAnswer { request, answer: a } => {
+                    assert_eq!((request, a), (9, answer));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_largest_log_tail_fits_a_control_frame_even_when_every_byte_is_escaped() {
+        // A control character is the longest escape JSON has: `\u0001`, six bytes.
+        let text = "\u{1}".repeat(LOG_TAIL_BYTES as usize);
+        let answer = TmToJm::LogAnswer {
+            request: u64::MAX,
+            answer: LogAnswer::Text(LogTail {
+                text,
+                skipped: u64::MAX,
+            }),
+        };
+        let wire = serde_json::to_vec(&answer).unwrap();
+        assert!(wire.len() > 6 * LOG_TAIL_BYTES as usize);
+        assert!(
+            wire.len() < crate::rpc::transport::MAX_FRAME,
+            "{} bytes",
+            wire.len()
+        );
+    }
 }

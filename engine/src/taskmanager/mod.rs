@@ -2,6 +2,7 @@
 //! other TaskManagers, and reports to the JobManager.
 
 mod local_state;
+mod logs;
 pub(crate) mod metrics;
 pub mod service;
 pub(crate) mod task;

@@ -9,12 +9,14 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
+use super::logs;
 use super::metrics::{TaskLabels, TaskManagerMetrics};
 use super::task::{self, TaskHandle, TaskServices};
 use super::worker::Workers;
 use crate::api::TaskControl;
 use crate::common::ids::{ExecutionId, JobId};
 use crate::config::Config;
+use crate::logdir;
 use crate::network::channel::ProducerGroups;
 use crate::network::registry::PartitionRegistry;
 use crate::network::transport::{DataPlane, DataPlaneSettings, TransportError};
@@ -673,6 +675,15 @@ impl TaskManager {
                 if let Some(workers) = &self.workers {
                     workers.release_job(job);
                 }
+            }
+            JmToTm::LogRequest { request, query } => {
+                // Reading a file blocks: off the runtime's threads.
+                let tx = tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let (log, stdout) = (logdir::stderr_file(), logdir::stdout_file());
+                    let answer = logs::answer(&query, log.as_deref(), stdout.as_deref());
+                    let _ = tx.send(TmToJm::LogAnswer { request, answer });
+                });
             }
             JmToTm::HeartbeatAck
             | JmToTm::Registered { .. }

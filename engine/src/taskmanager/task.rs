@@ -79,6 +79,7 @@ pub(crate) type Reporter =
 pub(crate) type Acknowledger = Box<dyn Fn(TmToJm) + Send>;
 
 pub(crate) fn metrics_of(c: &IoCounters) -> TaskMetrics {
+    let (input_queue_length, in_pool_usage_permille) = c.input_queues();
     TaskMetrics {
         records_in: c.records_in.load(Ordering::Relaxed),
         bytes_in: c.bytes_in.load(Ordering::Relaxed),
@@ -88,6 +89,8 @@ pub(crate) fn metrics_of(c: &IoCounters) -> TaskMetrics {
         idle_ms: c.idle_nanos.load(Ordering::Relaxed) / 1_000_000,
         busy_ms: busy_nanos(c) / 1_000_000,
         out_pool_usage_permille: c.out_pool_usage_permille(),
+        in_pool_usage_permille,
+        input_queue_length,
         current_input_watermark: c.input_watermark.get(),
         current_output_watermark: c.output_watermark.get(),
         late_records_dropped: c.late_records_dropped.load(Ordering::Relaxed),

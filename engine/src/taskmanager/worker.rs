@@ -669,9 +669,11 @@ impl Workers {
                         drop(jobs);
                         self.report(msg);
                     }
-                    TmToJm::Register { .. } | TmToJm::FetchArtifact { .. } => {
+                    TmToJm::Register { .. }
+                    | TmToJm::FetchArtifact { .. }
+                    | TmToJm::LogAnswer { .. } => {
                         return Err(RpcError::Malformed(
-                            "a worker registered twice or asked for an artifact".into(),
+                            "a worker registered twice, asked for an artifact or answered a log request it was not sent".into(),
                         ));
                     }
                 }

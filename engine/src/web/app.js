@@ -1,5 +1,5 @@
 // sluice web UI: a page per hash route (#/overview, #/jobs, #/job/<id>/<tab>, #/taskmanagers,
-// #/jobmanager/<tab>, #/submit), each polling the JobManager's REST API every 2 s. Plain
+// #/taskmanager/<id>, #/jobmanager/<tab>, #/submit), each polling the JobManager's REST API every 2 s. Plain
 // JavaScript and SVG: no dependencies, no build step.
 "use strict";
 
@@ -14,7 +14,7 @@ const memory = {
   checkpoint: null, // the checkpoint whose details are shown
   checkpointVertex: null, // the vertex of that checkpoint whose subtasks are shown
   subtaskVertex: null, // the vertex on the job's subtask tab
-  log: null, // the JobManager log file shown
+  logs: new Map(), // daemon ("/jobmanager", "/taskmanagers/<id>") -> the log file shown
   job: null, // the job the remembered selections belong to
 };
 
@@ -198,6 +198,7 @@ const pages = {
   jobs: { title: () => "Jobs", mount: mountJobs, update: updateJobs },
   job: { title: () => "Job", mount: mountJob, update: updateJob },
   taskmanagers: { title: () => "TaskManagers", mount: mountTaskManagers, update: updateTaskManagers },
+  taskmanager: { title: (r) => `TaskManager ${r.args[0] || ""}`, mount: mountTaskManager, update: updateTaskManager },
   jobmanager: { title: () => "JobManager", mount: mountJobManager, update: updateJobManager },
   submit: { title: () => "Submit a job", mount: mountSubmit, update: async () => {} },
 };
@@ -215,7 +216,8 @@ async function refresh(force) {
       mounted = location.hash;
       $("title").textContent = page.title(r);
       for (const a of document.querySelectorAll("#sidebar a[data-page]")) {
-        const current = a.dataset.page === r.page || (r.page === "job" && a.dataset.page === "jobs");
+        const current = a.dataset.page === r.page || (r.page === "job" && a.dataset.page === "jobs")
+          || (r.page === "taskmanager" && a.dataset.page === "taskmanagers");
         a.classList.toggle("current", current);
       }
       $("page").replaceChildren();
@@ -601,7 +603,7 @@ async function updateSubtasks(job) {
   const m = Object.fromEntries(metrics.map((e) => [e.id, Number(e.value)]));
   fill("job-subtasks", table(
     ["#", "Status", "Attempt", "Host", "TaskManager", "Duration", "Records in", "Records out",
-      "Busy", "Back-pressured", "Bytes in / out"],
+      "Busy", "Back-pressured", "Buffers in / out", "Bytes in / out"],
     detail.subtasks.map((s) => el("tr", {},
       el("td", { class: "num" }, s.subtask),
       el("td", {}, badge(s.status)),
@@ -613,14 +615,22 @@ async function updateSubtasks(job) {
       el("td", { class: "num" }, counted(s.metrics["write-records"], m[`${s.subtask}.numRecordsOutPerSecond`])),
       el("td", { class: "num" }, percent(m[`${s.subtask}.busyTimeMsPerSecond`])),
       el("td", { class: "num" }, percent(m[`${s.subtask}.backPressuredTimeMsPerSecond`])),
+      el("td", { class: "num nowrap", title: "inPoolUsage / outPoolUsage: the input channels' and output pools' buffers in use" },
+        `${poolUsage(m[`${s.subtask}.inPoolUsage`])} / ${poolUsage(m[`${s.subtask}.outPoolUsage`])}`),
       el("td", { class: "num" }, `${formatBytes(s.metrics["read-bytes"])} / ${formatBytes(s.metrics["write-bytes"])}`)))));
+}
+
+// A pool usage (0..1) as a percentage.
+function poolUsage(u) {
+  return u === undefined || Number.isNaN(u) ? "–" : `${Math.round(u * 100)}%`;
 }
 
 function detailMetricIds(job, vid) {
   const v = job.vertices.find((x) => x.id === vid);
   const ids = [];
   for (let s = 0; s < (v ? v.parallelism : 0); s++) {
-    for (const name of ["numRecordsInPerSecond", "numRecordsOutPerSecond", "busyTimeMsPerSecond", "backPressuredTimeMsPerSecond"]) {
+    for (const name of ["numRecordsInPerSecond", "numRecordsOutPerSecond", "busyTimeMsPerSecond", "backPressuredTimeMsPerSecond",
+      "inPoolUsage", "outPoolUsage"]) {
       ids.push(`${s}.${name}`);
     }
   }
@@ -814,7 +824,8 @@ async function updateTaskManagers() {
         slots.push(el("span", { class: `slot ${job ? "used" : "free"}`, title: job ? `slot ${i}: job ${job}` : `slot ${i}: free` }));
       }
       return el("tr", {},
-        el("td", {}, el("div", { class: "mono nowrap" }, tm.id), el("div", { class: "muted" }, `data port ${tm.dataPort}`)),
+        el("td", {}, el("a", { class: "mono nowrap", href: `#/taskmanager/${encodeURIComponent(tm.id)}` }, tm.id),
+          el("div", { class: "muted" }, `data port ${tm.dataPort}`)),
         el("td", { class: "nowrap" }, el("span", { class: "slots" }, slots), ` ${tm.slotsNumber - tm.freeSlots} of ${tm.slotsNumber} used`),
         el("td", { class: "num" }, tm.hardware.cpuCores),
         el("td", { class: "num" }, `${formatBytes(tm.memoryConfiguration.totalProcessMemory)} / ${formatBytes(tm.hardware.physicalMemory)}`),
@@ -827,6 +838,30 @@ async function updateTaskManagers() {
     "no TaskManager has registered"));
 }
 
+// One TaskManager: its resources and its log files (fetched through the JobManager).
+function mountTaskManager(root, [id]) {
+  root.append(panel("TaskManager", "tm-details"));
+  mountLogs(root, "tm", `/taskmanagers/${encodeURIComponent(id)}`);
+}
+
+async function updateTaskManager([id]) {
+  const base = `/taskmanagers/${encodeURIComponent(id)}`;
+  const tm = await api("GET", base);
+  const rows = [
+    ["Id", tm.id],
+    ["Address", tm.path],
+    ["Data port", tm.dataPort],
+    ["Slots", `${tm.slotsNumber - tm.freeSlots} of ${tm.slotsNumber} used`],
+    ["CPU cores", tm.hardware.cpuCores],
+    ["Process memory", formatBytes(tm.memoryConfiguration.totalProcessMemory)],
+    ["Managed / network memory", `${formatBytes(tm.memoryConfiguration.managedMemory)} / ${formatBytes(tm.memoryConfiguration.networkMemory)}`],
+    ["Prometheus reporter port", tm.prometheusReporterPort ?? "–"],
+    ["Last heartbeat", formatClock(tm.timeSinceLastHeartbeat)],
+  ];
+  fill("tm-details", table(["Property", "Value"], rows.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "mono" }, v ?? "–")))));
+  await updateLogs("tm", base);
+}
+
 // --- JobManager ------------------------------------------------------------------------------
 
 const JM_TABS = ["metrics", "configuration", "logs"];
@@ -836,10 +871,7 @@ function mountJobManager(root, [tab = "metrics"]) {
     el("a", { href: `#/jobmanager/${t}`, class: t === tab ? "current" : "" }, t[0].toUpperCase() + t.slice(1)))));
   if (tab === "metrics") root.append(el("div", { id: "jm-cards", class: "cards" }));
   else if (tab === "configuration") root.append(panel("Configuration", "jm-config"));
-  else {
-    root.append(panel("Log files", "jm-logs"),
-      panel("Log", "jm-log", el("button", { type: "button", id: "jm-log-reload", onclick: () => showLog() }, "Reload")));
-  }
+  else mountLogs(root, "jm", "/jobmanager");
 }
 
 async function updateJobManager([tab = "metrics"]) {
@@ -861,32 +893,53 @@ async function updateJobManager([tab = "metrics"]) {
     fill("jm-config", table(["Key", "Value"],
       entries.map((e) => el("tr", {}, el("td", { class: "mono" }, e.key), el("td", { class: "mono" }, e.value)))));
   } else {
-    let logs;
-    try {
-      logs = (await api("GET", "/jobmanager/logs")).logs;
-    } catch (e) {
-      fill("jm-logs", el("p", { class: "muted" }, e.message));
-      return;
-    }
-    if (!memory.log || !logs.some((l) => l.name === memory.log)) memory.log = logs.length ? logs[0].name : null;
-    fill("jm-logs", table(["File", "Size", "Last written"], logs.map((l) => el("tr", {
-      class: `clickable${l.name === memory.log ? " selected" : ""}`,
-      onclick: () => { memory.log = l.name; showLog(); refresh(true); },
-    }, el("td", { class: "mono" }, l.name), el("td", { class: "num" }, formatBytes(l.size)), el("td", {}, formatTime(l.mtime))))));
-    if (!$("jm-log").hasChildNodes()) await showLog();
+    await updateLogs("jm", "/jobmanager");
   }
+}
+
+// --- log files of the JobManager and of each TaskManager ---------------------------------------
+
+// The log files of a daemon (`base`: "/jobmanager" or "/taskmanagers/<id>") in panel
+// `<prefix>-logs` and the chosen file's text in `<prefix>-log`.
+function mountLogs(root, prefix, base) {
+  root.append(panel("Log files", `${prefix}-logs`),
+    panel("Log", `${prefix}-log`, el("button", { type: "button", id: `${prefix}-log-reload`, onclick: () => showLog(prefix, base) }, "Reload")));
+}
+
+async function updateLogs(prefix, base) {
+  let logs;
+  try {
+    logs = (await api("GET", `${base}/logs`)).logs;
+  } catch (e) {
+    fill(`${prefix}-logs`, el("p", { class: "muted" }, e.message));
+    return;
+  }
+  const chosen = memory.logs.get(base);
+  if (!chosen || !logs.some((l) => l.name === chosen)) memory.logs.set(base, logs.length ? logs[0].name : null);
+  fill(`${prefix}-logs`, table(["File", "Size", "Last written"], logs.map((l) => el("tr", {
+    class: `clickable${l.name === memory.logs.get(base) ? " selected" : ""}`,
+    onclick: () => { memory.logs.set(base, l.name); showLog(prefix, base); refresh(true); },
+  }, el("td", { class: "mono" }, l.name), el("td", { class: "num" }, formatBytes(l.size)), el("td", {}, formatTime(l.mtime)))),
+  "no log file: the daemon logs to a terminal"));
+  if (!$(`${prefix}-log`).hasChildNodes()) await showLog(prefix, base);
 }
 
 const LOG_TAIL = 256 * 1024;
 
-async function showLog() {
-  if (!memory.log) { fill("jm-log", el("p", { class: "muted" }, "No log file.")); return; }
-  const text = await apiText(`/jobmanager/logs/${encodeURIComponent(memory.log)}`);
+async function showLog(prefix, base) {
+  const name = memory.logs.get(base);
+  if (!name) { fill(`${prefix}-log`, el("p", { class: "muted" }, "No log file.")); return; }
+  let text;
+  try {
+    text = await apiText(`${base}/logs/${encodeURIComponent(name)}`);
+  } catch (e) {
+    fill(`${prefix}-log`, el("p", { class: "muted" }, e.message));
+    return;
+  }
   const tail = text.length > LOG_TAIL ? `… (first ${formatBytes(text.length - LOG_TAIL)} left out)\n${text.slice(-LOG_TAIL)}` : text;
-  const pre = el("pre", { class: "log", id: "jm-log-text" }, tail);
-  fill("jm-log", el("p", { class: "muted" }, `${memory.log}, ${formatBytes(text.length)}`), pre);
+  const pre = el("pre", { class: "log", id: `${prefix}-log-text` }, tail);
+  fill(`${prefix}-log`, el("p", { class: "muted" }, `${name}, ${formatBytes(text.length)}`), pre);
   pre.scrollTop = pre.scrollHeight; // the newest lines
-
 }
 
 // --- submission ------------------------------------------------------------------------------

@@ -190,6 +190,12 @@ await waitFor(`document.querySelectorAll('#tm-list .slot.used').length >= 1 && /
   "the TaskManagers show used slots and memory");
 await screenshot("taskmanagers");
 
+// A TaskManager's page: its log files, fetched through the JobManager, and its log's text.
+await evaluate("document.querySelector('#tm-list a[href^=\"#/taskmanager/\"]').click()");
+await waitFor(`document.querySelectorAll('#tm-logs tbody tr').length >= 1 && ${text("#tm-log-text")}.includes("TaskManager started")`,
+  "a TaskManager's page lists its log files and shows its log");
+await screenshot("taskmanager-log");
+
 // The JobManager's log.
 await open("#/jobmanager/logs");
 await waitFor(`${text("#jm-log-text")}.includes(${JSON.stringify(jid)})`, "the JobManager's log mentions the job");
