@@ -251,7 +251,9 @@ where
         _ctx: &mut ProcessContext<'_>,
         out: &mut Collector<'_, O>,
     ) -> Result<(), TaskError> {
-        (self.f1)(value).into_iter().try_for_each(|o| out.collect(o))
+        (self.f1)(value)
+            .into_iter()
+            .try_for_each(|o| out.collect(o))
     }
 
     fn process_element2(
@@ -260,7 +262,9 @@ where
         _ctx: &mut ProcessContext<'_>,
         out: &mut Collector<'_, O>,
     ) -> Result<(), TaskError> {
-        (self.f2)(value).into_iter().try_for_each(|o| out.collect(o))
+        (self.f2)(value)
+            .into_iter()
+            .try_for_each(|o| out.collect(o))
     }
 }
 
@@ -285,7 +289,10 @@ impl<A: Data, B: Data, K: Data + Hash + Eq> KeyedConnectedStreams<A, B, K> {
                 )
             }};
         }
-        match (self.first.stream.timestamped, self.second.stream.timestamped) {
+        match (
+            self.first.stream.timestamped,
+            self.second.stream.timestamped,
+        ) {
             (false, false) => build!(Plain, Plain, Plain),
             (true, false) => build!(Timed, Plain, Timed),
             (false, true) => build!(Plain, Timed, Timed),
@@ -601,7 +608,11 @@ where
     fn call(
         &mut self,
         timestamp: Option<i64>,
-        body: impl FnOnce(&mut F, &mut ProcessContext<'_>, &mut Collector<'_, O>) -> Result<(), TaskError>,
+        body: impl FnOnce(
+            &mut F,
+            &mut ProcessContext<'_>,
+            &mut Collector<'_, O>,
+        ) -> Result<(), TaskError>,
     ) -> Result<(), TaskError> {
         let mut ctx = ProcessContext {
             timestamp,
@@ -944,11 +955,13 @@ impl<A: Data, B: Data, K: Data + Hash + Eq> IntervalJoined<A, B, K> {
         let (k1, k2) = (first.key.clone(), second.key.clone());
         let left = KeyedStream {
             stream: first.stream.stamped(),
-            key: Arc::new(move |r: &Stamped<A>| k1(&r.1)) as Arc<dyn Fn(&Stamped<A>) -> K + Send + Sync>,
+            key: Arc::new(move |r: &Stamped<A>| k1(&r.1))
+                as Arc<dyn Fn(&Stamped<A>) -> K + Send + Sync>,
         };
         let right = KeyedStream {
             stream: second.stream.stamped(),
-            key: Arc::new(move |r: &Stamped<B>| k2(&r.1)) as Arc<dyn Fn(&Stamped<B>) -> K + Send + Sync>,
+            key: Arc::new(move |r: &Stamped<B>| k2(&r.1))
+                as Arc<dyn Fn(&Stamped<B>) -> K + Send + Sync>,
         };
         keyed_co_process::<Plain, Plain, Plain, Stamped<A>, Stamped<B>, Stamped<O>, K, _>(
             (&left, &right),
@@ -1142,10 +1155,7 @@ mod tests {
         // A left record at 100 meets rights up to 110; a right at 100 meets lefts up to 105.
         assert_eq!(b.left_cleanup(100), 110);
         assert_eq!(b.right_cleanup(100), 105);
-        let after = Bounds {
-            lower: 3,
-            upper: 7,
-        };
+        let after = Bounds { lower: 3, upper: 7 };
         assert_eq!(after.right_cleanup(100), 100, "only earlier lefts meet it");
         let before = Bounds {
             lower: -7,

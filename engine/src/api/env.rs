@@ -106,7 +106,9 @@ struct NodeOutputs {
 
 /// An operator's outputs: the main one (which passes events on to the side outputs too, if
 /// there are any) and the side outputs it emits records into.
-pub(super) fn split_outputs<T: 'static>(any: AnyBox) -> Result<(BoxOutput<T>, SideOutputs), TaskError> {
+pub(super) fn split_outputs<T: 'static>(
+    any: AnyBox,
+) -> Result<(BoxOutput<T>, SideOutputs), TaskError> {
     let any = match any.downcast::<NodeOutputs>() {
         Ok(node) => {
             let main = downcast::<T>(node.main)?;

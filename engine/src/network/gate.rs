@@ -485,7 +485,11 @@ mod tests {
         }
         tx1.send(time(Watermark(10))).unwrap();
         tx3.send(time(Watermark(20))).unwrap();
-        assert_eq!(drain(&mut gate), Vec::<String>::new(), "input 1 has no watermark");
+        assert_eq!(
+            drain(&mut gate),
+            Vec::<String>::new(),
+            "input 1 has no watermark"
+        );
         tx2.send(time(Watermark(15))).unwrap();
         assert_eq!(drain(&mut gate), ["w10"]);
         // A barrier on input 0 blocks its channels until input 1 delivers it too.

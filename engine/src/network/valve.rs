@@ -202,7 +202,10 @@ impl TwoInputValves {
         let ended = |n: usize| if n == 0 { i64::MAX } else { i64::MIN };
         TwoInputValves {
             channels,
-            inputs: [WatermarkValve::new(counts[0]), WatermarkValve::new(counts[1])],
+            inputs: [
+                WatermarkValve::new(counts[0]),
+                WatermarkValve::new(counts[1]),
+            ],
             watermarks: [ended(counts[0]), ended(counts[1])],
             idle: [false; 2],
             output: i64::MIN,
@@ -377,7 +380,11 @@ mod tests {
         // Channels 0 and 2 are input 0, channel 1 is input 1.
         let mut v = TwoInputValves::new(&[0, 1, 0]);
         assert_eq!(v.input_of(1), 1);
-        assert_eq!(wm(v.on_signal(0, Watermark(10))), None, "channel 2 has none");
+        assert_eq!(
+            wm(v.on_signal(0, Watermark(10))),
+            None,
+            "channel 2 has none"
+        );
         assert_eq!(wm(v.on_signal(2, Watermark(12))), None, "input 1 has none");
         assert_eq!(wm(v.on_signal(1, Watermark(30))), Some(10));
         assert_eq!(wm(v.on_signal(0, Watermark(40))), Some(12));
