@@ -1126,4 +1126,94 @@ mod two_inputs {
         assert!(report.is_exactly_once(), "{report}");
         assert_eq!(report.lines, records);
     }
+
+    /// What the co-map job's sink got: each line with the timestamp its record carried.
+    static CO_MAPPED: std::sync::Mutex<Vec<(Option<i64>, String)>> =
+        std::sync::Mutex::new(Vec::new());
+
+    /// Evens with timestamps (their value) connected to odds without, co-flat-mapped to
+    /// lines, rebalanced, then a process function that reads each line's timestamp.
+    struct CoMap;
+
+    #[derive(Clone)]
+    struct WithTimestamp;
+
+    impl crate::api::ProcessFunction<String, (Option<i64>, String)> for WithTimestamp {
+        fn process_element(
+            &mut self,
+            line: String,
+            ctx: &mut crate::api::ProcessContext<'_>,
+            out: &mut Collector<'_, (Option<i64>, String)>,
+        ) -> Result<(), crate::api::TaskError> {
+            out.collect((ctx.timestamp(), line))
+        }
+    }
+
+    struct RememberCoMapped;
+
+    impl crate::api::SinkFunction<(Option<i64>, String)> for RememberCoMapped {
+        fn invoke(&mut self, record: (Option<i64>, String)) -> Result<(), crate::api::TaskError> {
+            CO_MAPPED.lock().unwrap().push(record);
+            Ok(())
+        }
+    }
+
+    impl JobProgram for CoMap {
+        fn name(&self) -> &str {
+            "co-map"
+        }
+        fn description(&self) -> &str {
+            "evens with timestamps and odds without, co-flat-mapped"
+        }
+        fn usage(&self) -> &str {
+            ""
+        }
+        fn build(&self, env: &StreamExecutionEnvironment, _: &[String]) -> Result<String, String> {
+            let evens = env
+                .generate_bounded(1000, 0, |i| i * 2)
+                .assign_timestamps_and_watermarks(
+                    crate::api::WatermarkStrategy::for_monotonous_timestamps()
+                        .with_timestamp_assigner(|n: &u64, _| *n as i64),
+                );
+            let odds = env.generate_bounded(1000, 0, |i| (i * 2 + 1, "odd".to_string()));
+            evens
+                .connect(&odds)
+                .flat_map(
+                    |n: u64| [format!("even {n}"), format!("twice {}", n * 2)],
+                    |(n, what): (u64, String)| Some(format!("{what} {n}")),
+                )
+                .rebalance()
+                .process(WithTimestamp)
+                .add_sink("Remember", |_| Ok(RememberCoMapped));
+            Ok("co-map".into())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn co_flat_map_keeps_the_timestamps_of_the_input_that_has_them() {
+        let mut programs = ProgramRegistry::new();
+        programs.register(Arc::new(CoMap)).unwrap();
+        let cluster = EmbeddedCluster::start_running(Config::default(), 2, 2, programs)
+            .await
+            .unwrap();
+        let job = cluster
+            .jobmanager
+            .shared
+            .submit(ProgramSpec::new("co-map", vec![]), Some(2), &[], None)
+            .await
+            .unwrap();
+        assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Finished);
+        let mut got = std::mem::take(&mut *CO_MAPPED.lock().unwrap());
+        got.sort();
+        let mut expected = Vec::new();
+        for i in 0..1000u64 {
+            let n = i * 2;
+            expected.push((Some(n as i64), format!("even {n}")));
+            expected.push((Some(n as i64), format!("twice {}", n * 2)));
+            // A record of the input without timestamps has none in the stamped result.
+            expected.push((Some(i64::MIN), format!("odd {}", n + 1)));
+        }
+        expected.sort();
+        assert_eq!(got, expected);
+    }
 }
