@@ -1143,6 +1143,120 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::operators::testing::Collect;
+
+    /// `(timestamp, "left+right")` as the join emits.
+    type Joined = Stamped<String>;
+
+    /// An interval join of `(timestamp, value)` records of keys `value % 2`, run by the keyed
+    /// two-input operator as in a job, with simulated watermarks.
+    struct Join {
+        op: BoxTwoInput<Stamped<u32>, Stamped<u32>>,
+        got: Rc<RefCell<Vec<Joined>>>,
+        store: KeyedStateStore,
+    }
+
+    impl Join {
+        fn new(lower: i64, upper: i64) -> Join {
+            let ctx = crate::api::RuntimeContext::standalone(0, 1);
+            let store = ctx.keyed_state_store().unwrap();
+            let bounds = Bounds { lower, upper };
+            let function = |l: u32, r: u32| format!("{l}+{r}");
+            let join = IntervalJoinFunction::open(&store, bounds, function).unwrap();
+            let got = Rc::new(RefCell::new(Vec::new()));
+            let next: BoxOutput<Joined> =
+                Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
+            let keys: Keys<Stamped<u32>, Stamped<u32>, u32> = (
+                Arc::new(|r: &Stamped<u32>| r.1 % 2),
+                Arc::new(|r: &Stamped<u32>| r.1 % 2),
+            );
+            let op = KeyedCoProcess::<Plain, Plain, Plain, _, _, Joined, u32, _>::new(
+                keys,
+                join,
+                store.clone(),
+                ctx.timers.clone(),
+                0,
+                next,
+                SideOutputs::default(),
+            )
+            .unwrap();
+            Join {
+                op: Box::new(op),
+                got,
+                store,
+            }
+        }
+
+        fn left(&mut self, records: &[(i64, u32)]) {
+            self.op.push_first(&mut records.to_vec()).unwrap();
+        }
+
+        fn right(&mut self, records: &[(i64, u32)]) {
+            self.op.push_second(&mut records.to_vec()).unwrap();
+        }
+
+        fn watermark(&mut self, w: i64) {
+            self.op.time(TimeSignal::Watermark(w)).unwrap();
+        }
+
+        /// What the join emitted since the last call, sorted.
+        fn take(&self) -> Vec<Joined> {
+            let mut got = std::mem::take(&mut *self.got.borrow_mut());
+            got.sort();
+            got
+        }
+
+        /// Timestamps buffered on a side (`"left"` or `"right"`), over all keys.
+        fn buffered(&self, side: &str) -> usize {
+            let name = format!("interval-join-{side}");
+            let entries = self.store.entries().unwrap();
+            entries.iter().filter(|e| e.state == name).count()
+        }
+    }
+
+    #[test]
+    fn the_interval_join_meets_pairs_of_a_key_within_bounds_in_either_order() {
+        let mut j = Join::new(-5, 10);
+        // Keys are value % 2: 2 and 4 are key 0, 3 is key 1.
+        j.left(&[(100, 2), (100, 3)]);
+        j.right(&[(95, 4), (110, 6), (111, 8), (94, 10)]);
+        assert_eq!(
+            j.take(),
+            [(100, "2+4".to_string()), (110, "2+6".to_string())],
+            "right at 95 and 110 meet the left at 100; 111 and 94 do not; key 1 meets nothing"
+        );
+        // A left record after the right ones meets those within its own bounds (99..=114:
+        // not 95), each result with the later timestamp.
+        j.left(&[(104, 12)]);
+        assert_eq!(
+            j.take(),
+            [(110, "12+6".to_string()), (111, "12+8".to_string())]
+        );
+    }
+
+    #[test]
+    fn each_side_is_cleaned_up_once_the_watermark_passes_and_late_records_are_dropped() {
+        let mut j = Join::new(-5, 10);
+        j.left(&[(100, 2)]);
+        j.right(&[(100, 4)]);
+        assert_eq!(j.take().len(), 1);
+        assert_eq!((j.buffered("left"), j.buffered("right")), (1, 1));
+        // The right record at 100 can meet lefts up to 105; the left one rights up to 110.
+        j.watermark(105);
+        assert_eq!((j.buffered("left"), j.buffered("right")), (1, 0));
+        j.right(&[(108, 6)]);
+        assert_eq!(j.take(), [(108, "2+6".to_string())]);
+        j.watermark(110);
+        assert_eq!(j.buffered("left"), 0);
+        // Behind the watermark: dropped, not buffered.
+        j.left(&[(109, 8)]);
+        assert_eq!(j.take(), Vec::<Joined>::new());
+        assert_eq!(j.buffered("left"), 0);
+        // The right record at 108 stays until 113.
+        assert_eq!(j.buffered("right"), 1);
+        j.watermark(113);
+        assert_eq!(j.buffered("right"), 0);
+    }
 
     #[test]
     fn bounds_meet_inclusively_and_clean_up_once_nothing_can_meet() {
