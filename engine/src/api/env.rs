@@ -55,17 +55,17 @@ pub struct StreamExecutionEnvironment {
 
 /// A stream of records of type `T`.
 pub struct DataStream<T> {
-    env: StreamExecutionEnvironment,
-    node: usize,
+    pub(super) env: StreamExecutionEnvironment,
+    pub(super) node: usize,
     /// The ship strategy of the next edge out of this stream (set by `rebalance()` etc.).
-    strategy: Option<ShipStrategy>,
+    pub(super) strategy: Option<ShipStrategy>,
     /// Records carry event timestamps: they travel as [`Stamped<T>`], and the operators after
     /// them keep each record's timestamp (`super::time`).
-    timestamped: bool,
+    pub(super) timestamped: bool,
     /// This stream is the node's side output of that index (`get_side_output`), not its main
     /// output.
-    side: Option<usize>,
-    _t: PhantomData<fn() -> T>,
+    pub(super) side: Option<usize>,
+    pub(super) _t: PhantomData<fn() -> T>,
 }
 
 impl<T> Clone for DataStream<T> {
@@ -83,8 +83,8 @@ impl<T> Clone for DataStream<T> {
 
 /// A stream partitioned by key: records with equal keys go to the same subtask.
 pub struct KeyedStream<T, K> {
-    stream: DataStream<T>,
-    key: Arc<dyn Fn(&T) -> K + Send + Sync>,
+    pub(super) stream: DataStream<T>,
+    pub(super) key: Arc<dyn Fn(&T) -> K + Send + Sync>,
 }
 
 fn downcast<T: 'static>(any: AnyBox) -> Result<BoxOutput<T>, TaskError> {
@@ -106,7 +106,9 @@ struct NodeOutputs {
 
 /// An operator's outputs: the main one (which passes events on to the side outputs too, if
 /// there are any) and the side outputs it emits records into.
-fn split_outputs<T: 'static>(any: AnyBox) -> Result<(BoxOutput<T>, SideOutputs), TaskError> {
+pub(super) fn split_outputs<T: 'static>(
+    any: AnyBox,
+) -> Result<(BoxOutput<T>, SideOutputs), TaskError> {
     let any = match any.downcast::<NodeOutputs>() {
         Ok(node) => {
             let main = downcast::<T>(node.main)?;
@@ -196,14 +198,14 @@ impl<T, S: SourceFunction<T>> SourceTask for RunSource<T, S> {
     }
 }
 
-struct Decoder<T> {
+pub(super) struct Decoder<T> {
     next: BoxOutput<T>,
     /// A buffer's records, reused.
     batch: Vec<T>,
 }
 
 impl<T> Decoder<T> {
-    fn new(next: BoxOutput<T>) -> Self {
+    pub(super) fn new(next: BoxOutput<T>) -> Self {
         Decoder {
             next,
             batch: Vec::new(),
@@ -392,7 +394,7 @@ impl StreamExecutionEnvironment {
         }
     }
 
-    fn add_node<Out: Data>(
+    pub(super) fn add_node<Out: Data>(
         &self,
         name: &str,
         kind: NodeKind,
@@ -415,7 +417,7 @@ impl StreamExecutionEnvironment {
         g.nodes.len() - 1
     }
 
-    fn connect<T: Data>(
+    pub(super) fn connect<T: Data>(
         &self,
         from: usize,
         side: Option<usize>,
@@ -766,7 +768,7 @@ impl<T: Data> DataStream<T> {
     }
 
     /// This stream as it travels when its records carry timestamps: `(timestamp, record)`.
-    fn stamped(&self) -> DataStream<Stamped<T>> {
+    pub(super) fn stamped(&self) -> DataStream<Stamped<T>> {
         DataStream {
             env: self.env.clone(),
             node: self.node,
@@ -1297,7 +1299,7 @@ impl<A: Data, N: Data + Add<Output = N>, K: Data + Hash + Eq> KeyedStream<(A, N)
 
 impl<T> DataStream<Stamped<T>> {
     /// The stream of records these stamped ones carry.
-    fn into_timestamped(self) -> DataStream<T> {
+    pub(super) fn into_timestamped(self) -> DataStream<T> {
         DataStream {
             env: self.env,
             node: self.node,

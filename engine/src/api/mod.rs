@@ -19,6 +19,7 @@
 //! ```
 
 pub(crate) mod checkpointing;
+mod co_process;
 mod context;
 mod env;
 pub(crate) mod operators;
@@ -33,6 +34,10 @@ mod windows;
 
 pub use crate::common::error::TaskError;
 pub use crate::state::TimeDomain;
+pub use co_process::{
+    CoProcessFunction, ConnectedStreams, IntervalJoin, IntervalJoined, JoinContext,
+    KeyedCoProcessFunction, KeyedConnectedStreams, ProcessJoinFunction,
+};
 pub use context::RuntimeContext;
 pub use env::{DataStream, KeyedStream, RuntimeMode, StreamExecutionEnvironment, WindowedStream};
 pub use operators::{Collector, Context, KeyedProcessFunction};

@@ -25,8 +25,8 @@ pub trait ProcessFunction<I, O>: 'static {
 /// without a timer service: timers need a keyed stream).
 pub struct ProcessContext<'a> {
     pub(crate) timestamp: Option<i64>,
-    watermark: i64,
-    sides: &'a mut SideOutputs,
+    pub(super) watermark: i64,
+    pub(super) sides: &'a mut SideOutputs,
 }
 
 impl ProcessContext<'_> {

@@ -54,6 +54,9 @@ pub(crate) trait InputProcessor {
     fn time(&mut self, signal: crate::network::valve::TimeSignal) -> Result<(), TaskError>;
     /// Processing time reached a deadline an operator asked for.
     fn processing_time(&mut self, now: i64) -> Result<(), TaskError>;
+    /// The next buffers or batches come from logical input `input` (0 or 1) of a two-input
+    /// operator, until the next call; a processor of one input is never told.
+    fn select_input(&mut self, _input: usize) {}
 }
 
 /// How records of an edge are distributed over the consumer's parallel subtasks.

@@ -1,6 +1,7 @@
 //! Bundled example jobs, runnable by name (`sluice run wordcount`), and the program registry
 //! that maps a job's name to the code that builds it.
 
+mod auction_bids;
 mod counting;
 mod kafka_wordcount;
 mod latency;
@@ -20,19 +21,21 @@ pub fn wordcount_tokens(line: &str) -> Vec<String> {
     wordcount::tokenize(line).collect()
 }
 
+pub use auction_bids::{Auction, Bid, auction, bid, expected_lines as expected_auction_bids};
 pub use counting::{CountPerKey, CountingReport, check_counting, check_counting_dir};
 pub use latency::{LatencyHistogram, warmup_records};
 
 /// The bundled programs, as a registry to give a JobManager or TaskManager.
 pub fn bundled() -> ProgramRegistry {
     let mut registry = ProgramRegistry::new();
-    let programs: [Arc<dyn JobProgram>; 6] = [
+    let programs: [Arc<dyn JobProgram>; 7] = [
         Arc::new(wordcount::WordCount),
         Arc::new(stream_sum::StreamSum),
         Arc::new(counting::Counting),
         Arc::new(shuffle::Shuffle),
         Arc::new(kafka_wordcount::KafkaWordCount),
         Arc::new(latency::Latency),
+        Arc::new(auction_bids::AuctionBids),
     ];
     for program in programs {
         // The names differ.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::buffer::{Buffer, CheckpointBarrier, IoCounters, LocalBatch, NetBuffer};
-use super::valve::{TimeSignal, ValveOutput, WatermarkValve};
+use super::valve::{TimeSignal, TwoInputValves, ValveOutput, WatermarkValve};
 
 /// What the next read from the inputs gave.
 #[derive(Debug)]
@@ -35,6 +35,30 @@ struct Alignment {
     received: Vec<bool>,
 }
 
+/// How a gate combines its channels' event time.
+enum Valve {
+    /// One logical input: one valve over all channels.
+    One(WatermarkValve),
+    /// A two-input operator's inputs: a valve per input, combined.
+    Two(TwoInputValves),
+}
+
+impl Valve {
+    fn on_signal(&mut self, channel: usize, signal: TimeSignal) -> ValveOutput {
+        match self {
+            Valve::One(v) => v.on_signal(channel, signal),
+            Valve::Two(v) => v.on_signal(channel, signal),
+        }
+    }
+
+    fn on_end(&mut self, channel: usize) -> ValveOutput {
+        match self {
+            Valve::One(v) => v.on_end(channel),
+            Valve::Two(v) => v.on_end(channel),
+        }
+    }
+}
+
 /// The union of all input channels of one subtask.
 ///
 /// With exactly-once checkpoints a channel that delivered barrier `n` is not read again until
@@ -52,7 +76,10 @@ pub(crate) struct InputGate {
     /// Events decided together with the previous one, returned by the next calls.
     queued: std::collections::VecDeque<GateEvent>,
     /// The input watermark over the channels.
-    valve: WatermarkValve,
+    valve: Valve,
+    /// The channel of the last buffer or batch returned (which input it belongs to, for a
+    /// two-input operator).
+    last: usize,
     /// Where the time spent blocked waiting for a buffer is added up (the task's idle time).
     idle: Option<Arc<IoCounters>>,
 }
@@ -78,8 +105,31 @@ impl InputGate {
             exactly_once: true,
             alignment: None,
             queued: Default::default(),
-            valve: WatermarkValve::new(n),
+            valve: Valve::One(WatermarkValve::new(n)),
+            last: 0,
             idle: None,
+        }
+    }
+
+    /// A gate for a two-input operator: `channel_inputs[c]` says which logical input (0 or 1)
+    /// channel `c` belongs to. Barriers align over all channels of both inputs; event time is
+    /// combined per input, then over the inputs ([`TwoInputValves`]).
+    pub(crate) fn two_inputs(
+        channels: Vec<flume::Receiver<NetBuffer>>,
+        names: Vec<String>,
+        channel_inputs: &[usize],
+    ) -> Self {
+        let mut gate = InputGate::new(channels, names);
+        gate.valve = Valve::Two(TwoInputValves::new(channel_inputs));
+        gate
+    }
+
+    /// The logical input (0 or 1) of the last buffer or batch [`next`](Self::next) returned;
+    /// always 0 for a gate of one input.
+    pub(crate) fn last_input(&self) -> usize {
+        match &self.valve {
+            Valve::One(_) => 0,
+            Valve::Two(v) => v.input_of(self.last),
         }
     }
 
@@ -162,8 +212,14 @@ impl InputGate {
 
     fn accept(&mut self, i: usize, item: Result<NetBuffer, ()>) -> Option<GateEvent> {
         match item {
-            Ok(NetBuffer::Data(buf)) => Some(GateEvent::Buffer(buf)),
-            Ok(NetBuffer::Batch(batch)) => Some(GateEvent::Batch(batch)),
+            Ok(NetBuffer::Data(buf)) => {
+                self.last = i;
+                Some(GateEvent::Buffer(buf))
+            }
+            Ok(NetBuffer::Batch(batch)) => {
+                self.last = i;
+                Some(GateEvent::Batch(batch))
+            }
             Ok(NetBuffer::Barrier(barrier)) => self.on_barrier(i, barrier),
             Ok(NetBuffer::Time(signal)) => {
                 let out = self.valve.on_signal(i, signal);
@@ -456,5 +512,46 @@ mod tests {
             gate.next(Duration::from_millis(10)),
             GateEvent::Broken(0)
         ));
+    }
+    #[test]
+    fn a_two_input_gate_names_each_buffers_input_aligns_over_both_and_combines_time() {
+        use TimeSignal::Watermark;
+        let (tx1, rx1) = flume::unbounded();
+        let (tx2, rx2) = flume::unbounded();
+        let (tx3, rx3) = flume::unbounded();
+        // Channels a and c are input 0, b is input 1.
+        let names = vec!["a".into(), "b".into(), "c".into()];
+        let mut gate = InputGate::two_inputs(vec![rx1, rx2, rx3], names, &[0, 1, 0]);
+        tx2.send(data(2)).unwrap();
+        match gate.next(Duration::from_millis(5)) {
+            GateEvent::Buffer(b) => assert_eq!((b[0], gate.last_input()), (2, 1)),
+            other => panic!("unexpected {other:?}"),
+        }
+        tx3.send(data(3)).unwrap();
+        match gate.next(Duration::from_millis(5)) {
+            GateEvent::Buffer(b) => assert_eq!((b[0], gate.last_input()), (3, 0)),
+            other => panic!("unexpected {other:?}"),
+        }
+        tx1.send(time(Watermark(10))).unwrap();
+        tx3.send(time(Watermark(20))).unwrap();
+        assert_eq!(
+            drain(&mut gate),
+            Vec::<String>::new(),
+            "input 1 has no watermark"
+        );
+        tx2.send(time(Watermark(15))).unwrap();
+        assert_eq!(drain(&mut gate), ["w10"]);
+        // A barrier on input 0 blocks its channels until input 1 delivers it too.
+        tx1.send(NetBuffer::Barrier(barrier(1))).unwrap();
+        tx3.send(NetBuffer::Barrier(barrier(1))).unwrap();
+        tx1.send(data(5)).unwrap();
+        assert_eq!(drain(&mut gate), Vec::<String>::new());
+        tx2.send(NetBuffer::Barrier(barrier(1))).unwrap();
+        assert_eq!(drain(&mut gate), ["B1", "d5"]);
+        for tx in [tx1, tx2, tx3] {
+            tx.send(NetBuffer::EndOfPartition).unwrap();
+        }
+        let seen = drain(&mut gate);
+        assert!(seen.ends_with(&["wEnd".into(), "end".into()]), "{seen:?}");
     }
 }

@@ -164,6 +164,115 @@ impl WatermarkValve {
     }
 }
 
+/// Event time of a task with two logical inputs (a two-input operator, Flink's
+/// `TwoInputStreamOperator`): one [`WatermarkValve`] per input over that input's channels, and
+/// the operator's input watermark the least of the two inputs' watermarks, an idle input left
+/// out (Flink's combined watermark status). The task is idle when both inputs are; an input
+/// whose channels all ended has the watermark `i64::MAX` and holds nothing back. A pure core
+/// like the valve.
+#[derive(Clone, Debug)]
+pub(crate) struct TwoInputValves {
+    /// Per channel of the task's gate: its input (0 or 1) and its index among that input's
+    /// channels.
+    channels: Vec<(usize, usize)>,
+    inputs: [WatermarkValve; 2],
+    /// Per input: the watermark its valve passed on last.
+    watermarks: [i64; 2],
+    /// Per input: whether all its channels are idle.
+    idle: [bool; 2],
+    /// The combined watermark passed on so far.
+    output: i64,
+    /// Whether the combined status last passed on is idle.
+    output_idle: bool,
+}
+
+impl TwoInputValves {
+    /// Valves over the gate's channels, `channel_inputs[c]` saying which input (0 or 1)
+    /// channel `c` belongs to. An input without channels counts as ended.
+    pub(crate) fn new(channel_inputs: &[usize]) -> Self {
+        let mut counts = [0usize; 2];
+        let channels = channel_inputs
+            .iter()
+            .map(|&input| {
+                let input = input.min(1);
+                counts[input] += 1;
+                (input, counts[input] - 1)
+            })
+            .collect();
+        let ended = |n: usize| if n == 0 { i64::MAX } else { i64::MIN };
+        TwoInputValves {
+            channels,
+            inputs: [
+                WatermarkValve::new(counts[0]),
+                WatermarkValve::new(counts[1]),
+            ],
+            watermarks: [ended(counts[0]), ended(counts[1])],
+            idle: [false; 2],
+            output: i64::MIN,
+            output_idle: false,
+        }
+    }
+
+    /// The input channel `channel` belongs to (0 or 1).
+    pub(crate) fn input_of(&self, channel: usize) -> usize {
+        self.channels.get(channel).map_or(0, |&(input, _)| input)
+    }
+
+    /// Takes `signal` from channel `channel`.
+    pub(crate) fn on_signal(&mut self, channel: usize, signal: TimeSignal) -> ValveOutput {
+        let Some(&(input, local)) = self.channels.get(channel) else {
+            return ValveOutput::default();
+        };
+        let out = self.inputs[input].on_signal(local, signal);
+        self.combine(input, out)
+    }
+
+    /// Channel `channel` ended.
+    pub(crate) fn on_end(&mut self, channel: usize) -> ValveOutput {
+        let Some(&(input, local)) = self.channels.get(channel) else {
+            return ValveOutput::default();
+        };
+        let out = self.inputs[input].on_end(local);
+        self.combine(input, out)
+    }
+
+    /// Applies what input `input`'s valve passed on, and says what the combined time did.
+    fn combine(&mut self, input: usize, out: ValveOutput) -> ValveOutput {
+        if out.active {
+            self.idle[input] = false;
+        }
+        if let Some(w) = out.watermark {
+            self.watermarks[input] = w;
+        }
+        if out.idle {
+            self.idle[input] = true;
+        }
+        let mut combined = ValveOutput::default();
+        let all_idle = self.idle.iter().all(|&idle| idle);
+        if all_idle {
+            if !self.output_idle {
+                self.output_idle = true;
+                combined.idle = true;
+            }
+            return combined;
+        }
+        if self.output_idle {
+            self.output_idle = false;
+            combined.active = true;
+        }
+        let min = (0..2)
+            .filter(|&i| !self.idle[i])
+            .map(|i| self.watermarks[i])
+            .min()
+            .unwrap_or(i64::MIN);
+        if min > self.output {
+            self.output = min;
+            combined.watermark = Some(min);
+        }
+        combined
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::TimeSignal::{Active, Idle, Watermark};
@@ -265,5 +374,57 @@ mod tests {
     fn signals_of_unknown_channels_are_ignored() {
         let mut v = WatermarkValve::new(1);
         assert_eq!(v.on_signal(4, Watermark(1)), ValveOutput::default());
+    }
+    #[test]
+    fn two_inputs_combine_to_the_least_input_watermark() {
+        // Channels 0 and 2 are input 0, channel 1 is input 1.
+        let mut v = TwoInputValves::new(&[0, 1, 0]);
+        assert_eq!(v.input_of(1), 1);
+        assert_eq!(
+            wm(v.on_signal(0, Watermark(10))),
+            None,
+            "channel 2 has none"
+        );
+        assert_eq!(wm(v.on_signal(2, Watermark(12))), None, "input 1 has none");
+        assert_eq!(wm(v.on_signal(1, Watermark(30))), Some(10));
+        assert_eq!(wm(v.on_signal(0, Watermark(40))), Some(12));
+        assert_eq!(wm(v.on_signal(2, Watermark(50))), Some(30));
+        assert_eq!(wm(v.on_signal(1, Watermark(20))), None, "never goes back");
+        assert_eq!(wm(v.on_signal(1, Watermark(45))), Some(40));
+    }
+
+    #[test]
+    fn an_idle_input_does_not_hold_the_other_back_and_both_idle_is_idle() {
+        let mut v = TwoInputValves::new(&[0, 1]);
+        v.on_signal(0, Watermark(100));
+        assert_eq!(wm(v.on_signal(1, Watermark(5))), Some(5));
+        // Input 1 goes idle: input 0 alone decides. Its valve passes its own watermark on
+        // first (5, not new), then idle.
+        let out = v.on_signal(1, Idle);
+        assert_eq!(out.signals().collect::<Vec<_>>(), [Watermark(100)]);
+        assert_eq!(wm(v.on_signal(0, Watermark(120))), Some(120));
+        // Both idle: the task is idle, time stays.
+        let out = v.on_signal(0, Idle);
+        assert_eq!(out.signals().collect::<Vec<_>>(), [Idle]);
+        // Input 1 comes back behind: active again, but time is not pulled back.
+        let out = v.on_signal(1, Active);
+        assert_eq!(out.signals().collect::<Vec<_>>(), [Active]);
+        assert_eq!(wm(v.on_signal(1, Watermark(60))), None);
+        assert_eq!(wm(v.on_signal(1, Watermark(130))), Some(130));
+    }
+
+    #[test]
+    fn an_ended_input_holds_nothing_back_and_both_ended_is_the_end_of_time() {
+        let mut v = TwoInputValves::new(&[0, 0, 1]);
+        v.on_signal(0, Watermark(3));
+        v.on_signal(1, Watermark(4));
+        assert_eq!(wm(v.on_signal(2, Watermark(9))), Some(3));
+        assert_eq!(wm(v.on_end(0)), Some(4));
+        assert_eq!(wm(v.on_end(1)), Some(9), "input 0 ended: input 1 decides");
+        assert_eq!(wm(v.on_signal(2, Watermark(11))), Some(11));
+        assert_eq!(wm(v.on_end(2)), Some(i64::MAX));
+        // An input without channels counts as ended from the start.
+        let mut v = TwoInputValves::new(&[1]);
+        assert_eq!(wm(v.on_signal(0, Watermark(7))), Some(7));
     }
 }

@@ -512,11 +512,30 @@ fn run(
                 ))
             })?;
             let processor = decoder(op);
+            // A two-input operator: which of its inputs (0 or 1) each input gate feeds, by
+            // the stream edge the gate's job edge comes from.
+            let head_inputs = &graph.nodes[head].inputs;
+            let two_inputs = head_inputs.len() == 2;
+            let gate_inputs: Vec<usize> = vertex
+                .inputs
+                .iter()
+                .map(|&e| {
+                    let stream_edge = job.edges[e].stream_edge;
+                    head_inputs
+                        .iter()
+                        .position(|&s| s == stream_edge)
+                        .unwrap_or(0)
+                })
+                .collect();
             let mut channels = Vec::new();
             let mut names = Vec::new();
-            let gates = inputs.iter().zip(&remote_credits);
-            for (channel, &credit) in gates.flat_map(|(gate, c)| gate.iter().map(move |ch| (ch, c)))
-            {
+            let mut channel_inputs = Vec::new();
+            let gates = inputs.iter().zip(&remote_credits).zip(&gate_inputs);
+            let per_channel = gates.flat_map(|((gate, credit), input)| {
+                gate.iter().map(move |channel| (channel, credit, *input))
+            });
+            for (channel, &credit, input) in per_channel {
+                channel_inputs.push(input);
                 names.push(format!(
                     "{} on {} ({})",
                     channel.partition, channel.location.resource_id, channel.location.data_address
@@ -541,7 +560,11 @@ fn run(
                 };
                 channels.push(rx);
             }
-            let mut gate = InputGate::new(channels, names);
+            let mut gate = if two_inputs {
+                InputGate::two_inputs(channels, names, &channel_inputs)
+            } else {
+                InputGate::new(channels, names)
+            };
             gate.set_exactly_once(d.state.exactly_once);
             gate.count_idle_time_in(counters.clone());
             report(
@@ -554,6 +577,7 @@ fn run(
             let mut input = Input {
                 gate,
                 processor,
+                two_inputs,
                 counters,
                 // Whether records arrived since the last snapshot.
                 dirty: true,
@@ -578,6 +602,8 @@ fn run(
 struct Input<'a> {
     gate: InputGate,
     processor: Box<dyn InputProcessor>,
+    /// The processor is a two-input operator's: tell it each buffer's input.
+    two_inputs: bool,
     counters: &'a Arc<IoCounters>,
     dirty: bool,
     last_snapshot: Option<u64>,
@@ -631,6 +657,9 @@ impl Input<'_> {
             }
             match self.gate.next(wait) {
                 GateEvent::Buffer(buf) => {
+                    if self.two_inputs {
+                        self.processor.select_input(self.gate.last_input());
+                    }
                     self.counters
                         .bytes_in
                         .fetch_add(buf.len() as u64, Ordering::Relaxed);
@@ -639,6 +668,9 @@ impl Input<'_> {
                     self.dirty = true;
                 }
                 GateEvent::Batch(mut batch) => {
+                    if self.two_inputs {
+                        self.processor.select_input(self.gate.last_input());
+                    }
                     self.counters
                         .bytes_in
                         .fetch_add(batch.bytes as u64, Ordering::Relaxed);
