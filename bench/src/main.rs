@@ -81,8 +81,16 @@ enum Sub {
     /// RocksDB).
     Checkpoints,
     /// What serving metrics costs stream-sum on a cluster: no reporter vs the Prometheus
-    /// reporter scraped every second with the REST metric endpoints read every second.
-    Metrics,
+    /// reporter scraped every second with the REST metric endpoints read every second
+    /// (records/s, and the TaskManagers' CPU per record).
+    Metrics {
+        /// Runs per configuration, alternating (default 4; 1 with `--quick`).
+        #[arg(long)]
+        runs: Option<usize>,
+        /// Records per run (default 40 M; 4 M with `--quick`).
+        #[arg(long)]
+        records: Option<u64>,
+    },
     /// The time and size of one TaskManager's Prometheus `/metrics` while it runs `jobs`
     /// jobs of 8 vertices (stream-sum with 6 pass-through stages, 1000 records/s each).
     MetricsScrape {
@@ -307,7 +315,9 @@ fn main() -> std::process::ExitCode {
         Some(Sub::Checkpoints) => {
             sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick))
         }
-        Some(Sub::Metrics) => sluice_bin(&cli).and_then(|bin| metrics::run(&bin, cli.quick)),
+        Some(Sub::Metrics { runs, records }) => {
+            sluice_bin(&cli).and_then(|bin| metrics::run(&bin, cli.quick, runs, records))
+        }
         Some(Sub::MetricsScrape { jobs, scrapes }) => {
             sluice_bin(&cli).and_then(|bin| metrics::scrape_size(&bin, jobs, scrapes))
         }

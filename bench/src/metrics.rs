@@ -19,12 +19,13 @@ use anyhow::{Context, Result, bail};
 use crate::cluster::Cluster;
 use crate::{CLUSTER_CONFIG, Stat};
 
-pub fn run(bin: &Path, quick: bool) -> Result<()> {
+pub fn run(bin: &Path, quick: bool, runs: Option<usize>, size: Option<u64>) -> Result<()> {
     let (repetitions, records) = if quick {
         (1, 4_000_000u64)
     } else {
         (4, 40_000_000)
     };
+    let (repetitions, records) = (runs.unwrap_or(repetitions), size.unwrap_or(records));
     let first = free_port()?;
     let range = format!("{first}-{}", first.saturating_add(20));
     let labels = [
@@ -54,42 +55,64 @@ pub fn run(bin: &Path, quick: bool) -> Result<()> {
     .map(|s| s.to_string())
     .collect();
     let mut rates = vec![Vec::new(); 2];
+    // The TaskManagers' CPU per record: steadier than records/s when other load shares the
+    // cores.
+    let mut cpu_ns = vec![Vec::new(); 2];
     for rep in 0..repetitions {
         // Which configuration goes first alternates, so running second is no one's handicap.
         let order = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
         for i in order {
             let cluster = &mut clusters[i];
+            let cpu_before = taskmanagers_cpu(cluster)?;
             let id = cluster.submit("stream-sum", &args, 2)?;
             let scraper = (i == 1).then(|| Scraper::start(ports.clone(), cluster.rest_port(), &id));
             let done = cluster.wait_finished(&id, Duration::from_secs(600))?;
             let scrapes = scraper.map(Scraper::stop).transpose()?;
+            let cpu = taskmanagers_cpu(cluster)? - cpu_before;
             let wall = done.running_to_finished()?;
             let rate = records as f64 / wall.as_secs_f64() / 1e6;
+            let ns = cpu * 1e9 / records as f64;
             eprintln!(
-                "  {}: {:.2} s, {rate:.2} M records/s{}",
+                "  {}: {:.2} s, {rate:.2} M records/s, {ns:.1} ns TaskManager CPU per record{}",
                 labels[i],
                 wall.as_secs_f64(),
                 scrapes.map_or(String::new(), |n| format!(", {n} scrapes"))
             );
             rates[i].push(rate);
+            cpu_ns[i].push(ns);
         }
     }
     println!(
         "\n### Metrics overhead: stream-sum, parallelism 2, 2 TaskManagers, {records} records, {repetitions} run(s) each\n"
     );
-    println!("| configuration | M records/s (median) | range | vs no reporter |");
-    println!("|---|---:|---:|---:|");
+    println!(
+        "| configuration | M records/s (median) | range | vs no reporter | TaskManager CPU ns per record (median) | range | vs no reporter |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     let base = Stat::of(&rates[0]).median;
+    let base_ns = Stat::of(&cpu_ns[0]).median;
     for (i, label) in labels.iter().enumerate() {
-        let s = Stat::of(&rates[i]);
+        let (s, c) = (Stat::of(&rates[i]), Stat::of(&cpu_ns[i]));
         println!(
-            "| {label} | {:.2} | {} | {:.3}x |",
+            "| {label} | {:.2} | {} | {:.3}x | {:.1} | {} | {:.3}x |",
             s.median,
             s.range(2),
-            s.median / base
+            s.median / base,
+            c.median,
+            c.range(1),
+            c.median / base_ns
         );
     }
     Ok(())
+}
+
+/// CPU seconds (user + system) of the cluster's TaskManager processes so far.
+fn taskmanagers_cpu(cluster: &Cluster) -> Result<f64> {
+    cluster
+        .taskmanager_pids()
+        .into_iter()
+        .map(crate::procs::cpu_seconds)
+        .sum()
 }
 
 /// `sluice-bench metrics-scrape`: the time and size of one TaskManager's `/metrics` while it
