@@ -651,8 +651,7 @@ impl CheckpointCoordinator {
         if due > self.last_now {
             return Some(due);
         }
-        let periodic_pending = self.pending.values().filter(|p| !p.is_savepoint()).count();
-        let blocked = periodic_pending >= self.settings.max_concurrent.max(1) as usize
+        let blocked = self.pending.len() >= self.settings.max_concurrent.max(1) as usize
             || self.not_ready().is_some();
         (!blocked).then_some(due)
     }
@@ -678,9 +677,13 @@ impl CheckpointCoordinator {
         if now < due {
             return actions;
         }
-        let periodic_pending = self.pending.values().filter(|p| !p.is_savepoint()).count();
-        if periodic_pending >= self.settings.max_concurrent.max(1) as usize {
-            tracing::debug!(job_id = %self.job_id, pending = periodic_pending, "checkpoint due but the maximum of concurrent checkpoints is pending");
+        // Savepoints count as Flink counts them: a periodic checkpoint triggered behind a
+        // pending savepoint would overtake its barriers at some task, which then aborts the
+        // older one, and the savepoint (a stop-with-savepoint, say) would fail. Savepoints
+        // themselves are never held back.
+        let pending = self.pending.len();
+        if pending >= self.settings.max_concurrent.max(1) as usize {
+            tracing::debug!(job_id = %self.job_id, pending, "checkpoint due but the maximum of concurrent checkpoints (savepoints included) is pending");
             return actions;
         }
         if let Some(why) = self.not_ready() {

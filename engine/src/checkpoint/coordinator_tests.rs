@@ -401,6 +401,33 @@ fn periodic_trigger_waits_for_interval_min_pause_and_max_concurrent() {
     assert_eq!(c.pending_ids(), vec![1, 2]);
 }
 
+/// A pending savepoint holds periodic checkpoints back (their barriers would overtake the
+/// savepoint's at some task, which aborts the older one); a pending periodic checkpoint does
+/// not hold a savepoint back.
+#[test]
+fn a_pending_savepoint_holds_periodic_checkpoints_back() {
+    let env = Env::new();
+    let mut c = env.coordinator(env.settings());
+    run_all(&mut c, 0);
+    c.tick(0);
+    let (savepoint, ..) = trigger_of(
+        &c.trigger_savepoint(50, Some(join(&env.base, "savepoints")), "r".into())
+            .expect("triggered"),
+    );
+    assert!(c.tick(100).is_empty(), "due, but the savepoint is pending");
+    assert!(c.tick(200).is_empty());
+    assert_eq!(c.pending_ids(), vec![savepoint]);
+    ack_all(&mut c, 220, savepoint);
+    let (periodic, ..) = trigger_of(&c.tick(230));
+    assert!(periodic > savepoint);
+    // The other way round: a savepoint joins a pending periodic checkpoint at once.
+    let (other, ..) = trigger_of(
+        &c.trigger_savepoint(240, Some(join(&env.base, "savepoints")), "r2".into())
+            .expect("triggered"),
+    );
+    assert_eq!(c.pending_ids(), vec![periodic, other]);
+}
+
 #[test]
 fn trigger_is_skipped_not_failed_while_tasks_are_not_running() {
     let env = Env::new();
