@@ -33,6 +33,17 @@ pub use metadata::{
 pub use stats::{CheckpointConfigInfo, CheckpointingStatistics};
 pub use topology::{TaskKey, TopologyOperator, VertexTopology};
 
+/// How a task words its decline of a checkpoint whose barrier a newer one overtook while it
+/// aligned (a savepoint's barrier overtaking a periodic checkpoint's, say). Such a decline is
+/// not the task's failure and does not count toward the tolerable checkpoint failures (Flink's
+/// "declined, subsumed").
+pub fn overtaken_reason(checkpoint_id: u64) -> String {
+    format!("checkpoint {checkpoint_id} {OVERTAKEN}")
+}
+
+/// The part of [`overtaken_reason`] that tells such a decline apart.
+pub const OVERTAKEN: &str = "was overtaken by a newer barrier";
+
 /// What one operator of one subtask contributes to a checkpoint.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorSubtaskState {

@@ -572,9 +572,11 @@ impl JobMaster {
         let Some((v, s)) = self.find(id) else {
             return Vec::new();
         };
-        // A task that is not running (yet or any more) declines without its own fault.
+        // A task that is not running (yet or any more) declines without its own fault, and so
+        // does one whose barrier a newer checkpoint's overtook.
         let counts = self.executions[v][s].state == ExecutionState::Running
-            && !reason.contains("is not running");
+            && !reason.contains("is not running")
+            && !reason.contains(crate::checkpoint::OVERTAKEN);
         let decisions =
             self.checkpoints
                 .0

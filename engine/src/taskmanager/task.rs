@@ -689,10 +689,9 @@ impl Input<'_> {
                     self.processor.time(signal)?;
                 }
                 GateEvent::Aborted(id) => {
-                    hooks.checkpoints.acknowledge(
-                        id,
-                        Err(format!("checkpoint {id} was overtaken by a newer barrier")),
-                    );
+                    hooks
+                        .checkpoints
+                        .acknowledge(id, Err(crate::checkpoint::overtaken_reason(id)));
                 }
                 GateEvent::Timeout => {}
                 GateEvent::Finished => return Ok(()),
