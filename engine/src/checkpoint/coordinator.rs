@@ -842,6 +842,14 @@ impl CheckpointCoordinator {
         actions
     }
 
+    /// The job runs at another parallelism from its next deployment on (the adaptive
+    /// scheduler's rescale, after [`job_reset`](Self::job_reset)): checkpoints and restores
+    /// address that topology's subtasks.
+    pub fn set_topology(&mut self, topology: Vec<VertexTopology>) {
+        self.phases.clear();
+        self.topology = topology;
+    }
+
     /// The job ended: aborts what is pending and deletes the job's checkpoint directory if the
     /// retention says so. Savepoints live elsewhere and are never deleted.
     pub fn job_terminated(&mut self, now: u64, status: Terminal) -> Vec<CheckpointAction> {

@@ -66,6 +66,8 @@ pub struct Config {
     pub slot_request_timeout: Duration,
     /// `jobmanager.scheduler` (default `default`): which scheduler runs new jobs.
     pub scheduler: SchedulerKind,
+    /// The adaptive scheduler's options (`jobmanager.adaptive-scheduler.*`, `scheduler-mode`).
+    pub adaptive: AdaptiveSchedulerOptions,
     /// Restart strategy options (`restart-strategy.*`).
     pub restart: RestartOptions,
     /// Finished-job store options (`jobstore.*`).
@@ -484,6 +486,37 @@ pub enum SchedulerKind {
     Adaptive,
 }
 
+/// `scheduler-mode` (default unset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulerMode {
+    /// `reactive`: the adaptive scheduler, every job using every slot (its vertices up to their
+    /// maximum parallelism), waiting for slots without a timeout.
+    Reactive,
+}
+
+/// The adaptive scheduler's options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdaptiveSchedulerOptions {
+    /// `jobmanager.adaptive-scheduler.resource-wait-timeout` (default 5 min; negative: forever):
+    /// how long a job waits for the slots it wants before it runs with fewer, or fails without
+    /// the slots it needs.
+    pub resource_wait_timeout: Option<Duration>,
+    /// `jobmanager.adaptive-scheduler.resource-stabilization-timeout` (default 10 s): how long
+    /// the slots a job could have must stay unchanged before it starts with fewer than it wants.
+    pub stabilization_timeout: Duration,
+    /// `jobmanager.adaptive-scheduler.min-parallelism-increase` (default 1): the smallest raise
+    /// of a vertex's parallelism worth a rescale.
+    pub min_parallelism_increase: u32,
+    /// `jobmanager.adaptive-scheduler.scaling-interval.min` (default 30 s): the least time
+    /// between a job's (re)start and its next scale-up.
+    pub scaling_interval_min: Duration,
+    /// `jobmanager.adaptive-scheduler.scaling-interval.max` (default unset): after this long, a
+    /// raise below the minimum increase rescales anyway.
+    pub scaling_interval_max: Option<Duration>,
+    /// `scheduler-mode` (default unset): `reactive`.
+    pub mode: Option<SchedulerMode>,
+}
+
 /// The store of finished jobs served by the REST API.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobStoreOptions {
@@ -663,6 +696,14 @@ impl Config {
             },
             slot_request_timeout: Duration::ZERO,
             scheduler: SchedulerKind::Default,
+            adaptive: AdaptiveSchedulerOptions {
+                resource_wait_timeout: None,
+                stabilization_timeout: Duration::ZERO,
+                min_parallelism_increase: 0,
+                scaling_interval_min: Duration::ZERO,
+                scaling_interval_max: None,
+                mode: None,
+            },
             restart: RestartOptions {
                 kind: None,
                 fixed_delay_attempts: 0,

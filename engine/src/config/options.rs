@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
 use super::{
     CheckpointRetention, CheckpointingMode, Config, ConfigError, RestartStrategyKind,
-    SchedulerKind, StateBackendKind,
+    SchedulerKind, SchedulerMode, StateBackendKind,
 };
 use crate::threads::SchedulingPolicy;
 
@@ -605,6 +605,10 @@ impl ConfigEnum for SchedulerKind {
     ];
 }
 
+impl ConfigEnum for SchedulerMode {
+    const CHOICES: &'static [(&'static str, Self)] = &[("reactive", SchedulerMode::Reactive)];
+}
+
 impl ConfigEnum for RestartStrategyKind {
     const CHOICES: &'static [(&'static str, Self)] = &[
         ("none", RestartStrategyKind::None),
@@ -702,6 +706,24 @@ impl Codec for OptDur {
     }
     fn render(&self, value: &Option<Duration>) -> String {
         value.map(format_duration).unwrap_or_default()
+    }
+}
+
+/// A duration where a negative value means forever (`None`), as Flink's adaptive scheduler
+/// reads its resource wait timeout.
+struct WaitDur;
+
+impl Codec for WaitDur {
+    type Value = Option<Duration>;
+    const TYPE_NAME: &'static str = "duration (negative: forever)";
+    fn parse(&self, raw: &str) -> Result<Option<Duration>, Rejection> {
+        if raw.trim().starts_with('-') {
+            return Ok(None);
+        }
+        ANY_DURATION.parse(raw).map(Some)
+    }
+    fn render(&self, value: &Option<Duration>) -> String {
+        value.map_or_else(|| "-1".into(), format_duration)
     }
 }
 
@@ -926,6 +948,21 @@ options! {
     "high-availability.zookeeper.quorum" => ha.quorum: OptionalText,
         default "",
         doc "ZooKeeper servers, host:port,host:port; required with zookeeper HA.";
+    "jobmanager.adaptive-scheduler.min-parallelism-increase" => adaptive.min_parallelism_increase: Int::<u32>::range(1, 32768),
+        default "1",
+        doc "Adaptive scheduler: the smallest raise of a vertex's parallelism that new slots must allow before a running job rescales.";
+    "jobmanager.adaptive-scheduler.resource-stabilization-timeout" => adaptive.stabilization_timeout: ANY_DURATION,
+        default "10 s",
+        doc "Adaptive scheduler: how long the slots a job could have must stay unchanged before it starts with fewer than it wants.";
+    "jobmanager.adaptive-scheduler.resource-wait-timeout" => adaptive.resource_wait_timeout: WaitDur,
+        default "5 min",
+        doc "Adaptive scheduler: how long a job waits for the slots it wants before it runs with fewer, or fails without the slots it needs (negative: forever).";
+    "jobmanager.adaptive-scheduler.scaling-interval.max" => adaptive.scaling_interval_max: OptDur,
+        default "",
+        doc "Adaptive scheduler: after this long, new slots that raise a job's parallelism by less than the minimum increase rescale it anyway (unset: never).";
+    "jobmanager.adaptive-scheduler.scaling-interval.min" => adaptive.scaling_interval_min: ANY_DURATION,
+        default "30 s",
+        doc "Adaptive scheduler: the least time between a job's (re)start and its next scale-up.";
     "jobmanager.bind-host" => jobmanager.bind_host: Text,
         default "localhost",
         doc "Local address the JobManager's RPC endpoint binds to (0.0.0.0 for all interfaces).";
@@ -1034,6 +1071,9 @@ options! {
     "restart-strategy.type" => restart.kind: OptChoice::<RestartStrategyKind>(PhantomData),
         default "",
         doc "none, fixed-delay, failure-rate or exponential-delay; unset: none without checkpointing, as in Flink.";
+    "scheduler-mode" => adaptive.mode: OptChoice::<SchedulerMode>(PhantomData),
+        default "",
+        doc "reactive: the adaptive scheduler runs every job on every slot it can get (each vertex up to its maximum parallelism) and waits for slots without a timeout; unset: as jobmanager.scheduler says.";
     "security.cluster.secret" => security.cluster_secret: OptionalText,
         default "",
         doc "Shared secret that authenticates every process of the cluster to the others.",

@@ -43,6 +43,14 @@ pub enum GraphError {
         /// The largest allowed.
         max: u32,
     },
+    /// A rescaled graph was given a parallelism for another number of vertices.
+    #[error("{given} parallelisms given for a job of {vertices} vertices")]
+    VertexCount {
+        /// Parallelisms given.
+        given: usize,
+        /// The job's vertices.
+        vertices: usize,
+    },
     /// An operator that is not a source has no input (cannot happen through the public API).
     #[error("operator {0} has no input")]
     Unconnected(String),
@@ -132,6 +140,41 @@ impl JobGraph {
             "{:016x}",
             crate::common::keys::stable_hash_bytes(text.as_bytes())
         )
+    }
+
+    /// The same job with each vertex at the parallelism `parallelism` gives it (in vertex
+    /// order), as the adaptive scheduler runs it: structure, chaining and key groups (each
+    /// vertex's maximum parallelism) stay, so state moves between the two by key group.
+    pub fn rescaled(&self, parallelism: &[u32]) -> Result<JobGraph, GraphError> {
+        let mut graph = self.clone();
+        for (v, &p) in graph.vertices.iter_mut().zip(parallelism) {
+            if p == 0 || p > v.max_parallelism {
+                return Err(GraphError::BadParallelism {
+                    name: v.name.clone(),
+                    parallelism: p,
+                    max: v.max_parallelism,
+                });
+            }
+            v.parallelism = p;
+        }
+        if parallelism.len() != graph.vertices.len() {
+            return Err(GraphError::VertexCount {
+                given: parallelism.len(),
+                vertices: graph.vertices.len(),
+            });
+        }
+        for e in &graph.edges {
+            let (from, to) = (&graph.vertices[e.source], &graph.vertices[e.target]);
+            if e.strategy == ShipStrategy::Forward && from.parallelism != to.parallelism {
+                return Err(GraphError::ForwardParallelism {
+                    from: from.name.clone(),
+                    from_p: from.parallelism,
+                    to: to.name.clone(),
+                    to_p: to.parallelism,
+                });
+            }
+        }
+        Ok(graph)
     }
 
     /// The most slots the job needs with slot sharing: the largest vertex parallelism.
@@ -578,5 +621,33 @@ mod tests {
             8, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
         ]);
         assert!(input.process(&garbage, false).is_err());
+    }
+}
+
+#[cfg(test)]
+mod rescale_tests {
+    use crate::api::StreamExecutionEnvironment;
+
+    #[test]
+    fn a_rescaled_graph_keeps_its_structure_and_key_groups_and_checks_forward_edges() {
+        let env = StreamExecutionEnvironment::new();
+        env.from_sequence(0, 9)
+            .map(|i| (i % 3, 1u64))
+            .key_by(|r: &(u64, u64)| r.0)
+            .sum()
+            .discard();
+        let job = env.into_graph().job_graph("t", 4).unwrap();
+        let p: Vec<u32> = job.vertices.iter().map(|_| 2).collect();
+        let small = job.rescaled(&p).unwrap();
+        assert_eq!(small.vertices.len(), job.vertices.len());
+        for (a, b) in small.vertices.iter().zip(&job.vertices) {
+            assert_eq!(a.parallelism, 2);
+            assert_eq!(a.max_parallelism, b.max_parallelism, "key groups stay");
+            assert_eq!(a.operators, b.operators, "state ids stay");
+        }
+        assert_ne!(small.fingerprint(), job.fingerprint());
+        assert!(job.rescaled(&[2]).is_err(), "one parallelism per vertex");
+        let too_many: Vec<u32> = job.vertices.iter().map(|v| v.max_parallelism + 1).collect();
+        assert!(job.rescaled(&too_many).is_err());
     }
 }

@@ -10,7 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use super::jobmaster::{Action, JobMaster};
+use super::adaptive::{AdaptiveSettings, Bounds};
+use super::jobmaster::{Action, JobMaster, RequirementsError};
 use super::resourcemanager::{ResourceManager, TaskManagerInfo};
 use super::restart::RestartPolicy;
 use crate::checkpoint::StorageWork;
@@ -38,6 +39,9 @@ pub struct DispatcherSettings {
     pub max_pending_jobs: usize,
     /// `web.submit.max-args-size`: most bytes of one job's program arguments.
     pub max_args_size: u64,
+    /// The adaptive scheduler's settings when it runs new jobs (`jobmanager.scheduler:
+    /// adaptive`); `None`: the default scheduler.
+    pub adaptive: Option<AdaptiveSettings>,
 }
 
 impl DispatcherSettings {
@@ -50,8 +54,28 @@ impl DispatcherSettings {
             jobstore_expiration_ms: config.jobstore.expiration_time.as_millis() as u64,
             max_pending_jobs: config.jobmanager.max_pending_jobs,
             max_args_size: config.rest.max_args_size,
+            adaptive: adaptive_settings(config),
         }
     }
+}
+
+/// The adaptive scheduler's settings, when `jobmanager.scheduler: adaptive` or
+/// `scheduler-mode: reactive` asks for it.
+fn adaptive_settings(config: &Config) -> Option<AdaptiveSettings> {
+    let a = &config.adaptive;
+    let reactive = a.mode == Some(crate::config::SchedulerMode::Reactive);
+    if config.scheduler != crate::config::SchedulerKind::Adaptive && !reactive {
+        return None;
+    }
+    let ms = |d: std::time::Duration| d.as_millis().min(u64::MAX as u128) as u64;
+    Some(AdaptiveSettings {
+        resource_wait_timeout_ms: a.resource_wait_timeout.filter(|_| !reactive).map(ms),
+        stabilization_timeout_ms: ms(a.stabilization_timeout),
+        min_parallelism_increase: a.min_parallelism_increase,
+        scaling_interval_min_ms: ms(a.scaling_interval_min),
+        scaling_interval_max_ms: a.scaling_interval_max.map(ms),
+        reactive,
+    })
 }
 
 /// Refuses the paths a submission chose that the cluster's own configuration did not: the
@@ -358,6 +382,9 @@ impl Dispatcher {
             coordinator,
             now,
         );
+        if let Some(adaptive) = &self.settings.adaptive {
+            jm.set_adaptive(adaptive.clone(), now);
+        }
         jm.set_state_config(job.state);
         jm.set_auto_watermark_interval(job.auto_watermark_interval);
         if let Some((dir, metadata)) = job.restore_from {
@@ -406,7 +433,35 @@ impl Dispatcher {
                 actions.extend(jm.taskmanager_lost(id, reason, now));
             }
         }
-        self.run(actions, now)
+        let mut out = self.run(actions, now);
+        // Fewer slots: jobs of the adaptive scheduler learn it.
+        out.extend(self.allocate(now));
+        out
+    }
+
+    /// New per-vertex bounds of parallelism for a job of the adaptive scheduler (REST `PUT
+    /// /jobs/:id/resource-requirements`), by vertex id.
+    pub fn set_requirements(
+        &mut self,
+        job: JobId,
+        bounds: &BTreeMap<String, Bounds>,
+        now: u64,
+    ) -> Result<Outbox, RequirementsError> {
+        let Some(jm) = self.jobs.get_mut(&job) else {
+            return Err(RequirementsError::UnknownJob(job));
+        };
+        let ordered = jm
+            .submitted_graph()
+            .vertices
+            .iter()
+            .map(|v| bounds.get(&v.id).copied())
+            .collect::<Option<Vec<Bounds>>>()
+            .filter(|b| b.len() == bounds.len())
+            .ok_or(RequirementsError::Vertices)?;
+        let actions = jm.set_requirements(ordered, now)?;
+        let mut out = self.run(actions, now);
+        out.extend(self.allocate(now));
+        Ok(out)
     }
 
     /// A TaskManager reported an execution state.
@@ -571,12 +626,21 @@ impl Dispatcher {
         out
     }
 
+    /// Grants the requests the free slots satisfy, then tells the adaptive scheduler's jobs
+    /// how many slots they could have now.
     fn allocate(&mut self, now: u64) -> Outbox {
         let mut actions = Vec::new();
         for (job, slots) in self.rm.allocate() {
             match self.jobs.get_mut(&job) {
                 Some(jm) => actions.extend(jm.slots_allocated(slots, now)),
                 None => self.rm.release(job),
+            }
+        }
+        let free = self.rm.free_slots();
+        for jm in self.jobs.values_mut() {
+            if jm.adaptive().is_some() && !jm.status().is_globally_terminal() {
+                let available = free + self.rm.held_by(jm.job_id());
+                actions.extend(jm.slots_available(available, now));
             }
         }
         self.run(actions, now)
@@ -611,6 +675,11 @@ impl Dispatcher {
             match action {
                 Action::RequestSlots { job, slots } => {
                     self.rm.request(job, slots, now);
+                    needs_allocation = true;
+                }
+                Action::DeclareSlots { job, slots } => {
+                    self.rm.declare(job, slots);
+                    // The job learns how many slots it could have when they are allocated.
                     needs_allocation = true;
                 }
                 Action::ShipProducers { resource_id, group } => {
@@ -665,7 +734,7 @@ impl Dispatcher {
                 }
                 Action::Storage { job, work } => out.storage.push((job, work)),
                 Action::Terminated { job, resource_ids } => {
-                    self.rm.release(job);
+                    self.rm.forget(job);
                     needs_allocation = true;
                     terminated = true;
                     for id in resource_ids {
@@ -703,6 +772,7 @@ mod tests {
             jobstore_expiration_ms: 10_000,
             max_pending_jobs: 2,
             max_args_size: 64,
+            adaptive: None,
         }
     }
 
@@ -788,6 +858,163 @@ mod tests {
             d.cancel(JobId(1), 3).unwrap_err(),
             CancelError::Ended(JobId(1), "CANCELED")
         );
+    }
+
+    /// Every deployment in `out`, as (TaskManager, execution), and each reported RUNNING.
+    fn run_deployed(d: &mut Dispatcher, out: Outbox, now: u64) -> Vec<(ResourceId, ExecutionId)> {
+        let deployed: Vec<(ResourceId, ExecutionId)> = out
+            .messages
+            .into_iter()
+            .filter_map(|(tm, m)| match m {
+                JmToTm::Deploy(d) => Some((tm, d.execution)),
+                _ => None,
+            })
+            .collect();
+        for (_, e) in &deployed {
+            let _ = d.task_state(
+                *e,
+                ExecutionState::Running,
+                None,
+                TaskMetrics::default(),
+                now,
+            );
+        }
+        deployed
+    }
+
+    /// Acknowledges every cancellation in `out`.
+    fn cancel_all(d: &mut Dispatcher, out: Outbox, now: u64) -> Outbox {
+        let mut next = Outbox::default();
+        for (_, m) in out.messages {
+            if let JmToTm::Cancel { execution } = m {
+                next.extend(d.task_state(
+                    execution,
+                    ExecutionState::Canceled,
+                    None,
+                    TaskMetrics::default(),
+                    now,
+                ));
+            }
+        }
+        next
+    }
+
+    #[test]
+    fn the_adaptive_scheduler_runs_with_the_slots_there_are_and_grows_with_new_ones() {
+        let mut s = settings();
+        s.adaptive = Some(AdaptiveSettings {
+            resource_wait_timeout_ms: Some(60_000),
+            stabilization_timeout_ms: 100,
+            min_parallelism_increase: 1,
+            scaling_interval_min_ms: 1_000,
+            scaling_interval_max_ms: None,
+            reactive: false,
+        });
+        s.slot_request_timeout_ms = 100_000;
+        s.heartbeat_timeout_ms = 1_000_000;
+        let mut d = Dispatcher::new(s);
+        let _ = d.register_taskmanager(tm("a", 2, 0), 0);
+        let job = JobId(1);
+        let program = spec("stream-sum", &[]);
+        let graph =
+            crate::graph::build_job_graph(&crate::examples::bundled(), &program, 4).unwrap();
+        let mut settings = self::job();
+        settings.restart = RestartPolicy::FixedDelay {
+            attempts: 3,
+            delay_ms: 50,
+        };
+        let out = d.submit(job, program, graph, 4, settings, 0).unwrap();
+        assert!(
+            out.messages.is_empty(),
+            "2 of 4 slots: it waits for them to stay"
+        );
+        assert_eq!(d.resources().pending_slots(), 4, "it wants 4 (2 of them free)");
+        let jm = d.job(job).unwrap();
+        assert_eq!(jm.status(), JobStatus::Created);
+        assert_eq!(jm.adaptive().unwrap().0, "WaitingForResources");
+        assert_eq!(d.poll_timeout(), Some(100));
+        let out = d.tick(100);
+        let first = run_deployed(&mut d, out, 100);
+        let jm = d.job(job).unwrap();
+        assert_eq!(jm.adaptive().unwrap().0, "Executing");
+        assert_eq!(jm.status(), JobStatus::Running);
+        assert!(jm.graph().vertices.iter().all(|v| v.parallelism == 2));
+        assert_eq!(first.len() as u32, jm.graph().total_subtasks());
+
+        // A second TaskManager: the job rescales to 4 once the scaling interval has passed.
+        let out = d.register_taskmanager(tm("b", 2, 200), 200);
+        assert!(out.messages.is_empty(), "too soon after the start");
+        assert_eq!(d.poll_timeout(), Some(1_100));
+        let out = d.tick(1_100);
+        assert!(!out.messages.is_empty());
+        assert_eq!(d.job(job).unwrap().status(), JobStatus::Restarting);
+        let mut out = cancel_all(&mut d, out, 1_200);
+        assert_eq!(d.poll_timeout(), Some(1_100), "every task stopped: restart now");
+        out.extend(d.tick(1_200));
+        let second = run_deployed(&mut d, out, 1_200);
+        let jm = d.job(job).unwrap();
+        assert_eq!(jm.status(), JobStatus::Running);
+        assert!(jm.graph().vertices.iter().all(|v| v.parallelism == 4));
+        assert_eq!(second.len() as u32, jm.graph().total_subtasks());
+        assert!(second.iter().all(|(_, e)| e.attempt == 1), "a new attempt");
+        assert_eq!(jm.restarts(), 0, "a rescale is not a failure");
+        assert_eq!(d.resources().free_slots(), 0);
+
+        // Losing a TaskManager fails its tasks; the job restarts on the 2 slots left.
+        let out = d.taskmanager_lost("b", "gone", 2_000);
+        let out = cancel_all(&mut d, out, 2_000);
+        assert!(out.messages.is_empty());
+        let mut deployed = Vec::new();
+        let mut now = 2_000;
+        while deployed.is_empty() && now < 20_000 {
+            now = d.poll_timeout().unwrap().max(now + 1);
+            let out = d.tick(now);
+            deployed = run_deployed(&mut d, out, now);
+        }
+        let jm = d.job(job).unwrap();
+        assert_eq!(jm.status(), JobStatus::Running);
+        assert!(jm.graph().vertices.iter().all(|v| v.parallelism == 2));
+        assert!(deployed.iter().all(|(tm, _)| tm == "a"));
+
+        // Narrower requirements rescale it at once; bad ones are refused with a reason.
+        let ids: Vec<String> = jm.graph().vertices.iter().map(|v| v.id.clone()).collect();
+        let mut bounds: BTreeMap<String, Bounds> = ids
+            .iter()
+            .map(|id| (id.clone(), Bounds { lower: 1, upper: 1 }))
+            .collect();
+        let out = d.set_requirements(job, &bounds, now + 1).unwrap();
+        let mut out = cancel_all(&mut d, out, now + 2);
+        out.extend(d.tick(now + 2));
+        run_deployed(&mut d, out, now + 2);
+        let jm = d.job(job).unwrap();
+        assert!(jm.graph().vertices.iter().all(|v| v.parallelism == 1));
+        bounds.insert(ids[0].clone(), Bounds { lower: 3, upper: 2 });
+        let err = d.set_requirements(job, &bounds, now + 3).unwrap_err();
+        assert!(err.to_string().contains("3..2"), "{err}");
+        bounds.remove(&ids[0]);
+        assert_eq!(
+            d.set_requirements(job, &bounds, now + 3).unwrap_err(),
+            RequirementsError::Vertices
+        );
+    }
+
+    #[test]
+    fn the_adaptive_scheduler_gives_up_without_the_slots_it_needs() {
+        let mut s = settings();
+        s.adaptive = Some(AdaptiveSettings {
+            resource_wait_timeout_ms: Some(5_000),
+            ..AdaptiveSettings::default()
+        });
+        s.heartbeat_timeout_ms = 1_000_000;
+        let mut d = Dispatcher::new(s);
+        let job = JobId(1);
+        let _ = submit(&mut d, job, spec("stream-sum", &[]), 2, 0).unwrap();
+        assert_eq!(d.poll_timeout(), Some(5_000));
+        let _ = d.tick(5_000);
+        let jm = d.job(job).unwrap();
+        assert_eq!(jm.status(), JobStatus::Failed);
+        assert_eq!(jm.exceptions()[0].exception, NO_RESOURCE);
+        assert_eq!(d.resources().pending_slots(), 0, "its declaration is gone");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::adaptive::{Adaptive, AdaptiveSettings, Bounds, Decision, Phase, Requirements};
 use super::resourcemanager::SlotRef;
 use super::restart::{RestartPolicy, RestartTracker};
 use crate::api::ShipStrategy;
@@ -123,6 +124,14 @@ pub enum Action {
         /// How many.
         slots: u32,
     },
+    /// The adaptive scheduler's job wants this many slots (what an active resource driver
+    /// should provide); it takes them itself with `RequestSlots` once it decides to run.
+    DeclareSlots {
+        /// The job.
+        job: JobId,
+        /// How many it could use.
+        slots: u32,
+    },
     /// Send a producer group to a TaskManager, before the deployments that read it.
     ShipProducers {
         /// Where.
@@ -193,6 +202,50 @@ pub enum Action {
 /// The message of a job that could not get its slots, as in Flink.
 pub const NO_RESOURCE: &str = "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException: Could not acquire the minimum required resources.";
 
+/// Why new resource requirements were refused (REST `PUT /jobs/:id/resource-requirements`).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequirementsError {
+    /// The default scheduler runs the job at a fixed parallelism.
+    #[error(
+        "the job runs under the default scheduler, which cannot change a running job's parallelism; set jobmanager.scheduler: adaptive"
+    )]
+    NotAdaptive,
+    /// No such job.
+    #[error("no job with id {0}")]
+    UnknownJob(JobId),
+    /// The job has ended or is being cancelled.
+    #[error("the job is {0}: its requirements can no longer change")]
+    Ended(&'static str),
+    /// The requirements do not name exactly the job's vertices.
+    #[error("the requirements must name every vertex of the job, and only those")]
+    Vertices,
+    /// Bounds outside `1 <= lower <= upper <= max parallelism`.
+    #[error(
+        "vertex {vertex}: bounds {lower}..{upper} are not within 1 <= lowerBound <= upperBound <= {max} (its maximum parallelism)"
+    )]
+    Bounds {
+        /// The vertex id.
+        vertex: String,
+        /// The lower bound given.
+        lower: u32,
+        /// The upper bound given.
+        upper: u32,
+        /// The vertex's maximum parallelism.
+        max: u32,
+    },
+    /// Vertices connected by a forward exchange must keep equal parallelism.
+    #[error(
+        "vertices {from} and {to} are connected one-to-one (forward) and must have the same bounds"
+    )]
+    Forward {
+        /// The producing vertex.
+        from: String,
+        /// The consuming vertex.
+        to: String,
+    },
+}
+
 /// One job's master.
 #[derive(Debug)]
 pub struct JobMaster {
@@ -249,6 +302,16 @@ pub struct JobMaster {
     awaiting_restore: Option<u64>,
     /// The last ticket handed out.
     restore_tickets: u64,
+    /// The adaptive scheduler, when it runs this job (`jobmanager.scheduler: adaptive`).
+    adaptive: Option<AdaptiveJob>,
+}
+
+/// A job under the adaptive scheduler: its decisions and the job graph as submitted, which
+/// holds each vertex's parallelism at the upper bound (`graph` is the one running).
+#[derive(Debug)]
+struct AdaptiveJob {
+    core: Adaptive,
+    submitted: JobGraph,
 }
 
 /// The checkpoint coordinator of a job (wrapped for `Debug`).
@@ -282,22 +345,7 @@ impl JobMaster {
         checkpoints: CheckpointCoordinator,
         now: u64,
     ) -> Self {
-        let executions: Vec<Vec<Execution>> = graph
-            .vertices
-            .iter()
-            .map(|v| {
-                (0..v.parallelism)
-                    .map(|_| Execution {
-                        state: ExecutionState::Created,
-                        attempt: 0,
-                        slot: None,
-                        timestamps: BTreeMap::from([(ExecutionState::Created, now)]),
-                        metrics: TaskMetrics::default(),
-                        failure: None,
-                    })
-                    .collect()
-            })
-            .collect();
+        let executions = Self::executions_of(&graph, 0, now);
         let fingerprint = graph.fingerprint();
         JobMaster {
             job_id,
@@ -330,7 +378,187 @@ impl JobMaster {
             stop_request: None,
             awaiting_restore: None,
             restore_tickets: 0,
+            adaptive: None,
         }
+    }
+
+    /// Runs this job under the adaptive scheduler: each vertex between parallelism 1 and its
+    /// parallelism in the graph (its maximum parallelism with `scheduler-mode: reactive`).
+    /// Called before [`start`](Self::start).
+    pub fn set_adaptive(&mut self, settings: AdaptiveSettings, now: u64) {
+        let bounds = self
+            .graph
+            .vertices
+            .iter()
+            .map(|v| Bounds {
+                lower: 1,
+                upper: if settings.reactive {
+                    v.max_parallelism
+                } else {
+                    v.parallelism
+                },
+            })
+            .collect();
+        let core = Adaptive::new(settings, Requirements(bounds), now);
+        self.adaptive = Some(AdaptiveJob {
+            core,
+            submitted: self.graph.clone(),
+        });
+    }
+
+    /// The adaptive scheduler's state (Flink's names) and the job's requirements, if it runs
+    /// the job.
+    pub fn adaptive(&self) -> Option<(&'static str, &Requirements)> {
+        self.adaptive
+            .as_ref()
+            .map(|a| (a.core.phase().name(), a.core.requirements()))
+    }
+
+    /// The job graph as submitted: the one running, except under the adaptive scheduler,
+    /// whose running graph is this one rescaled.
+    pub fn submitted_graph(&self) -> &JobGraph {
+        self.adaptive.as_ref().map_or(&self.graph, |a| &a.submitted)
+    }
+
+    /// The slots this job could have now (free ones plus its own): the adaptive scheduler
+    /// decides whether to start or rescale. Without it, nothing happens.
+    pub fn slots_available(&mut self, available: u32, now: u64) -> Vec<Action> {
+        let Some(a) = self.adaptive.as_mut() else {
+            return Vec::new();
+        };
+        let decision = a.core.available(available, now);
+        self.adaptive_decision(decision, now)
+    }
+
+    /// New per-vertex bounds of parallelism (REST `PUT /jobs/:id/resource-requirements`), in
+    /// vertex order. A running job whose parallelism they change rescales at once.
+    pub fn set_requirements(
+        &mut self,
+        bounds: Vec<Bounds>,
+        now: u64,
+    ) -> Result<Vec<Action>, RequirementsError> {
+        let Some(a) = self.adaptive.as_ref() else {
+            return Err(RequirementsError::NotAdaptive);
+        };
+        if self.status.is_globally_terminal() || self.status == JobStatus::Cancelling {
+            return Err(RequirementsError::Ended(self.status.name()));
+        }
+        let graph = &a.submitted;
+        if bounds.len() != graph.vertices.len() {
+            return Err(RequirementsError::Vertices);
+        }
+        for (v, b) in graph.vertices.iter().zip(&bounds) {
+            if b.lower == 0 || b.lower > b.upper || b.upper > v.max_parallelism {
+                return Err(RequirementsError::Bounds {
+                    vertex: v.id.clone(),
+                    lower: b.lower,
+                    upper: b.upper,
+                    max: v.max_parallelism,
+                });
+            }
+        }
+        for e in &graph.edges {
+            if e.strategy == ShipStrategy::Forward && bounds[e.source] != bounds[e.target] {
+                return Err(RequirementsError::Forward {
+                    from: graph.vertices[e.source].id.clone(),
+                    to: graph.vertices[e.target].id.clone(),
+                });
+            }
+        }
+        let requirements = Requirements(bounds);
+        let declare = Action::DeclareSlots {
+            job: self.job_id,
+            slots: requirements.max_slots(),
+        };
+        let a = self.adaptive.as_mut().expect("checked above");
+        let decision = a.core.set_requirements(requirements, now);
+        let mut actions = vec![declare];
+        actions.extend(self.adaptive_decision(decision, now));
+        Ok(actions)
+    }
+
+    /// Carries out an adaptive scheduler's decision.
+    fn adaptive_decision(&mut self, decision: Option<Decision>, now: u64) -> Vec<Action> {
+        match decision {
+            None => Vec::new(),
+            Some(Decision::Start(slots)) => self.start_adaptive(slots, now),
+            Some(Decision::Rescale(slots)) => {
+                tracing::info!(job_id = %self.job_id, slots, "rescaling the job to the slots available");
+                let decisions = self.checkpoints.0.job_reset(now);
+                let mut actions = self.checkpoint_actions(decisions, now);
+                self.stop_request = None;
+                self.set_status(JobStatus::Restarting, now);
+                self.restart_at = Some(now);
+                actions.extend(self.cancel_executions(now));
+                actions.extend(self.tick(now));
+                actions
+            }
+            Some(Decision::GiveUp) => {
+                self.exceptions.push(ExceptionEntry {
+                    timestamp: now,
+                    exception: NO_RESOURCE.into(),
+                    task_name: None,
+                    location: None,
+                    concurrent: Vec::new(),
+                });
+                self.set_status(JobStatus::Failing, now);
+                let mut actions = self.cancel_executions(now);
+                actions.extend(self.terminate_if_done(now));
+                actions
+            }
+        }
+    }
+
+    /// Runs the job on `slots` slots: each vertex at the parallelism the requirements give it
+    /// there, restored from the latest checkpoint by key group.
+    fn start_adaptive(&mut self, slots: u32, now: u64) -> Vec<Action> {
+        let Some(a) = self.adaptive.as_mut() else {
+            return Vec::new();
+        };
+        let parallelism = a.core.requirements().parallelism(slots);
+        let graph = match a.submitted.rescaled(&parallelism) {
+            Ok(graph) => graph,
+            Err(e) => {
+                // Requirements are checked when set; this is a defect, not the user's input.
+                tracing::error!(job_id = %self.job_id, error = %e, "cannot rescale the job graph");
+                return self.adaptive_decision(Some(Decision::GiveUp), now);
+            }
+        };
+        a.core.started(slots, now);
+        tracing::info!(job_id = %self.job_id, slots, ?parallelism, "the adaptive scheduler runs the job");
+        let attempt = self
+            .executions
+            .iter()
+            .flatten()
+            .map(|e| e.attempt)
+            .max()
+            .unwrap_or(0);
+        self.executions = Self::executions_of(&graph, attempt, now);
+        self.unstopped = self.executions.iter().map(Vec::len).sum();
+        self.fingerprint = graph.fingerprint();
+        self.checkpoints.0.set_topology(Self::topology(&graph));
+        self.graph = graph;
+        self.begin(now)
+    }
+
+    /// One execution per subtask of `graph`, not started.
+    fn executions_of(graph: &JobGraph, attempt: u32, now: u64) -> Vec<Vec<Execution>> {
+        graph
+            .vertices
+            .iter()
+            .map(|v| {
+                (0..v.parallelism)
+                    .map(|_| Execution {
+                        state: ExecutionState::Created,
+                        attempt,
+                        slot: None,
+                        timestamps: BTreeMap::from([(ExecutionState::Created, now)]),
+                        metrics: TaskMetrics::default(),
+                        failure: None,
+                    })
+                    .collect()
+            })
+            .collect()
     }
 
     /// The job's id.
@@ -725,6 +953,27 @@ impl JobMaster {
     /// ([`StorageWork::CheckRestore`]) and scheduling goes on in
     /// [`restore_checked`](Self::restore_checked).
     pub fn start(&mut self, now: u64) -> Vec<Action> {
+        let Some(a) = self.adaptive.as_mut() else {
+            return self.begin(now);
+        };
+        // The adaptive scheduler first decides on how many slots the job runs: a rescale knows,
+        // a (re)start waits for slots.
+        let decision = match a.core.phase() {
+            Phase::Restarting {
+                rescale_to: Some(slots),
+            } => Some(Decision::Start(slots)),
+            _ => a.core.wait(now),
+        };
+        let mut actions = vec![Action::DeclareSlots {
+            job: self.job_id,
+            slots: a.core.requirements().max_slots(),
+        }];
+        actions.extend(self.adaptive_decision(decision, now));
+        actions
+    }
+
+    /// Starts the job at its graph's parallelism: checks what it restores, then asks for slots.
+    fn begin(&mut self, now: u64) -> Vec<Action> {
         let candidates = self.checkpoints.0.restore_candidates();
         if candidates.is_empty() {
             return self.schedule(Vec::new(), now);
@@ -939,6 +1188,10 @@ impl JobMaster {
             inputs,
             outputs,
             auto_watermark_interval_ms: self.auto_watermark_interval_ms,
+            vertex_parallelism: self
+                .adaptive
+                .as_ref()
+                .map(|_| self.graph.vertices.iter().map(|v| v.parallelism).collect()),
             state: TaskStateConfig {
                 restore: self.restores.get(&(v, s)).cloned(),
                 key_hash: self.checkpoints.0.key_hash(),
@@ -1085,6 +1338,12 @@ impl JobMaster {
     /// cancelled either way; a failure during a failover joins it.
     fn fail(&mut self, now: u64) -> Vec<Action> {
         let mut actions = Vec::new();
+        if let Some(a) = self.adaptive.as_mut()
+            && matches!(a.core.phase(), Phase::Restarting { .. })
+        {
+            // A failure during a rescale: the slots it counted on may be gone; wait for slots.
+            a.core.restarting(None);
+        }
         if self.status == JobStatus::Running {
             let decisions = self.checkpoints.0.job_reset(now);
             actions.extend(self.checkpoint_actions(decisions, now));
@@ -1094,6 +1353,9 @@ impl JobMaster {
                 Some(delay) => {
                     self.set_status(JobStatus::Restarting, now);
                     self.restart_at = Some(now + delay);
+                    if let Some(a) = self.adaptive.as_mut() {
+                        a.core.restarting(None);
+                    }
                 }
                 None => {
                     if self.restart.policy() != &RestartPolicy::None
@@ -1119,23 +1381,33 @@ impl JobMaster {
     /// before another event): the checkpoint coordinator's next deadline while running, the
     /// restart delay's end once the failed attempt has stopped.
     pub fn poll_timeout(&self) -> Option<u64> {
-        match self.status {
+        let adaptive = self.adaptive.as_ref().and_then(|a| a.core.poll_timeout());
+        let own = match self.status {
             JobStatus::Running => self.checkpoints.0.poll_timeout(),
             JobStatus::Restarting => self.restart_at.filter(|_| self.unstopped == 0),
             _ => None,
-        }
+        };
+        [adaptive, own].into_iter().flatten().min()
     }
 
     /// Time passes: a pending restart happens once its delay is over and every execution of
     /// the failed attempt has stopped.
     pub fn tick(&mut self, now: u64) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if let Some(a) = self.adaptive.as_mut()
+            && matches!(self.status, JobStatus::Created | JobStatus::Running)
+        {
+            let decision = a.core.tick(now);
+            actions.extend(self.adaptive_decision(decision, now));
+        }
         if self.status == JobStatus::Running {
             let decisions = self.checkpoints.0.tick(now);
-            return self.checkpoint_actions(decisions, now);
+            actions.extend(self.checkpoint_actions(decisions, now));
+            return actions;
         }
         let due = self.restart_at.is_some_and(|at| now >= at);
         if self.status != JobStatus::Restarting || !due || self.unstopped > 0 {
-            return Vec::new();
+            return actions;
         }
         self.restart_at = None;
         let mut resource_ids: Vec<ResourceId> =
@@ -1149,10 +1421,10 @@ impl JobMaster {
             e.metrics = TaskMetrics::default();
             e.timestamps.clear();
         }
-        let mut actions = vec![Action::Reset {
+        actions.push(Action::Reset {
             job: self.job_id,
             resource_ids,
-        }];
+        });
         actions.extend(self.start(now));
         actions
     }
@@ -1211,6 +1483,9 @@ impl JobMaster {
             _ => JobStatus::Failed,
         };
         self.set_status(status, now);
+        if let Some(a) = self.adaptive.as_mut() {
+            a.core.done();
+        }
         let terminal = match status {
             JobStatus::Finished => Terminal::Finished,
             JobStatus::Canceled => Terminal::Canceled,

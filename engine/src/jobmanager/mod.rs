@@ -4,6 +4,7 @@
 //! pure state machines; `service` runs them, `endpoint` speaks the TaskManager protocol,
 //! `leadership` is the ZooKeeper HA part and `process` starts it all.
 
+pub mod adaptive;
 pub mod artifacts;
 pub mod dispatcher;
 pub mod endpoint;

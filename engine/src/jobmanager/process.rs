@@ -116,14 +116,6 @@ impl JobManager {
         programs: Arc<ProgramRegistry>,
         rest: impl FnOnce(Arc<JobManagerShared>) -> axum::Router,
     ) -> Result<JobManager, StartError> {
-        if config.scheduler == crate::config::SchedulerKind::Adaptive {
-            // The adaptive scheduler (rescaling a running job as slots come and go, restoring
-            // its state from the latest checkpoint each time) is not built yet.
-            return Err(StartError::Unsupported(
-                "jobmanager.scheduler: adaptive is not supported by this version; use 'default'"
-                    .into(),
-            ));
-        }
         // The REST API's certificates are read before any port is bound: a JobManager with a
         // missing or malformed file does not start, rather than serve without TLS.
         let rest_tls =

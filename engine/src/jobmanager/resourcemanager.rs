@@ -65,6 +65,9 @@ struct Request {
 pub struct ResourceManager {
     taskmanagers: BTreeMap<ResourceId, TaskManagerInfo>,
     pending: Vec<Request>,
+    /// Slots jobs of the adaptive scheduler could use, by job: they run with fewer, but an
+    /// active resource driver should provide them.
+    declared: BTreeMap<JobId, u32>,
 }
 
 impl ResourceManager {
@@ -142,10 +145,39 @@ impl ResourceManager {
         self.pending.retain(|r| r.job != job);
     }
 
-    /// Slots that queued requests wait for (what an active resource driver, e.g. YARN's,
-    /// must provide beyond the free slots).
+    /// Declares that `job` (under the adaptive scheduler) could use `slots` slots.
+    pub fn declare(&mut self, job: JobId, slots: u32) {
+        self.declared.insert(job, slots);
+    }
+
+    /// Slots that queued requests wait for, and slots that jobs of the adaptive scheduler
+    /// could use beyond those they hold and ask for (what an active resource driver, e.g.
+    /// YARN's, must provide beyond the free slots).
     pub fn pending_slots(&self) -> u32 {
-        self.pending.iter().map(|r| r.slots).sum()
+        let queued: u32 = self.pending.iter().map(|r| r.slots).sum();
+        let declared: u32 = self
+            .declared
+            .iter()
+            .map(|(&job, &wanted)| {
+                let asked = self
+                    .pending
+                    .iter()
+                    .filter(|r| r.job == job)
+                    .map(|r| r.slots)
+                    .sum::<u32>();
+                wanted.saturating_sub(self.held_by(job).max(asked))
+            })
+            .sum();
+        queued + declared
+    }
+
+    /// Slots `job` holds.
+    pub fn held_by(&self, job: JobId) -> u32 {
+        self.taskmanagers
+            .values()
+            .flat_map(|tm| &tm.slots)
+            .filter(|s| **s == Some(job))
+            .count() as u32
     }
 
     /// Whether a job waits for slots.
@@ -197,7 +229,7 @@ impl ResourceManager {
         expired.into_iter().map(|r| r.job).collect()
     }
 
-    /// Frees every slot a job holds.
+    /// Frees every slot a job holds (its declaration stays: see [`forget`](Self::forget)).
     pub fn release(&mut self, job: JobId) {
         for tm in self.taskmanagers.values_mut() {
             for slot in &mut tm.slots {
@@ -207,6 +239,12 @@ impl ResourceManager {
             }
         }
         self.cancel_request(job);
+    }
+
+    /// The job ended: frees its slots and forgets its declaration.
+    pub fn forget(&mut self, job: JobId) {
+        self.release(job);
+        self.declared.remove(&job);
     }
 
     /// Registered TaskManagers.
@@ -299,5 +337,30 @@ mod tests {
         assert_eq!(rm.silent_since(100, 50), vec!["b".to_string()]);
         rm.heartbeat("b", 90);
         assert!(rm.silent_since(100, 50).is_empty());
+    }
+
+    #[test]
+    fn declared_slots_count_as_pending_beyond_those_held_or_asked_for() {
+        let mut rm = ResourceManager::default();
+        rm.register(tm("a", 2));
+        let job = JobId(3);
+        rm.declare(job, 5);
+        assert_eq!(rm.pending_slots(), 5);
+        rm.request(job, 2, 0);
+        assert_eq!(
+            rm.pending_slots(),
+            2 + 3,
+            "the request, and 3 more it could use"
+        );
+        assert_eq!(rm.allocate().len(), 1);
+        assert_eq!((rm.held_by(job), rm.pending_slots()), (2, 3));
+        rm.release(job);
+        assert_eq!(
+            rm.pending_slots(),
+            5,
+            "a restarting job still wants its slots"
+        );
+        rm.forget(job);
+        assert_eq!(rm.pending_slots(), 0);
     }
 }

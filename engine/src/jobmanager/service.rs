@@ -474,6 +474,18 @@ impl JobManagerShared {
         self.deliver(outbox);
     }
 
+    /// New per-vertex bounds of parallelism for a job of the adaptive scheduler, by vertex id.
+    pub fn set_requirements(
+        self: &Arc<Self>,
+        job: JobId,
+        bounds: &std::collections::BTreeMap<String, crate::jobmanager::adaptive::Bounds>,
+    ) -> Result<(), crate::jobmanager::jobmaster::RequirementsError> {
+        let outbox = self.dispatcher().set_requirements(job, bounds, now_ms())?;
+        info!(job_id = %job, ?bounds, "resource requirements changed");
+        self.deliver(outbox);
+        Ok(())
+    }
+
     /// Cancels a job.
     pub fn cancel(self: &Arc<Self>, job: JobId) -> Result<(), CancelError> {
         let outbox = self.dispatcher().cancel(job, now_ms())?;

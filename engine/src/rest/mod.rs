@@ -79,6 +79,10 @@ pub fn router(shared: Arc<JobManagerShared>) -> Router {
             get(savepoint_status),
         ),
         ("/jobs/{jobid}/stop", post(stop_job)),
+        (
+            "/jobs/{jobid}/resource-requirements",
+            get(resource_requirements).put(set_resource_requirements),
+        ),
         ("/taskmanagers", get(taskmanagers)),
         ("/taskmanagers/{taskmanagerid}", get(taskmanager)),
         (
@@ -418,6 +422,63 @@ struct SavepointTrigger {
     target_directory: Option<String>,
     #[serde(default, rename = "cancel-job")]
     cancel_job: bool,
+}
+
+/// `GET /jobs/:jobid/resource-requirements`: each vertex's bounds of parallelism (Flink's
+/// `JobResourceRequirements`).
+async fn resource_requirements(
+    State(shared): State<Shared>,
+    JobIdParam(id): JobIdParam,
+) -> ApiResult {
+    let dispatcher = shared.view();
+    let jm = dispatcher
+        .job(id)
+        .ok_or_else(|| ApiError::job_not_found(id))?;
+    Ok(Json(views::resource_requirements(jm)))
+}
+
+/// One vertex's entry of a `PUT /jobs/:jobid/resource-requirements` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VertexRequirements {
+    parallelism: ParallelismBounds,
+}
+
+/// `{"lowerBound": 1, "upperBound": 4}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ParallelismBounds {
+    lower_bound: u32,
+    upper_bound: u32,
+}
+
+/// `PUT /jobs/:jobid/resource-requirements`: new bounds for every vertex of a job of the
+/// adaptive scheduler, which rescales it at once if its parallelism changes.
+async fn set_resource_requirements(
+    State(shared): State<Shared>,
+    JobIdParam(id): JobIdParam,
+    ApiJson(body): ApiJson<std::collections::BTreeMap<String, VertexRequirements>>,
+) -> ApiResult {
+    use crate::jobmanager::jobmaster::RequirementsError;
+    let bounds = body
+        .into_iter()
+        .map(|(vertex, r)| {
+            let b = crate::jobmanager::adaptive::Bounds {
+                lower: r.parallelism.lower_bound,
+                upper: r.parallelism.upper_bound,
+            };
+            (vertex, b)
+        })
+        .collect();
+    shared.set_requirements(id, &bounds).map_err(|e| {
+        let status = match e {
+            RequirementsError::UnknownJob(_) => StatusCode::NOT_FOUND,
+            RequirementsError::NotAdaptive | RequirementsError::Ended(_) => StatusCode::CONFLICT,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, e.to_string())
+    })?;
+    Ok(Json(json!({})))
 }
 
 /// Body of `POST /jobs/:jobid/stop` (Flink's `StopWithSavepointRequestBody`).

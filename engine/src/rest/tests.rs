@@ -1113,6 +1113,7 @@ mod views_of_a_running_cluster {
             jobstore_expiration_ms: 100_000,
             max_pending_jobs: 10,
             max_args_size: 1 << 16,
+            adaptive: None,
         });
         let _ = d.register_taskmanager(
             TaskManagerInfo {

@@ -546,7 +546,7 @@ pub fn job_details(jm: &JobMaster, now: u64) -> Value {
         .map(|v| v.max_parallelism)
         .max()
         .unwrap_or(0);
-    json!({
+    let mut details = json!({
         "jid": jid,
         "name": jm.name(),
         "isStoppable": false,
@@ -562,7 +562,39 @@ pub fn job_details(jm: &JobMaster, now: u64) -> Value {
         "status-counts": counts(&jm.state_counts(), false),
         "plan": plan(&jid, jm.graph()),
         "pending-operators": pending_operators(jm),
-    })
+    });
+    if let Some((state, _)) = jm.adaptive() {
+        // Not in Flink's JobDetailsInfo: the adaptive scheduler's state (WaitingForResources,
+        // Executing, Restarting), which Flink shows only in its logs.
+        details["adaptive-scheduler-state"] = json!(state);
+    }
+    details
+}
+
+/// `GET /jobs/:jobid/resource-requirements`: per vertex id, `{"parallelism": {"lowerBound",
+/// "upperBound"}}`; a job of the default scheduler has its fixed parallelism as both.
+pub fn resource_requirements(jm: &JobMaster) -> Value {
+    let graph = jm.submitted_graph();
+    let bounds: Vec<(u32, u32)> = match jm.adaptive() {
+        Some((_, r)) => r.0.iter().map(|b| (b.lower, b.upper)).collect(),
+        None => graph
+            .vertices
+            .iter()
+            .map(|v| (v.parallelism, v.parallelism))
+            .collect(),
+    };
+    let map: Map<String, Value> = graph
+        .vertices
+        .iter()
+        .zip(bounds)
+        .map(|(v, (lower, upper))| {
+            (
+                v.id.clone(),
+                json!({"parallelism": {"lowerBound": lower, "upperBound": upper}}),
+            )
+        })
+        .collect();
+    Value::Object(map)
 }
 
 /// The exception class of `com.example.SomeException: message` (a qualified name, or one

@@ -136,6 +136,10 @@ pub struct TaskDeployment {
     /// How often timestamp assigners emit watermarks, in ms (0: never periodically).
     #[serde(default)]
     pub auto_watermark_interval_ms: u64,
+    /// Each vertex's parallelism when the adaptive scheduler runs the job at other than the
+    /// program's (`None`: as built): the TaskManager rescales its rebuilt graph the same way.
+    #[serde(default)]
+    pub vertex_parallelism: Option<Vec<u32>>,
 }
 
 /// The state and checkpoint settings of a deployed subtask.

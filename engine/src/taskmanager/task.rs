@@ -359,9 +359,14 @@ fn run(
         .build(&env, &d.program.args)
         .map_err(TaskError::Setup)?;
     let graph = env.into_graph();
-    let job = graph
+    let mut job = graph
         .job_graph(&d.job_name, d.default_parallelism)
         .map_err(|e| TaskError::Setup(e.to_string()))?;
+    if let Some(parallelism) = &d.vertex_parallelism {
+        job = job
+            .rescaled(parallelism)
+            .map_err(|e| TaskError::Setup(e.to_string()))?;
+    }
     if job.fingerprint() != d.fingerprint {
         return Err(TaskError::Setup(
             "the job graph rebuilt on this TaskManager differs from the JobManager's (different sluice versions?)".into(),
