@@ -878,7 +878,7 @@ mod throughput {
 }
 
 #[cfg(test)]
-mod two_inputs {
+pub(crate) mod two_inputs {
     use super::*;
     use crate::api::{
         Collector, Context, JobProgram, KeyedCoProcessFunction, ProgramRegistry,
@@ -889,7 +889,7 @@ mod two_inputs {
     use crate::rpc::messages::ProgramSpec;
     use crate::state::ValueState;
 
-    async fn wait_terminal(cluster: &EmbeddedCluster, job: JobId) -> JobStatus {
+    pub(crate) async fn wait_terminal(cluster: &EmbeddedCluster, job: JobId) -> JobStatus {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let status = cluster
@@ -907,7 +907,7 @@ mod two_inputs {
     }
 
     /// The lines of the visible files in `dir`.
-    fn lines_in(dir: &std::path::Path) -> Vec<String> {
+    pub(crate) fn lines_in(dir: &std::path::Path) -> Vec<String> {
         let mut lines = Vec::new();
         let Ok(entries) = std::fs::read_dir(dir) else {
             return lines;

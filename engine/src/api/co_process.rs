@@ -951,7 +951,33 @@ impl<A: Data, B: Data, K: Data + Hash + Eq> IntervalJoined<A, B, K> {
         } else {
             None
         };
-        // Both sides as they travel, stamped; the join stamps its results itself.
+        self.inputs
+            .stamped_process("Interval Join", problem, move |store| {
+                IntervalJoinFunction::open(store, bounds, function.clone())
+            })
+    }
+}
+
+impl<A: Data, B: Data, K: Data + Hash + Eq> KeyedConnectedStreams<A, B, K> {
+    /// Whether both inputs have timestamps.
+    pub(super) fn timestamped(&self) -> bool {
+        self.first.stream.timestamped && self.second.stream.timestamped
+    }
+
+    /// Runs a keyed co-process function that sees both inputs' records with their timestamps
+    /// and stamps what it emits itself (the joins: interval and window). `problem`, if any,
+    /// fails the job at its start with that message (a join built wrong).
+    pub(super) fn stamped_process<O: Data, F>(
+        &self,
+        name: &str,
+        problem: Option<String>,
+        make: impl Fn(&KeyedStateStore) -> Result<F, TaskError> + 'static,
+    ) -> DataStream<O>
+    where
+        F: KeyedCoProcessFunction<K, Stamped<A>, Stamped<B>, Stamped<O>>,
+    {
+        let (first, second) = (&self.first, &self.second);
+        // Both sides as they travel, stamped; the function stamps its results itself.
         let (k1, k2) = (first.key.clone(), second.key.clone());
         let left = KeyedStream {
             stream: first.stream.stamped(),
@@ -965,12 +991,12 @@ impl<A: Data, B: Data, K: Data + Hash + Eq> IntervalJoined<A, B, K> {
         };
         keyed_co_process::<Plain, Plain, Plain, Stamped<A>, Stamped<B>, Stamped<O>, K, _>(
             (&left, &right),
-            "Interval Join",
+            name,
             move |store| {
                 if let Some(problem) = &problem {
                     return Err(TaskError::Setup(problem.clone()));
                 }
-                IntervalJoinFunction::open(store, bounds, function.clone())
+                make(store)
             },
         )
         .into_timestamped()
@@ -1021,8 +1047,12 @@ impl<A: Data, B: Data, F> IntervalJoinFunction<A, B, F> {
     }
 }
 
-/// Adds `record` at `ts` to a side's buffer.
-fn buffer<T: Data>(side: &MapState<i64, Vec<T>>, ts: i64, record: T) -> Result<(), TaskError> {
+/// Adds `record` under `ts` to a side's buffer (also the window join's, by window end).
+pub(super) fn buffer<T: Data>(
+    side: &MapState<i64, Vec<T>>,
+    ts: i64,
+    record: T,
+) -> Result<(), TaskError> {
     let mut records = side.get(&ts)?.unwrap_or_default();
     records.push(record);
     side.put(ts, records)?;

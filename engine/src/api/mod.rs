@@ -51,8 +51,8 @@ pub use time::{
     BoundedOutOfOrderness, Stamped, WatermarkGenerator, WatermarkOutput, WatermarkStrategy,
 };
 pub use windows::{
-    EventTimeSessionWindows, EventTimeWindows, SlidingEventTimeWindows, TimeWindow,
-    TumblingEventTimeWindows,
+    EventTimeSessionWindows, EventTimeWindows, JoinEqual, JoinWhere, JoinedStreams,
+    SlidingEventTimeWindows, TimeWindow, TumblingEventTimeWindows, WindowedJoin,
 };
 
 pub(crate) use checkpointing::{SnapshotContext, SnapshotStorage, StateInit, TaskControl};

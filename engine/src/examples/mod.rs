@@ -5,6 +5,7 @@ mod auction_bids;
 mod counting;
 mod kafka_wordcount;
 mod latency;
+pub mod nexmark;
 mod shuffle;
 mod stream_sum;
 mod wordcount;
@@ -37,7 +38,8 @@ pub fn bundled() -> ProgramRegistry {
         Arc::new(latency::Latency),
         Arc::new(auction_bids::AuctionBids),
     ];
-    for program in programs {
+    let queries = nexmark::Query::ALL.map(|q| Arc::new(nexmark::Nexmark(q)) as Arc<dyn JobProgram>);
+    for program in programs.into_iter().chain(queries) {
         // The names differ.
         let _ = registry.register(program);
     }
