@@ -22,7 +22,7 @@ pub fn wordcount_tokens(line: &str) -> Vec<String> {
     wordcount::tokenize(line).collect()
 }
 
-pub use auction_bids::{Auction, Bid, auction, bid, expected_lines as expected_auction_bids};
+pub use auction_bids::expected_lines as expected_auction_bids;
 pub use counting::{CountPerKey, CountingReport, check_counting, check_counting_dir};
 pub use latency::{LatencyHistogram, warmup_records};
 
