@@ -8,6 +8,21 @@
 //! blackhole sink does). Event time advances by `1 / R` per event, by Nexmark's default 10 000
 //! events per second when the rate is unlimited.
 
+/// A public struct of public fields that travels as an rkyv record and reads as serde data,
+/// as every Nexmark record does.
+macro_rules! record {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(
+            Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize,
+            rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
+        )]
+        pub struct $name {
+            $($(#[$fdoc])* pub $field: $ty,)*
+        }
+    };
+}
+
 pub mod generator;
 pub mod model;
 pub mod queries;

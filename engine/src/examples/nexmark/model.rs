@@ -6,100 +6,73 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// A person registering with the auction site.
-#[derive(
-    Clone,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    rkyv::Archive,
-    rkyv::Serialize,
-    rkyv::Deserialize,
-)]
-pub struct Person {
-    /// The person's id (from 1000 up, one per person event).
-    pub id: u64,
-    /// First and last name.
-    pub name: String,
-    /// E-mail address.
-    pub email_address: String,
-    /// Credit card number, four groups of four digits.
-    pub credit_card: String,
-    /// A US city.
-    pub city: String,
-    /// A US state, two letters.
-    pub state: String,
-    /// When the person registered.
-    pub date_time: i64,
-    /// Padding to Nexmark's average person size.
-    pub extra: String,
-}
+record!(
+    /// A person registering with the auction site.
+    Person {
+        /// The person's id (from 1000 up, one per person event).
+        id: u64,
+        /// First and last name.
+        name: String,
+        /// E-mail address.
+        email_address: String,
+        /// Credit card number, four groups of four digits.
+        credit_card: String,
+        /// A US city.
+        city: String,
+        /// A US state, two letters.
+        state: String,
+        /// When the person registered.
+        date_time: i64,
+        /// Padding to Nexmark's average person size.
+        extra: String,
+    }
+);
 
-/// An auction of one item.
-#[derive(
-    Clone,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    rkyv::Archive,
-    rkyv::Serialize,
-    rkyv::Deserialize,
-)]
-pub struct Auction {
-    /// The auction's id (from 1000 up, one per auction event).
-    pub id: u64,
-    /// The item's name.
-    pub item_name: String,
-    /// The item's description.
-    pub description: String,
-    /// The opening price.
-    pub initial_bid: u64,
-    /// The least price the seller accepts.
-    pub reserve: u64,
-    /// When the auction opened.
-    pub date_time: i64,
-    /// When it closes.
-    pub expires: i64,
-    /// The id of the person selling.
-    pub seller: u64,
-    /// The item's category (10 to 14).
-    pub category: u64,
-    /// Padding to Nexmark's average auction size.
-    pub extra: String,
-}
+record!(
+    /// An auction of one item.
+    Auction {
+        /// The auction's id (from 1000 up, one per auction event).
+        id: u64,
+        /// The item's name.
+        item_name: String,
+        /// The item's description.
+        description: String,
+        /// The opening price.
+        initial_bid: u64,
+        /// The least price the seller accepts.
+        reserve: u64,
+        /// When the auction opened.
+        date_time: i64,
+        /// When it closes.
+        expires: i64,
+        /// The id of the person selling.
+        seller: u64,
+        /// The item's category (10 to 14).
+        category: u64,
+        /// Padding to Nexmark's average auction size.
+        extra: String,
+    }
+);
 
-/// A bid in an auction.
-#[derive(
-    Clone,
-    Debug,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    rkyv::Archive,
-    rkyv::Serialize,
-    rkyv::Deserialize,
-)]
-pub struct Bid {
-    /// The auction bid in.
-    pub auction: u64,
-    /// The id of the person bidding.
-    pub bidder: u64,
-    /// The price offered.
-    pub price: u64,
-    /// Where the bid came from (a hot channel's name or `channel-N`).
-    pub channel: String,
-    /// The page the bid was made on.
-    pub url: String,
-    /// When the bid was made.
-    pub date_time: i64,
-    /// Padding to Nexmark's average bid size.
-    pub extra: String,
-}
+record!(
+    /// A bid in an auction.
+    Bid {
+        /// The auction bid in.
+        auction: u64,
+        /// The id of the person bidding.
+        bidder: u64,
+        /// The price offered.
+        price: u64,
+        /// Where the bid came from (a hot channel's name or `channel-N`).
+        channel: String,
+        /// The page the bid was made on.
+        url: String,
+        /// When the bid was made.
+        date_time: i64,
+        /// Padding to Nexmark's average bid size.
+        extra: String,
+    }
+);
 
 /// One Nexmark event: a new person, a new auction or a bid.
 #[derive(

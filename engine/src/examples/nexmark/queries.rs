@@ -4,8 +4,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::model::{Bid, Event};
 use crate::api::{
     Collector, Context, DataStream, KeyedCoProcessFunction, KeyedProcessFunction,
@@ -24,19 +22,6 @@ pub const AUCTION_SKIP: u64 = 123;
 pub const Q3_STATES: [&str; 3] = ["OR", "ID", "CA"];
 /// The category q3's auctions are of.
 pub const Q3_CATEGORY: u64 = 10;
-
-macro_rules! record {
-    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty),* $(,)? }) => {
-        $(#[$doc])*
-        #[derive(
-            Clone, Debug, PartialEq, Eq, Serialize, Deserialize,
-            rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
-        )]
-        pub struct $name {
-            $($(#[$fdoc])* pub $field: $ty,)*
-        }
-    };
-}
 
 record!(
     /// q1's result: a bid with its price in euros, in thousandths of a cent (× 908).
