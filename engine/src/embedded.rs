@@ -878,7 +878,10 @@ mod throughput {
 }
 
 #[cfg(test)]
-pub(crate) mod two_inputs {
+mod nexmark_tests;
+
+#[cfg(test)]
+mod two_inputs {
     use super::*;
     use crate::api::{
         Collector, Context, JobProgram, KeyedCoProcessFunction, ProgramRegistry,
@@ -889,7 +892,7 @@ pub(crate) mod two_inputs {
     use crate::rpc::messages::ProgramSpec;
     use crate::state::ValueState;
 
-    pub(crate) async fn wait_terminal(cluster: &EmbeddedCluster, job: JobId) -> JobStatus {
+    pub(super) async fn wait_terminal(cluster: &EmbeddedCluster, job: JobId) -> JobStatus {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let status = cluster
@@ -907,7 +910,7 @@ pub(crate) mod two_inputs {
     }
 
     /// The lines of the visible files in `dir`.
-    pub(crate) fn lines_in(dir: &std::path::Path) -> Vec<String> {
+    pub(super) fn lines_in(dir: &std::path::Path) -> Vec<String> {
         let mut lines = Vec::new();
         let Ok(entries) = std::fs::read_dir(dir) else {
             return lines;

@@ -6,19 +6,11 @@
 //! keeps one partial aggregate per slice (map state: slice end → aggregate), and a window's
 //! result combines the size/slice partial aggregates of its slices when it fires. A record
 //! updates one aggregate however many windows it belongs to.
-//!
-//! The window join (Flink's `join(..).where(..).equalTo(..).window(..).apply(..)`, and its
-//! `coGroup`) runs on the keyed two-input operator: each side's records of a key are kept in
-//! keyed state by the end of the window they belong to, and the window's timer, at its end - 1,
-//! hands both sides' records to the function and drops them.
 
-use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::co_process::{KeyedCoProcessFunction, KeyedConnectedStreams, buffer};
-use super::env::{DataStream, KeyedStream};
 use super::operators::{Collector, Context, KeyedProcessFunction};
 use super::side::OutputTag;
 use super::time::Stamped;
@@ -62,8 +54,10 @@ enum Kind {
 /// The windows `[start, start + size)` whose starts are multiples of `slide` (ms since the
 /// epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Sliding {
-    size: i64,
+pub(super) struct Sliding {
+    /// The windows' length, ms.
+    pub(super) size: i64,
+    /// How far apart their starts are, ms.
     slide: i64,
 }
 
@@ -118,6 +112,17 @@ fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
+impl EventTimeWindows {
+    /// The windows if they are tumbling or sliding (fixed windows a record's time alone
+    /// assigns); `None` for session windows, which merge.
+    pub(super) fn fixed(&self) -> Option<Sliding> {
+        match self.kind {
+            Kind::Sliding(windows) => Some(windows),
+            Kind::Session { .. } => None,
+        }
+    }
+}
+
 impl Sliding {
     /// The length of the slices partial aggregates are kept for.
     fn slice(&self) -> i64 {
@@ -131,7 +136,7 @@ impl Sliding {
     }
 
     /// The ends (exclusive) of the windows `timestamp` belongs to, latest first.
-    fn window_ends(&self, timestamp: i64) -> impl Iterator<Item = i64> + use<> {
+    pub(super) fn window_ends(&self, timestamp: i64) -> impl Iterator<Item = i64> + use<> {
         let last_start = timestamp - timestamp.rem_euclid(self.slide);
         let (size, slide) = (self.size, self.slide);
         (0..)
@@ -478,246 +483,6 @@ impl<K, T, O> KeyedProcessFunction<K, T, O> for NoTimestamps {
              (assign_timestamps_and_watermarks) before the window"
                 .into(),
         ))
-    }
-}
-
-/// Two streams to join by key within event-time windows (Flink's `JoinedStreams`); see
-/// [`DataStream::join`].
-pub struct JoinedStreams<A, B> {
-    left: DataStream<A>,
-    right: DataStream<B>,
-}
-
-/// A window join with the left side's key; [`equal_to`](Self::equal_to) names the right's.
-pub struct JoinWhere<A, B, K> {
-    left: KeyedStream<A, K>,
-    right: DataStream<B>,
-}
-
-/// A window join with both keys; [`window`](Self::window) says which windows.
-pub struct JoinEqual<A, B, K> {
-    inputs: KeyedConnectedStreams<A, B, K>,
-}
-
-/// A window join ready to run: [`apply`](Self::apply) joins pairs, [`co_group`](Self::co_group)
-/// sees each window's records of a key together.
-pub struct WindowedJoin<A, B, K> {
-    inputs: KeyedConnectedStreams<A, B, K>,
-    windows: EventTimeWindows,
-}
-
-impl<A: Data> DataStream<A> {
-    /// Joins this stream (the left) with `other` (the right) by key within event-time windows
-    /// (Flink's `join`): `a.join(&b).where_key(ka).equal_to(kb).window(w).apply(f)` calls
-    /// `f(left, right)` for every pair of records with equal keys in the same window. Both
-    /// streams need timestamps; records behind the watermark when they come (too late for
-    /// every window they belong to) are dropped.
-    pub fn join<B: Data>(&self, other: &DataStream<B>) -> JoinedStreams<A, B> {
-        JoinedStreams {
-            left: self.clone(),
-            right: other.clone(),
-        }
-    }
-}
-
-impl<A: Data, B: Data> JoinedStreams<A, B> {
-    /// The left records' key (Flink's `where`).
-    pub fn where_key<K: Data + Hash + Eq>(
-        self,
-        key: impl Fn(&A) -> K + Send + Sync + 'static,
-    ) -> JoinWhere<A, B, K> {
-        JoinWhere {
-            left: self.left.key_by(key),
-            right: self.right,
-        }
-    }
-}
-
-impl<A: Data, B: Data, K: Data + Hash + Eq> JoinWhere<A, B, K> {
-    /// The right records' key, of the same type (Flink's `equalTo`).
-    pub fn equal_to(self, key: impl Fn(&B) -> K + Send + Sync + 'static) -> JoinEqual<A, B, K> {
-        JoinEqual {
-            inputs: self.left.connect(&self.right.key_by(key)),
-        }
-    }
-}
-
-impl<A: Data, B: Data, K: Data + Hash + Eq> JoinEqual<A, B, K> {
-    /// The windows records meet in: tumbling or sliding ([`TumblingEventTimeWindows`],
-    /// [`SlidingEventTimeWindows`]); session windows, which merge, are refused when the job
-    /// starts.
-    pub fn window(self, windows: EventTimeWindows) -> WindowedJoin<A, B, K> {
-        WindowedJoin {
-            inputs: self.inputs,
-            windows,
-        }
-    }
-}
-
-impl<A: Data, B: Data, K: Data + Hash + Eq> WindowedJoin<A, B, K> {
-    /// `f(left, right)` for every pair of a key and window (Flink's `JoinFunction`), emitted
-    /// when the watermark passes the window's end, with the timestamp `end - 1`.
-    pub fn apply<O: Data>(&self, f: impl Fn(A, B) -> O + Send + Sync + 'static) -> DataStream<O> {
-        let f = Arc::new(f);
-        self.run("Window Join", move |_: &K, _, lefts, rights, out| {
-            for left in &lefts {
-                for right in &rights {
-                    out.collect(f(left.clone(), right.clone()))?;
-                }
-            }
-            Ok(())
-        })
-    }
-
-    /// `f(key, window, lefts, rights)` once for every key and window with records on either
-    /// side (Flink's `coGroup` with a `CoGroupFunction`): what it returns is emitted when the
-    /// watermark passes the window's end, with the timestamp `end - 1`.
-    pub fn co_group<O: Data, I: IntoIterator<Item = O>>(
-        &self,
-        f: impl Fn(&K, TimeWindow, Vec<A>, Vec<B>) -> I + Send + Sync + 'static,
-    ) -> DataStream<O> {
-        let f = Arc::new(f);
-        self.run(
-            "Window CoGroup",
-            move |key: &K, window, lefts, rights, out| {
-                for o in f(key, window, lefts, rights) {
-                    out.collect(o)?;
-                }
-                Ok(())
-            },
-        )
-    }
-
-    fn run<O: Data>(
-        &self,
-        name: &str,
-        group: impl Fn(&K, TimeWindow, Vec<A>, Vec<B>, &mut Collector<'_, O>) -> Result<(), TaskError>
-        + Send
-        + Sync
-        + 'static,
-    ) -> DataStream<O> {
-        let problem = if !self.inputs.timestamped() {
-            Some(
-                "a window join needs timestamps on both streams (assign_timestamps_and_watermarks)"
-                    .to_string(),
-            )
-        } else {
-            match self.windows.kind {
-                Kind::Sliding(_) => None,
-                Kind::Session { .. } => {
-                    Some("a window join takes tumbling or sliding windows, not sessions".into())
-                }
-            }
-        };
-        let windows = match self.windows.kind {
-            Kind::Sliding(sliding) => sliding,
-            // Refused at the start (`problem`); any windows do until then.
-            Kind::Session { gap } => Sliding {
-                size: gap,
-                slide: gap,
-            },
-        };
-        let group = Arc::new(group);
-        self.inputs.stamped_process(name, problem, move |store| {
-            Ok(WindowJoinFunction {
-                windows,
-                left: store.map_state("window-join-left")?,
-                right: store.map_state("window-join-right")?,
-                group: group.clone(),
-            })
-        })
-    }
-}
-
-/// The window join of one subtask: each side's records of a key by the end of each window
-/// they belong to, and a timer per window end.
-struct WindowJoinFunction<A, B, G> {
-    windows: Sliding,
-    left: MapState<i64, Vec<A>>,
-    right: MapState<i64, Vec<B>>,
-    /// What makes a key's window's results from both sides' records.
-    group: Arc<G>,
-}
-
-impl<A: Data, B: Data, G> WindowJoinFunction<A, B, G> {
-    /// Keeps `record` at `ts` for each of its windows the watermark has not passed.
-    fn add<T: Data>(
-        windows: Sliding,
-        side: &MapState<i64, Vec<T>>,
-        ts: i64,
-        record: T,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), TaskError> {
-        let watermark = ctx.current_watermark();
-        for end in windows.window_ends(ts) {
-            if end - 1 > watermark {
-                buffer(side, end, record.clone())?;
-                ctx.register_event_time_timer(end - 1)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl<K, A, B, O, G> KeyedCoProcessFunction<K, Stamped<A>, Stamped<B>, Stamped<O>>
-    for WindowJoinFunction<A, B, G>
-where
-    A: Data,
-    B: Data,
-    O: 'static,
-    G: Fn(&K, TimeWindow, Vec<A>, Vec<B>, &mut Collector<'_, O>) -> Result<(), TaskError> + 'static,
-{
-    fn process_element1(
-        &mut self,
-        _key: &K,
-        (ts, left): Stamped<A>,
-        ctx: &mut Context<'_>,
-        _out: &mut Collector<'_, Stamped<O>>,
-    ) -> Result<(), TaskError> {
-        Self::add(self.windows, &self.left, ts, left, ctx)
-    }
-
-    fn process_element2(
-        &mut self,
-        _key: &K,
-        (ts, right): Stamped<B>,
-        ctx: &mut Context<'_>,
-        _out: &mut Collector<'_, Stamped<O>>,
-    ) -> Result<(), TaskError> {
-        Self::add(self.windows, &self.right, ts, right, ctx)
-    }
-
-    fn on_timer(
-        &mut self,
-        key: &K,
-        timestamp: i64,
-        _ctx: &mut Context<'_>,
-        out: &mut Collector<'_, Stamped<O>>,
-    ) -> Result<(), TaskError> {
-        let end = timestamp.saturating_add(1);
-        let lefts = self.left.get(&end)?.unwrap_or_default();
-        let rights = self.right.get(&end)?.unwrap_or_default();
-        self.left.remove(&end)?;
-        self.right.remove(&end)?;
-        if lefts.is_empty() && rights.is_empty() {
-            return Ok(());
-        }
-        let window = TimeWindow {
-            start: end - self.windows.size,
-            end,
-        };
-        let mut emitted = Vec::new();
-        (self.group)(
-            key,
-            window,
-            lefts,
-            rights,
-            &mut Collector::new(&mut emitted),
-        )?;
-        for o in emitted {
-            out.collect((timestamp, o))?;
-        }
-        Ok(())
     }
 }
 

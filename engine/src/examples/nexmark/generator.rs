@@ -270,9 +270,9 @@ impl GeneratorConfig {
 
 /// The newest person at event `id`, base 0.
 pub fn last_person(id: u64) -> u64 {
-    let epoch = id / TOTAL_PROPORTION;
-    let offset = (id % TOTAL_PROPORTION).min(PERSON_PROPORTION - 1);
-    epoch * PERSON_PROPORTION + offset
+    // One person per round, its first event: the newest is the round's.
+    const _: () = assert!(PERSON_PROPORTION == 1);
+    id / TOTAL_PROPORTION
 }
 
 /// The newest auction at event `id`, base 0 (0 before the first).

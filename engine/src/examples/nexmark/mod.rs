@@ -26,8 +26,6 @@ macro_rules! record {
 pub mod generator;
 pub mod model;
 pub mod queries;
-#[cfg(test)]
-mod tests;
 
 use std::fmt::Display;
 use std::sync::Arc;

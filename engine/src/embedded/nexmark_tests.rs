@@ -3,16 +3,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::generator::GeneratorConfig;
-use super::model::{Bid, Event};
-use super::queries::{
+use super::EmbeddedCluster;
+use super::two_inputs::{lines_in, wait_terminal};
+use crate::config::Config;
+use crate::examples::nexmark::generator::GeneratorConfig;
+use crate::examples::nexmark::model::{Bid, Event};
+use crate::examples::nexmark::queries::{
     AUCTION_SKIP, AuctionPrice, CategoryPrice, HotItem, LocalItem, NewUser, Q3_CATEGORY, Q3_STATES,
     euro_bid,
 };
-use super::{Query, generator_config};
-use crate::config::Config;
-use crate::embedded::EmbeddedCluster;
-use crate::embedded::two_inputs::{lines_in, wait_terminal};
+use crate::examples::nexmark::{Query, generator_config};
 use crate::jobmanager::jobmaster::JobStatus;
 use crate::rpc::messages::ProgramSpec;
 
