@@ -43,11 +43,14 @@ fn sorted(lines: impl IntoIterator<Item = String>) -> Vec<String> {
 /// Runs `query` over the events at parallelism 2 and returns its output files' lines, each
 /// file's in order, the files one after the other.
 async fn run(query: Query) -> Vec<String> {
+    run_with(query, Config::default()).await
+}
+
+/// [`run`] on a cluster with `config`.
+async fn run_with(query: Query, config: Config) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("out");
-    let cluster = EmbeddedCluster::start_with(Config::default(), 2, 1)
-        .await
-        .unwrap();
+    let cluster = EmbeddedCluster::start_with(config, 2, 1).await.unwrap();
     let args = format!(
         "--events {EVENTS} --seed {SEED} --output {}",
         output.display()
@@ -235,6 +238,26 @@ async fn q7_finds_the_highest_bids_per_tumbling_window() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn q8_finds_people_who_opened_an_auction_in_the_window_they_registered_in() {
+    assert_eq!(sorted(run(Query::Q8).await), expected_q8());
+}
+
+/// q8's window join keeps its state in RocksDB as well, through checkpoints every 100 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn q8_window_join_gives_the_same_with_rocksdb_state_and_checkpoints() {
+    let checkpoints = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.set("state.backend.type", "rocksdb").unwrap();
+    config
+        .set("execution.checkpointing.interval", "100 ms")
+        .unwrap();
+    let dir = checkpoints.path().display().to_string();
+    config.set("execution.checkpointing.dir", &dir).unwrap();
+    assert_eq!(sorted(run_with(Query::Q8, config).await), expected_q8());
+}
+
+/// q8 computed directly: each person whose id sold an auction in the window they registered
+/// in, once.
+fn expected_q8() -> Vec<String> {
     let events = events();
     let start = |t: i64| t - t.rem_euclid(WINDOW_MS);
     let mut sellers = BTreeSet::new();
@@ -258,5 +281,5 @@ async fn q8_finds_people_who_opened_an_auction_in_the_window_they_registered_in(
     }
     let expected = sorted(expected);
     assert!(expected.len() > 100, "{}", expected.len());
-    assert_eq!(sorted(run(Query::Q8).await), expected);
+    expected
 }
