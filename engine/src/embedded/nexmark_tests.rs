@@ -3,8 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::EmbeddedCluster;
-use super::two_inputs::{lines_in, wait_terminal};
+use super::two_inputs::output_of;
 use crate::config::Config;
 use crate::examples::nexmark::generator::GeneratorConfig;
 use crate::examples::nexmark::model::{Bid, Event};
@@ -13,8 +12,6 @@ use crate::examples::nexmark::queries::{
     euro_bid,
 };
 use crate::examples::nexmark::{Query, generator_config};
-use crate::jobmanager::jobmaster::JobStatus;
-use crate::rpc::messages::ProgramSpec;
 
 /// 20 s of event time at the default 10 000 events/s: two 10 s windows and a part.
 const EVENTS: u64 = 200_000;
@@ -48,22 +45,8 @@ async fn run(query: Query) -> Vec<String> {
 
 /// [`run`] on a cluster with `config`.
 async fn run_with(query: Query, config: Config) -> Vec<String> {
-    let dir = tempfile::tempdir().unwrap();
-    let output = dir.path().join("out");
-    let cluster = EmbeddedCluster::start_with(config, 2, 1).await.unwrap();
-    let args = format!(
-        "--events {EVENTS} --seed {SEED} --output {}",
-        output.display()
-    );
-    let args = args.split(' ').map(String::from).collect();
-    let job = cluster
-        .jobmanager
-        .shared
-        .submit(ProgramSpec::new(query.program(), args), Some(2), &[], None)
-        .await
-        .unwrap();
-    assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Finished);
-    lines_in(&output)
+    let args = format!("--events {EVENTS} --seed {SEED}");
+    output_of(config, (2, 1), query.program(), &args, 2).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
