@@ -131,7 +131,7 @@ impl JobProgram for Nexmark {
         self.0.description()
     }
     fn usage(&self) -> &str {
-        "[--events N (default 1000000)] [--rate R (events/s over all sources, 0 = as fast as possible; default 0)] [--seed S (default 0)] [--output DIR (default: discard)]"
+        "[--events N (default 1000000)] [--rate R (events/s over all sources, 0 = as fast as possible; default 0; event time advances by 1/R per event, by 1/10000 s when unlimited)] [--seed S (default 0)] [--output DIR (default: discard)]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
         let params = Params::parse(args, &["events", "rate", "seed", "output"])?;
