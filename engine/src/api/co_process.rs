@@ -1171,16 +1171,17 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::api::operators::testing::Collect;
 
     /// `(timestamp, "left+right")` as the join emits.
-    type Joined = Stamped<String>;
+    pub(in crate::api) type Joined = Stamped<String>;
 
-    /// An interval join of `(timestamp, value)` records of keys `value % 2`, run by the keyed
-    /// two-input operator as in a job, with simulated watermarks.
-    struct Join {
+    /// A join of `(timestamp, value)` records of keys `value % 2`, run by the keyed two-input
+    /// operator as in a job, with simulated watermarks (the interval join's here, the window
+    /// join's in `super::super::window_join`).
+    pub(in crate::api) struct Join {
         op: BoxTwoInput<Stamped<u32>, Stamped<u32>>,
         got: Rc<RefCell<Vec<Joined>>>,
         store: KeyedStateStore,
@@ -1188,11 +1189,23 @@ mod tests {
 
     impl Join {
         fn new(lower: i64, upper: i64) -> Join {
+            Join::with(|store| {
+                let bounds = Bounds { lower, upper };
+                let function = |l: u32, r: u32| format!("{l}+{r}");
+                IntervalJoinFunction::open(store, bounds, function)
+            })
+        }
+
+        /// The join `make` opens on a fresh store.
+        pub(in crate::api) fn with<F>(
+            make: impl FnOnce(&KeyedStateStore) -> Result<F, TaskError>,
+        ) -> Join
+        where
+            F: KeyedCoProcessFunction<u32, Stamped<u32>, Stamped<u32>, Joined>,
+        {
             let ctx = crate::api::RuntimeContext::standalone(0, 1);
             let store = ctx.keyed_state_store().unwrap();
-            let bounds = Bounds { lower, upper };
-            let function = |l: u32, r: u32| format!("{l}+{r}");
-            let join = IntervalJoinFunction::open(&store, bounds, function).unwrap();
+            let join = make(&store).unwrap();
             let got = Rc::new(RefCell::new(Vec::new()));
             let next: BoxOutput<Joined> =
                 Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
@@ -1217,20 +1230,20 @@ mod tests {
             }
         }
 
-        fn left(&mut self, records: &[(i64, u32)]) {
+        pub(in crate::api) fn left(&mut self, records: &[(i64, u32)]) {
             self.op.push_first(&mut records.to_vec()).unwrap();
         }
 
-        fn right(&mut self, records: &[(i64, u32)]) {
+        pub(in crate::api) fn right(&mut self, records: &[(i64, u32)]) {
             self.op.push_second(&mut records.to_vec()).unwrap();
         }
 
-        fn watermark(&mut self, w: i64) {
+        pub(in crate::api) fn watermark(&mut self, w: i64) {
             self.op.time(TimeSignal::Watermark(w)).unwrap();
         }
 
         /// What the join emitted since the last call, sorted.
-        fn take(&self) -> Vec<Joined> {
+        pub(in crate::api) fn take(&self) -> Vec<Joined> {
             let mut got = std::mem::take(&mut *self.got.borrow_mut());
             got.sort();
             got
@@ -1238,7 +1251,11 @@ mod tests {
 
         /// Timestamps buffered on a side (`"left"` or `"right"`), over all keys.
         fn buffered(&self, side: &str) -> usize {
-            let name = format!("interval-join-{side}");
+            self.entries(&format!("interval-join-{side}"))
+        }
+
+        /// Entries of the keyed state `name`, over all keys.
+        pub(in crate::api) fn entries(&self, name: &str) -> usize {
             let entries = self.store.entries().unwrap();
             entries.iter().filter(|e| e.state == name).count()
         }

@@ -244,3 +244,92 @@ where
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::co_process::tests::{Join, Joined};
+    use crate::api::{SlidingEventTimeWindows, TumblingEventTimeWindows};
+    use std::time::Duration;
+
+    /// A window join of `(timestamp, value)` records keyed by `value % 2` whose group function
+    /// is `group`.
+    fn join(
+        windows: EventTimeWindows,
+        group: impl Fn(
+            &u32,
+            TimeWindow,
+            Vec<u32>,
+            Vec<u32>,
+            &mut Collector<'_, String>,
+        ) -> Result<(), TaskError>
+        + 'static,
+    ) -> Join {
+        let windows = windows.fixed().unwrap();
+        Join::with(move |store| {
+            Ok(WindowJoinFunction {
+                windows,
+                left: store.map_state("window-join-left")?,
+                right: store.map_state("window-join-right")?,
+                group: Arc::new(group),
+            })
+        })
+    }
+
+    fn pairs(
+        _: &u32,
+        _: TimeWindow,
+        l: Vec<u32>,
+        r: Vec<u32>,
+        out: &mut Collector<'_, String>,
+    ) -> Result<(), TaskError> {
+        for a in &l {
+            for b in &r {
+                out.collect(format!("{a}+{b}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn joined(items: &[(i64, &str)]) -> Vec<Joined> {
+        items.iter().map(|(t, s)| (*t, s.to_string())).collect()
+    }
+
+    #[test]
+    fn sliding_window_join_pairs_records_of_a_key_in_each_window_they_share() {
+        let ms = Duration::from_millis;
+        let mut j = join(SlidingEventTimeWindows::of(ms(10), ms(5)), pairs);
+        // Keys are value % 2. Left 2 at 7 is in [0, 10) and [5, 15); right 4 at 12 in [5, 15)
+        // and [10, 20): they meet once, in [5, 15). Right 6 at 3 meets left 2 in [0, 10); 3
+        // (key 1) meets nothing.
+        j.left(&[(7, 2), (7, 3)]);
+        j.right(&[(12, 4), (3, 6)]);
+        j.watermark(9);
+        assert_eq!(j.take(), joined(&[(9, "2+6")]));
+        j.watermark(14);
+        assert_eq!(j.take(), joined(&[(14, "2+4")]));
+        j.watermark(i64::MAX);
+        assert_eq!(j.take(), joined(&[]));
+        assert_eq!(
+            j.entries("window-join-left") + j.entries("window-join-right"),
+            0
+        );
+    }
+
+    #[test]
+    fn records_too_late_for_all_their_windows_are_dropped_and_co_group_sees_one_side_alone() {
+        let windows = TumblingEventTimeWindows::of(Duration::from_millis(10));
+        let mut j = join(windows, |key, window, l, r, out| {
+            out.collect(format!("{key}@{}:{}/{}", window.start, l.len(), r.len()))
+        });
+        j.left(&[(1, 2), (3, 4)]);
+        j.right(&[(12, 3)]);
+        j.watermark(10);
+        assert_eq!(j.take(), joined(&[(9, "0@0:2/0")]));
+        // [0, 10) has fired: a record for it now is late and kept nowhere.
+        j.right(&[(5, 6)]);
+        assert_eq!(j.entries("window-join-right"), 1, "only the record at 12");
+        j.watermark(i64::MAX);
+        assert_eq!(j.take(), joined(&[(19, "1@10:0/1")]));
+    }
+}
