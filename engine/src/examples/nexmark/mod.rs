@@ -4,6 +4,8 @@
 //!
 //! Every program takes `--events N` (the run's events, bounded), `--rate R` (events per second
 //! over all source subtasks; 0, the default, is as fast as possible), `--seed S` and
+//! `--out-of-order-group-size G` (Nexmark's `outOfOrderGroupSize`: events come scrambled
+//! within groups of `G` consecutive ones, the watermarks trailing by the group's span) and
 //! `--output DIR` (results as text files; without it they are discarded, as Nexmark's
 //! blackhole sink does). Event time advances by `1 / R` per event, by Nexmark's default 10 000
 //! events per second when the rate is unlimited.
@@ -131,15 +133,30 @@ impl JobProgram for Nexmark {
         self.0.description()
     }
     fn usage(&self) -> &str {
-        "[--events N (default 1000000)] [--rate R (events/s over all sources, 0 = as fast as possible; default 0; event time advances by 1/R per event, by 1/10000 s when unlimited)] [--seed S (default 0)] [--output DIR (default: discard)]"
+        "[--events N (default 1000000)] [--rate R (events/s over all sources, 0 = as fast as possible; default 0; event time advances by 1/R per event, by 1/10000 s when unlimited)] [--seed S (default 0)] [--out-of-order-group-size G (events come scrambled within groups of G consecutive ones, as Nexmark's outOfOrderGroupSize; default 1, in order)] [--output DIR (default: discard)]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
-        let params = Params::parse(args, &["events", "rate", "seed", "output"])?;
+        let params = Params::parse(
+            args,
+            &[
+                "events",
+                "rate",
+                "seed",
+                "out-of-order-group-size",
+                "output",
+            ],
+        )?;
         let events = params.number("events", 1_000_000)?;
         let rate = params.number("rate", 0)?;
         let seed = params.number("seed", 0)?;
+        let group = params.number("out-of-order-group-size", 1)?;
+        if group == 0 {
+            return Err("--out-of-order-group-size must be at least 1".into());
+        }
         let output = params.path("output")?;
-        let source = source(env, generator_config(seed, rate), events, rate);
+        let mut config = generator_config(seed, rate);
+        config.out_of_order_group = group;
+        let source = source(env, config, events, rate);
         let sink = Sink { output };
         match self.0 {
             Query::Q0 => sink.add(&queries::q0(&source)),
