@@ -9,7 +9,8 @@
 //! a JobManager and a TaskManager (see `hostile.rs`); `flink` sluice beside Apache Flink on the
 //! same jobs (see `flink.rs`); `latency` the end-to-end latency of both (see `latency.rs`);
 //! `flink-cluster` the exchange between two TaskManagers of both (see `flink_cluster.rs`); `kafka`
-//! the Kafka connectors against the broker's own tools (see `kafka.rs`).
+//! the Kafka connectors against the broker's own tools (see `kafka.rs`); `nexmark` the Nexmark
+//! queries beside Flink's published numbers (see `nexmark.rs`).
 //! Nothing here asserts on time: it prints
 //! numbers.
 
@@ -24,6 +25,7 @@ mod hostile;
 mod kafka;
 mod latency;
 mod metrics;
+mod nexmark;
 mod procs;
 mod state;
 
@@ -80,6 +82,17 @@ enum Sub {
     /// What checkpointing costs stream-sum on a cluster: none vs every second (hashmap,
     /// RocksDB).
     Checkpoints,
+    /// The Nexmark queries (q0..q8) with hashmap and RocksDB state and a checkpoint every
+    /// 10 s: events/s and events per TaskManager CPU second beside Flink's published events/s
+    /// per core.
+    Nexmark {
+        /// Events per run (default 10 M; 1 M with `--quick`).
+        #[arg(long)]
+        events: Option<u64>,
+        /// Only these queries, comma-separated (`q0,q5`; default all).
+        #[arg(long, value_name = "LIST")]
+        queries: Option<String>,
+    },
     /// What serving metrics costs stream-sum on a cluster: no reporter vs the Prometheus
     /// reporter scraped every second with the REST metric endpoints read every second
     /// (records/s, and the TaskManagers' CPU per record).
@@ -318,6 +331,11 @@ fn main() -> std::process::ExitCode {
         Some(Sub::Metrics { runs, records }) => {
             sluice_bin(&cli).and_then(|bin| metrics::run(&bin, cli.quick, runs, records))
         }
+        Some(Sub::Nexmark {
+            events,
+            ref queries,
+        }) => sluice_bin(&cli)
+            .and_then(|bin| nexmark::run(&bin, cli.quick, events, queries.as_deref())),
         Some(Sub::MetricsScrape { jobs, scrapes }) => {
             sluice_bin(&cli).and_then(|bin| metrics::scrape_size(&bin, jobs, scrapes))
         }

@@ -107,7 +107,7 @@ pub fn run(bin: &Path, quick: bool, runs: Option<usize>, size: Option<u64>) -> R
 }
 
 /// CPU seconds (user + system) of the cluster's TaskManager processes so far.
-fn taskmanagers_cpu(cluster: &Cluster) -> Result<f64> {
+pub(crate) fn taskmanagers_cpu(cluster: &Cluster) -> Result<f64> {
     cluster
         .taskmanager_pids()
         .into_iter()

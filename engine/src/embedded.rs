@@ -878,6 +878,9 @@ mod throughput {
 }
 
 #[cfg(test)]
+mod nexmark_tests;
+
+#[cfg(test)]
 mod two_inputs {
     use super::*;
     use crate::api::{
@@ -906,6 +909,38 @@ mod two_inputs {
         }
     }
 
+    /// Runs the bundled `program` with `args` (`--key value` separated by single spaces) and
+    /// `--output DIR` at `parallelism` on a fresh cluster of `(TaskManagers, slots each)`; when
+    /// it has finished, the lines of its output files, each file's in order.
+    pub(super) async fn output_of(
+        config: Config,
+        (taskmanagers, slots): (u32, u32),
+        program: &str,
+        args: &str,
+        parallelism: u32,
+    ) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let output = dir.path().join("out");
+        let cluster = EmbeddedCluster::start_with(config, taskmanagers, slots)
+            .await
+            .unwrap();
+        let args = format!("{args} --output {}", output.display());
+        let args = args.split(' ').map(String::from).collect();
+        let job = cluster
+            .jobmanager
+            .shared
+            .submit(
+                ProgramSpec::new(program, args),
+                Some(parallelism),
+                &[],
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Finished);
+        lines_in(&output)
+    }
+
     /// The lines of the visible files in `dir`.
     fn lines_in(dir: &std::path::Path) -> Vec<String> {
         let mut lines = Vec::new();
@@ -925,25 +960,9 @@ mod two_inputs {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn auction_bids_across_two_taskmanagers_equal_a_brute_force_interval_join() {
-        let dir = tempfile::tempdir().unwrap();
-        let output = dir.path().join("out");
-        let cluster = EmbeddedCluster::start_with(Config::default(), 2, 2)
-            .await
-            .unwrap();
         let (auctions, bids, duration) = (3000, 12_000, 30);
-        let args = format!(
-            "--auctions {auctions} --bids {bids} --duration {duration} --output {}",
-            output.display()
-        );
-        let args = args.split(' ').map(String::from).collect();
-        let job = cluster
-            .jobmanager
-            .shared
-            .submit(ProgramSpec::new("auction-bids", args), Some(3), &[], None)
-            .await
-            .unwrap();
-        assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Finished);
-        let mut got = lines_in(&output);
+        let args = format!("--auctions {auctions} --bids {bids} --duration {duration}");
+        let mut got = output_of(Config::default(), (2, 2), "auction-bids", &args, 3).await;
         got.sort();
         let expected = crate::examples::expected_auction_bids(auctions, bids, duration);
         assert!(

@@ -951,7 +951,33 @@ impl<A: Data, B: Data, K: Data + Hash + Eq> IntervalJoined<A, B, K> {
         } else {
             None
         };
-        // Both sides as they travel, stamped; the join stamps its results itself.
+        self.inputs
+            .stamped_process("Interval Join", problem, move |store| {
+                IntervalJoinFunction::open(store, bounds, function.clone())
+            })
+    }
+}
+
+impl<A: Data, B: Data, K: Data + Hash + Eq> KeyedConnectedStreams<A, B, K> {
+    /// Whether both inputs have timestamps.
+    pub(super) fn timestamped(&self) -> bool {
+        self.first.stream.timestamped && self.second.stream.timestamped
+    }
+
+    /// Runs a keyed co-process function that sees both inputs' records with their timestamps
+    /// and stamps what it emits itself (the joins: interval and window). `problem`, if any,
+    /// fails the job at its start with that message (a join built wrong).
+    pub(super) fn stamped_process<O: Data, F>(
+        &self,
+        name: &str,
+        problem: Option<String>,
+        make: impl Fn(&KeyedStateStore) -> Result<F, TaskError> + 'static,
+    ) -> DataStream<O>
+    where
+        F: KeyedCoProcessFunction<K, Stamped<A>, Stamped<B>, Stamped<O>>,
+    {
+        let (first, second) = (&self.first, &self.second);
+        // Both sides as they travel, stamped; the function stamps its results itself.
         let (k1, k2) = (first.key.clone(), second.key.clone());
         let left = KeyedStream {
             stream: first.stream.stamped(),
@@ -965,12 +991,12 @@ impl<A: Data, B: Data, K: Data + Hash + Eq> IntervalJoined<A, B, K> {
         };
         keyed_co_process::<Plain, Plain, Plain, Stamped<A>, Stamped<B>, Stamped<O>, K, _>(
             (&left, &right),
-            "Interval Join",
+            name,
             move |store| {
                 if let Some(problem) = &problem {
                     return Err(TaskError::Setup(problem.clone()));
                 }
-                IntervalJoinFunction::open(store, bounds, function.clone())
+                make(store)
             },
         )
         .into_timestamped()
@@ -1021,8 +1047,12 @@ impl<A: Data, B: Data, F> IntervalJoinFunction<A, B, F> {
     }
 }
 
-/// Adds `record` at `ts` to a side's buffer.
-fn buffer<T: Data>(side: &MapState<i64, Vec<T>>, ts: i64, record: T) -> Result<(), TaskError> {
+/// Adds `record` under `ts` to a side's buffer (also the window join's, by window end).
+pub(super) fn buffer<T: Data>(
+    side: &MapState<i64, Vec<T>>,
+    ts: i64,
+    record: T,
+) -> Result<(), TaskError> {
     let mut records = side.get(&ts)?.unwrap_or_default();
     records.push(record);
     side.put(ts, records)?;
@@ -1141,16 +1171,17 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::api::operators::testing::Collect;
 
     /// `(timestamp, "left+right")` as the join emits.
-    type Joined = Stamped<String>;
+    pub(in crate::api) type Joined = Stamped<String>;
 
-    /// An interval join of `(timestamp, value)` records of keys `value % 2`, run by the keyed
-    /// two-input operator as in a job, with simulated watermarks.
-    struct Join {
+    /// A join of `(timestamp, value)` records of keys `value % 2`, run by the keyed two-input
+    /// operator as in a job, with simulated watermarks (the interval join's here, the window
+    /// join's in `super::super::window_join`).
+    pub(in crate::api) struct Join {
         op: BoxTwoInput<Stamped<u32>, Stamped<u32>>,
         got: Rc<RefCell<Vec<Joined>>>,
         store: KeyedStateStore,
@@ -1158,11 +1189,23 @@ mod tests {
 
     impl Join {
         fn new(lower: i64, upper: i64) -> Join {
+            Join::with(|store| {
+                let bounds = Bounds { lower, upper };
+                let function = |l: u32, r: u32| format!("{l}+{r}");
+                IntervalJoinFunction::open(store, bounds, function)
+            })
+        }
+
+        /// The join `make` opens on a fresh store.
+        pub(in crate::api) fn with<F>(
+            make: impl FnOnce(&KeyedStateStore) -> Result<F, TaskError>,
+        ) -> Join
+        where
+            F: KeyedCoProcessFunction<u32, Stamped<u32>, Stamped<u32>, Joined>,
+        {
             let ctx = crate::api::RuntimeContext::standalone(0, 1);
             let store = ctx.keyed_state_store().unwrap();
-            let bounds = Bounds { lower, upper };
-            let function = |l: u32, r: u32| format!("{l}+{r}");
-            let join = IntervalJoinFunction::open(&store, bounds, function).unwrap();
+            let join = make(&store).unwrap();
             let got = Rc::new(RefCell::new(Vec::new()));
             let next: BoxOutput<Joined> =
                 Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
@@ -1187,20 +1230,20 @@ mod tests {
             }
         }
 
-        fn left(&mut self, records: &[(i64, u32)]) {
+        pub(in crate::api) fn left(&mut self, records: &[(i64, u32)]) {
             self.op.push_first(&mut records.to_vec()).unwrap();
         }
 
-        fn right(&mut self, records: &[(i64, u32)]) {
+        pub(in crate::api) fn right(&mut self, records: &[(i64, u32)]) {
             self.op.push_second(&mut records.to_vec()).unwrap();
         }
 
-        fn watermark(&mut self, w: i64) {
+        pub(in crate::api) fn watermark(&mut self, w: i64) {
             self.op.time(TimeSignal::Watermark(w)).unwrap();
         }
 
         /// What the join emitted since the last call, sorted.
-        fn take(&self) -> Vec<Joined> {
+        pub(in crate::api) fn take(&self) -> Vec<Joined> {
             let mut got = std::mem::take(&mut *self.got.borrow_mut());
             got.sort();
             got
@@ -1208,7 +1251,11 @@ mod tests {
 
         /// Timestamps buffered on a side (`"left"` or `"right"`), over all keys.
         fn buffered(&self, side: &str) -> usize {
-            let name = format!("interval-join-{side}");
+            self.entries(&format!("interval-join-{side}"))
+        }
+
+        /// Entries of the keyed state `name`, over all keys.
+        pub(in crate::api) fn entries(&self, name: &str) -> usize {
             let entries = self.store.entries().unwrap();
             entries.iter().filter(|e| e.state == name).count()
         }

@@ -30,6 +30,7 @@ mod sinks;
 mod sources;
 pub(crate) mod stream_graph;
 mod time;
+mod window_join;
 mod windows;
 
 pub use crate::common::error::TaskError;
@@ -50,6 +51,7 @@ pub use stream_graph::{JobFile, ShipStrategy};
 pub use time::{
     BoundedOutOfOrderness, Stamped, WatermarkGenerator, WatermarkOutput, WatermarkStrategy,
 };
+pub use window_join::{JoinEqual, JoinWhere, JoinedStreams, WindowedJoin};
 pub use windows::{
     EventTimeSessionWindows, EventTimeWindows, SlidingEventTimeWindows, TimeWindow,
     TumblingEventTimeWindows,

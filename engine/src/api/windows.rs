@@ -54,8 +54,10 @@ enum Kind {
 /// The windows `[start, start + size)` whose starts are multiples of `slide` (ms since the
 /// epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Sliding {
-    size: i64,
+pub(super) struct Sliding {
+    /// The windows' length, ms.
+    pub(super) size: i64,
+    /// How far apart their starts are, ms.
     slide: i64,
 }
 
@@ -110,6 +112,17 @@ fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
+impl EventTimeWindows {
+    /// The windows if they are tumbling or sliding (fixed windows a record's time alone
+    /// assigns); `None` for session windows, which merge.
+    pub(super) fn fixed(&self) -> Option<Sliding> {
+        match self.kind {
+            Kind::Sliding(windows) => Some(windows),
+            Kind::Session { .. } => None,
+        }
+    }
+}
+
 impl Sliding {
     /// The length of the slices partial aggregates are kept for.
     fn slice(&self) -> i64 {
@@ -123,7 +136,7 @@ impl Sliding {
     }
 
     /// The ends (exclusive) of the windows `timestamp` belongs to, latest first.
-    fn window_ends(&self, timestamp: i64) -> impl Iterator<Item = i64> + use<> {
+    pub(super) fn window_ends(&self, timestamp: i64) -> impl Iterator<Item = i64> + use<> {
         let last_start = timestamp - timestamp.rem_euclid(self.slide);
         let (size, slide) = (self.size, self.slide);
         (0..)

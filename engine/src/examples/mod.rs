@@ -5,6 +5,7 @@ mod auction_bids;
 mod counting;
 mod kafka_wordcount;
 mod latency;
+pub mod nexmark;
 mod shuffle;
 mod stream_sum;
 mod wordcount;
@@ -21,7 +22,7 @@ pub fn wordcount_tokens(line: &str) -> Vec<String> {
     wordcount::tokenize(line).collect()
 }
 
-pub use auction_bids::{Auction, Bid, auction, bid, expected_lines as expected_auction_bids};
+pub use auction_bids::expected_lines as expected_auction_bids;
 pub use counting::{CountPerKey, CountingReport, check_counting, check_counting_dir};
 pub use latency::{LatencyHistogram, warmup_records};
 
@@ -37,7 +38,8 @@ pub fn bundled() -> ProgramRegistry {
         Arc::new(latency::Latency),
         Arc::new(auction_bids::AuctionBids),
     ];
-    for program in programs {
+    let queries = nexmark::Query::ALL.map(|q| Arc::new(nexmark::Nexmark(q)) as Arc<dyn JobProgram>);
+    for program in programs.into_iter().chain(queries) {
         // The names differ.
         let _ = registry.register(program);
     }
