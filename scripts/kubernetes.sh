@@ -25,6 +25,8 @@ KUBE_HOME="${SLUICE_KUBE_HOME:-/var/tmp/sluice-kube}"
 VERSION="${SLUICE_KUBE_VERSION:-v1.34.2}"
 BIN="$KUBE_HOME/bin/$VERSION"
 START_TIMEOUT_S="${KUBE_START_TIMEOUT_S:-60}"
+# shellcheck source=scripts/test-servers.sh
+. "$(dirname "${BASH_SOURCE[0]}")/test-servers.sh"
 # The binaries `install` builds; the controller manager turns Deployments into ReplicaSets and
 # Pods and garbage-collects the pods a deleted owner leaves.
 COMMANDS=(kube-apiserver kube-controller-manager)
@@ -71,10 +73,6 @@ install() {
   (cd "$mod" && go build -mod=mod -trimpath -ldflags "$ldflags" -o "$BIN/" "${pkgs[@]}") >&2
   for c in "${COMMANDS[@]}"; do [[ -x "$BIN/$c" ]]; done
   echo "kubernetes: installed ($BIN)" >&2
-}
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 alive() {
@@ -173,28 +171,12 @@ KUBECONFIG
   echo "READY server=https://127.0.0.1:$port kubeconfig=$dir/kubeconfig token=$token" | tee "$dir/ready"
 }
 
-stop_one() {
-  local pidfile="$1"
-  [[ -f "$pidfile" ]] || return 0
-  local pid
-  pid="$(cat "$pidfile")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$pidfile"
-}
-
 stop() {
   local dir="${1:?usage: stop DIR}"
   # The API server before its storage: it would log errors for every watch otherwise.
-  stop_one "$dir/controller-manager.pid"
-  stop_one "$dir/apiserver.pid"
-  stop_one "$dir/etcd.pid"
+  stop_pid_file "$dir/controller-manager.pid"
+  stop_pid_file "$dir/apiserver.pid"
+  stop_pid_file "$dir/etcd.pid"
   rm -f "$dir/ready"
 }
 
