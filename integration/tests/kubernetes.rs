@@ -67,7 +67,10 @@ fn deployment_pods_run_restart_and_go_with_their_owner() {
         (running.len() == 2 && running.keys().all(|n| pids.contains_key(n))).then_some(pids)
     });
     // Reported, not asserted: docs/kubernetes.md quotes it.
-    println!("deployment created to 2 pods running: {:?}", created.elapsed());
+    println!(
+        "deployment created to 2 pods running: {:?}",
+        created.elapsed()
+    );
     for (name, pid) in &first {
         assert!(alive(*pid), "{name}'s process {pid} is not alive");
         let p = pod(&api, &ns, name);
