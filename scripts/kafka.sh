@@ -134,12 +134,7 @@ stop() {
 
 status() {
   local dir="${1:?usage: status DIR}"
-  if running "$dir" && [[ -s "$dir/ready" ]]; then
-    cat "$dir/ready"
-  else
-    echo "kafka: no broker running in $dir" >&2
-    exit 1
-  fi
+  print_ready_or_fail "$dir/pid" "$dir/ready" "kafka: no broker running in $dir"
 }
 
 case "${1:-}" in

@@ -188,12 +188,7 @@ watch() {
 
 status() {
   local dir="${1:?usage: status DIR}"
-  if alive "$dir/apiserver.pid" && [[ -s "$dir/ready" ]]; then
-    cat "$dir/ready"
-  else
-    echo "kubernetes: no API server running in $dir" >&2
-    exit 1
-  fi
+  print_ready_or_fail "$dir/apiserver.pid" "$dir/ready" "kubernetes: no API server running in $dir"
 }
 
 case "${1:-}" in

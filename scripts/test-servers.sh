@@ -24,3 +24,15 @@ stop_pid_file() {
   fi
   rm -f "$pidfile"
 }
+
+# Prints READY_FILE when the process in PIDFILE runs and has written it; otherwise says MESSAGE
+# and exits 1 (the `status DIR` of the scripts).
+print_ready_or_fail() {
+  local pidfile="$1" ready="$2" message="$3"
+  if [[ -f "$pidfile" ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null && [[ -s "$ready" ]]; then
+    cat "$ready"
+  else
+    echo "$message" >&2
+    exit 1
+  fi
+}
