@@ -38,6 +38,10 @@ if [ "$what" = test ]; then
   [ -x scripts/prometheus.sh ] && scripts/prometheus.sh install
   # A real Kafka broker (KRaft) for the Kafka connector tests, its jars fetched with Maven.
   [ -x scripts/kafka.sh ] && scripts/kafka.sh install
+  # A real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) for the
+  # native Kubernetes tests, built once from the Go module proxy and cached outside the clone.
+  apt_install etcd-server openssl
+  [ -x scripts/kubernetes.sh ] && scripts/kubernetes.sh install
   # A real YARN (MiniYARNCluster) and HDFS (MiniDFSCluster) for the tests, built with Maven.
   [ -x scripts/yarn-minicluster.sh ] && scripts/yarn-minicluster.sh build
 fi

@@ -18,6 +18,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 POM_DIR="$ROOT/scripts/kafka"
 LIB="$POM_DIR/target/lib"
 START_TIMEOUT_S="${KAFKA_START_TIMEOUT_S:-120}"
+# shellcheck source=scripts/test-servers.sh
+. "$ROOT/scripts/test-servers.sh"
 
 install() {
   local stamp="$POM_DIR/target/.installed"
@@ -32,9 +34,6 @@ install() {
   echo "kafka: installed ($LIB)" >&2
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 running() {
   local dir="$1"
@@ -129,27 +128,13 @@ PROPS
 stop() {
   local dir="${1:?usage: stop DIR}"
   [[ -f "$dir/pid" ]] || return 0
-  local pid
-  pid="$(cat "$dir/pid")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 150); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$dir/pid" "$dir/ready"
+  stop_pid_file "$dir/pid" 15
+  rm -f "$dir/ready"
 }
 
 status() {
   local dir="${1:?usage: status DIR}"
-  if running "$dir" && [[ -s "$dir/ready" ]]; then
-    cat "$dir/ready"
-  else
-    echo "kafka: no broker running in $dir" >&2
-    exit 1
-  fi
+  print_ready_or_fail "$dir/pid" "$dir/ready" "kafka: no broker running in $dir"
 }
 
 case "${1:-}" in

@@ -16,6 +16,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LAUNCHER="$ROOT/integration/yarn-launcher"
 JAR="$LAUNCHER/target/yarn-launcher-0.1.0.jar"
 START_TIMEOUT_S="${YARN_MINICLUSTER_START_TIMEOUT_S:-180}"
+# shellcheck source=scripts/test-servers.sh
+. "$ROOT/scripts/test-servers.sh"
 
 # JDK 17 closes these packages; Hadoop's reflection (and Guice in the RM web app) needs them.
 JAVA_OPENS=(
@@ -83,18 +85,7 @@ start() {
 
 stop() {
   local dir="${1:?usage: stop DIR}"
-  [[ -f "$dir/pid" ]] || return 0
-  local pid
-  pid="$(cat "$dir/pid")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$dir/pid"
+  stop_pid_file "$dir/pid"
 }
 
 case "${1:-}" in

@@ -5,7 +5,7 @@
 //! (a static, never dropped) does not outlive its tests. Its directory holds the
 //! `core-site.xml`/`hdfs-site.xml` the sluice processes read as `HADOOP_CONF_DIR`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -50,7 +50,7 @@ fn script() -> PathBuf {
 }
 
 fn start() -> MiniDfs {
-    remove_stale_dirs();
+    crate::remove_stale_dirs(DIR_PREFIX, "pid");
     let built = Command::new(script())
         .arg("build")
         .status()
@@ -84,37 +84,5 @@ fn start() -> MiniDfs {
         namenode: field("namenode="),
         nameservice: field("nameservice="),
         dir,
-    }
-}
-
-/// Whether a process exists (quietly, unlike `kill -0`).
-fn running(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Removes the directories of earlier test binaries whose cluster is gone (it stops with its
-/// test binary; its data stays behind).
-fn remove_stale_dirs() {
-    let Some(parent) = Path::new(DIR_PREFIX).parent() else {
-        return;
-    };
-    let prefix = Path::new(DIR_PREFIX)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(owner) = name
-            .strip_prefix(&prefix)
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let launcher = std::fs::read_to_string(entry.path().join("pid"))
-            .ok()
-            .and_then(|p| p.trim().parse::<u32>().ok());
-        if !running(owner) && !launcher.is_some_and(running) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
     }
 }

@@ -6,7 +6,7 @@
 //! static, never dropped) does not outlive its tests.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -44,7 +44,7 @@ fn script() -> PathBuf {
 }
 
 fn start() -> Broker {
-    remove_stale_dirs();
+    crate::remove_stale_dirs(DIR_PREFIX, "pid");
     let me = std::process::id();
     let dir = PathBuf::from(format!("{DIR_PREFIX}{me}"));
     let out = Command::new(script())
@@ -67,30 +67,6 @@ fn start() -> Broker {
         .trim()
         .to_string();
     Broker { dir, bootstrap }
-}
-
-/// Removes the directories of earlier test binaries whose broker is gone.
-fn remove_stale_dirs() {
-    let Some(parent) = Path::new(DIR_PREFIX).parent() else {
-        return;
-    };
-    let prefix = "sluice-kafka-";
-    let running = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
-    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(owner) = name
-            .strip_prefix(prefix)
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let broker = std::fs::read_to_string(entry.path().join("pid"))
-            .ok()
-            .and_then(|p| p.trim().parse::<u32>().ok());
-        if !running(owner) && !broker.is_some_and(running) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
 }
 
 impl Broker {

@@ -7,6 +7,7 @@
 pub mod dfs;
 pub mod hosts;
 pub mod kafka;
+pub mod kube;
 pub mod prometheus;
 pub mod yarn;
 
@@ -75,6 +76,36 @@ pub fn free_udp_port() -> u16 {
         .and_then(|s| s.local_addr())
         .map(|a| a.port())
         .expect("no free port")
+}
+
+/// Removes the directories `<dir_prefix><pid of a test binary>` of earlier test binaries whose
+/// server is gone: neither the binary nor the process in the directory's `pid_file` runs (the
+/// servers stop with their test binary; their data stays behind).
+pub fn remove_stale_dirs(dir_prefix: &str, pid_file: &str) {
+    let Some(parent) = Path::new(dir_prefix).parent() else {
+        return;
+    };
+    let prefix = Path::new(dir_prefix)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // Quietly, unlike `kill -0`.
+    let running = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
+    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(owner) = name
+            .strip_prefix(&prefix)
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let server = std::fs::read_to_string(entry.path().join(pid_file))
+            .ok()
+            .and_then(|p| p.trim().parse::<u32>().ok());
+        if !running(owner) && !server.is_some_and(running) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Polls `f` every 50 ms until it returns `Some`, or panics after `timeout` naming `what`.
