@@ -928,7 +928,11 @@ mod tests {
             out.messages.is_empty(),
             "2 of 4 slots: it waits for them to stay"
         );
-        assert_eq!(d.resources().pending_slots(), 4, "it wants 4 (2 of them free)");
+        assert_eq!(
+            d.resources().pending_slots(),
+            4,
+            "it wants 4 (2 of them free)"
+        );
         let jm = d.job(job).unwrap();
         assert_eq!(jm.status(), JobStatus::Created);
         assert_eq!(jm.adaptive().unwrap().0, "WaitingForResources");
@@ -949,7 +953,11 @@ mod tests {
         assert!(!out.messages.is_empty());
         assert_eq!(d.job(job).unwrap().status(), JobStatus::Restarting);
         let mut out = cancel_all(&mut d, out, 1_200);
-        assert_eq!(d.poll_timeout(), Some(1_100), "every task stopped: restart now");
+        assert_eq!(
+            d.poll_timeout(),
+            Some(1_100),
+            "every task stopped: restart now"
+        );
         out.extend(d.tick(1_200));
         let second = run_deployed(&mut d, out, 1_200);
         let jm = d.job(job).unwrap();
