@@ -47,18 +47,42 @@ pub fn sluice_bin() -> PathBuf {
     bin
 }
 
-/// The job artifact the tests submit: `integration/test-job`, a binary built as users build
-/// theirs (`cargo build --workspace --bins` builds it; scripts/test.sh does).
+/// The job artifact the tests submit: `integration/test-job` (`cargo build --workspace --bins`
+/// builds it; scripts/test.sh does) without its debug information, as users' release builds
+/// come: the dev profile's line tables alone make it larger than the 100 MiB that
+/// `rest.server.max-content-length` lets a JobManager accept, as in Flink.
 pub fn test_job_bin() -> PathBuf {
-    let bin = sluice_bin()
+    static STRIPPED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let built = sluice_bin()
         .parent()
         .map(|d| d.join("sluice-test-job"))
         .unwrap_or_default();
     assert!(
-        bin.is_file(),
+        built.is_file(),
         "no test job artifact at {}: run `cargo build -p sluice-test-job` first (scripts/test.sh does)",
-        bin.display()
+        built.display()
     );
+    let bin = built.with_file_name("sluice-test-job-artifact");
+    let _one_at_a_time = STRIPPED.lock().unwrap_or_else(|e| e.into_inner());
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&bin).is_none() || modified(&bin) < modified(&built) {
+        // Written under another name first: another test binary may be reading the old one.
+        let partial =
+            built.with_file_name(format!("sluice-test-job-artifact.{}", std::process::id()));
+        let status = Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(&partial)
+            .arg(&built)
+            .status()
+            .expect("strip (binutils) runs");
+        assert!(
+            status.success(),
+            "strip --strip-debug {} failed",
+            built.display()
+        );
+        std::fs::rename(&partial, &bin).expect("the stripped artifact");
+    }
     bin
 }
 
