@@ -62,13 +62,15 @@ pub fn test_job_bin() -> PathBuf {
         "no test job artifact at {}: run `cargo build -p sluice-test-job` first (scripts/test.sh does)",
         built.display()
     );
-    let bin = built.with_file_name("sluice-test-job-artifact");
+    // The same file name in a folder of its own: the name is what the JobManager lists.
+    let dir = built.with_file_name("stripped-artifacts");
+    std::fs::create_dir_all(&dir).expect("a folder for the stripped artifact");
+    let bin = dir.join("sluice-test-job");
     let _one_at_a_time = STRIPPED.lock().unwrap_or_else(|e| e.into_inner());
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     if modified(&bin).is_none() || modified(&bin) < modified(&built) {
         // Written under another name first: another test binary may be reading the old one.
-        let partial =
-            built.with_file_name(format!("sluice-test-job-artifact.{}", std::process::id()));
+        let partial = dir.join(format!("partial.{}", std::process::id()));
         let status = Command::new("strip")
             .arg("--strip-debug")
             .arg("-o")
