@@ -494,13 +494,7 @@ impl JobMaster {
                 actions
             }
             Some(Decision::GiveUp) => {
-                self.exceptions.push(ExceptionEntry {
-                    timestamp: now,
-                    exception: NO_RESOURCE.into(),
-                    task_name: None,
-                    location: None,
-                    concurrent: Vec::new(),
-                });
+                self.job_exception(NO_RESOURCE.into(), now);
                 self.set_status(JobStatus::Failing, now);
                 let mut actions = self.cancel_executions(now);
                 actions.extend(self.terminate_if_done(now));
@@ -1009,13 +1003,7 @@ impl JobMaster {
 
     fn schedule(&mut self, verdicts: RestoreVerdicts, now: u64) -> Vec<Action> {
         if let Err(reason) = self.prepare_restore(verdicts) {
-            self.exceptions.push(ExceptionEntry {
-                timestamp: now,
-                exception: reason,
-                task_name: None,
-                location: None,
-                concurrent: Vec::new(),
-            });
+            self.job_exception(reason, now);
             self.set_status(JobStatus::Failing, now);
             for v in 0..self.executions.len() {
                 for s in 0..self.executions[v].len() {
@@ -1324,14 +1312,19 @@ impl JobMaster {
         if self.status != JobStatus::Running {
             return Vec::new();
         }
+        self.job_exception(NO_RESOURCE.into(), now);
+        self.fail(now)
+    }
+
+    /// Records a failure of the whole job (no task's) in the exception history.
+    fn job_exception(&mut self, exception: String, now: u64) {
         self.exceptions.push(ExceptionEntry {
             timestamp: now,
-            exception: NO_RESOURCE.into(),
+            exception,
             task_name: None,
             location: None,
             concurrent: Vec::new(),
         });
-        self.fail(now)
     }
 
     /// A failure: restart per the strategy, or fail the job. The job's other executions are
