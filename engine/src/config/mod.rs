@@ -383,6 +383,12 @@ pub struct NetworkOptions {
     pub max_buffers_per_channel: u32,
     /// `execution.buffer-timeout` (default 100 ms): longest wait before a partial buffer is flushed.
     pub buffer_timeout: Duration,
+    /// `taskmanager.network.blocking-shuffle.compression.enabled` (default true): blocking
+    /// partitions of batch jobs are LZ4-compressed.
+    pub blocking_compression: bool,
+    /// `taskmanager.network.sort-shuffle.min-buffers` (default 512, ≥ 1): segments of output a
+    /// blocking partition gathers in memory before it writes a region of its file.
+    pub sort_shuffle_buffers: u32,
     /// `taskmanager.network.quic.max-mtu` (default 1452): largest UDP payload the data plane's
     /// QUIC connections grow to by MTU discovery (the path MTU; 9000 on jumbo-frame links,
     /// 65000 on loopback).
@@ -682,6 +688,8 @@ impl Config {
                 buffers_per_channel: 0,
                 floating_buffers_per_gate: 0,
                 max_buffers_per_channel: 0,
+                blocking_compression: false,
+                sort_shuffle_buffers: 0,
                 buffer_timeout: Duration::ZERO,
                 quic_max_mtu: 0,
                 quic_num_threads: 0,

@@ -1159,6 +1159,9 @@ options! {
     "taskmanager.memory.segment-size" => network.segment_size: Mem { min: 4096, power_of_two: true },
         default "32kb",
         doc "Size of one network buffer (memory segment). Larger segments mean fewer buffers per record to hand between threads (64kb: 1.2x the shuffle benchmark's throughput, bench/README.md) but half as many buffers from the same network memory.";
+    "taskmanager.network.blocking-shuffle.compression.enabled" => network.blocking_compression: Bool,
+        default "true",
+        doc "Whether the blocking partitions of batch jobs are LZ4-compressed on disk.";
     "taskmanager.network.memory.buffers-per-channel" => network.buffers_per_channel: ANY_COUNT,
         default "2",
         doc "Exclusive buffers per input channel, the credit a receiver grants up front.";
@@ -1174,6 +1177,9 @@ options! {
     "taskmanager.network.quic.num-threads" => network.quic_num_threads: Int::<i32>::range(-1, 1024),
         default "-1",
         doc "Threads of the data plane's own runtime (QUIC I/O and encryption, serving and reading channels); -1 or 0 means one per task slot, like Flink's netty threads.";
+    "taskmanager.network.sort-shuffle.min-buffers" => network.sort_shuffle_buffers: AT_LEAST_ONE,
+        default "512",
+        doc "A blocking partition keeps this many segments' worth of (compressed) output in memory, sorted by consumer, before it writes them to its file as one region.";
     "taskmanager.numberOfTaskSlots" => taskmanager.number_of_task_slots: Int::<u32>::range(1, MAX_TASK_SLOTS as i64),
         default "1",
         doc "Number of slots a TaskManager offers, each running one parallel pipeline.";

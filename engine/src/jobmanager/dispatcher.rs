@@ -368,6 +368,12 @@ impl Dispatcher {
                 limit: self.settings.max_pending_jobs,
             });
         }
+        let mut job = job;
+        if graph.batch {
+            // Batch execution recovers from its finished stages' output, not from checkpoints.
+            job.checkpoints.interval = None;
+            job.state.checkpointing = false;
+        }
         let coordinator = CheckpointCoordinator::new(
             job_id.to_string(),
             job.checkpoints,
@@ -673,8 +679,12 @@ impl Dispatcher {
         let mut terminated = false;
         for action in actions {
             match action {
-                Action::RequestSlots { job, slots } => {
-                    self.rm.request(job, slots, now);
+                Action::RequestSlots {
+                    job,
+                    slots,
+                    at_least,
+                } => {
+                    self.rm.request_between(job, at_least, slots, now);
                     needs_allocation = true;
                 }
                 Action::DeclareSlots { job, slots } => {

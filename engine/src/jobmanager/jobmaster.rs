@@ -123,6 +123,9 @@ pub enum Action {
         job: JobId,
         /// How many.
         slots: u32,
+        /// The fewest the job can run with: a batch job takes what is free, from one slot up
+        /// to `slots`; others want all `slots` at once.
+        at_least: u32,
     },
     /// The adaptive scheduler's job wants this many slots (what an active resource driver
     /// should provide); it takes them itself with `RequestSlots` once it decides to run.
@@ -304,6 +307,31 @@ pub struct JobMaster {
     restore_tickets: u64,
     /// The adaptive scheduler, when it runs this job (`jobmanager.scheduler: adaptive`).
     adaptive: Option<AdaptiveJob>,
+    /// Batch execution, when the job graph is a batch job's.
+    batch: Option<Batch>,
+}
+
+/// How a batch job is being run: stage by stage on slots that each run one subtask at a time,
+/// its exchanges blocking (a consumer starts once every producer it reads finished and wrote
+/// its output to disk), and a failed subtask restarted alone — its region — reading its inputs
+/// again from the finished producers' files.
+#[derive(Debug, Default)]
+struct Batch {
+    /// The subtask each of the job's slots runs now, by index into `JobMaster::slots`.
+    occupant: Vec<Option<(usize, usize)>>,
+    /// Subtasks failed and waiting for their restart delay: when each may run again.
+    restart_at: BTreeMap<(usize, usize), u64>,
+    /// Subtasks being cancelled because an input they read was lost: they run again once
+    /// stopped, without counting as a failure of their own.
+    rerun: HashSet<(usize, usize)>,
+    /// The producers of each job edge as they last ran, by edge; built when a consumer is
+    /// deployed and forgotten when a producer runs again.
+    groups: HashMap<usize, Arc<ProducerGroup>>,
+    /// The groups sent to each TaskManager.
+    shipped: HashSet<(ResourceId, u64)>,
+    /// Subtasks started again by region failover (failed or lost ones and the producers of
+    /// lost output), over the job's life.
+    restarted_tasks: u64,
 }
 
 /// A job under the adaptive scheduler: its decisions and the job graph as submitted, which
@@ -347,6 +375,7 @@ impl JobMaster {
     ) -> Self {
         let executions = Self::executions_of(&graph, 0, now);
         let fingerprint = graph.fingerprint();
+        let batch = graph.batch;
         JobMaster {
             job_id,
             name: graph.name.clone(),
@@ -379,7 +408,27 @@ impl JobMaster {
             awaiting_restore: None,
             restore_tickets: 0,
             adaptive: None,
+            batch: None,
         }
+        .batch_if(batch)
+    }
+
+    fn batch_if(mut self, batch: bool) -> Self {
+        if batch {
+            self.batch = Some(Batch::default());
+        }
+        self
+    }
+
+    /// Whether the job runs in batch execution mode.
+    pub fn is_batch(&self) -> bool {
+        self.batch.is_some()
+    }
+
+    /// Subtasks restarted by region failover so far (batch jobs; Flink's
+    /// `numberOfRestarts` counts failovers, this counts the tasks they restarted).
+    pub fn restarted_tasks(&self) -> u64 {
+        self.batch.as_ref().map_or(0, |b| b.restarted_tasks)
     }
 
     /// Runs this job under the adaptive scheduler: each vertex between parallelism 1 and its
@@ -822,6 +871,12 @@ impl JobMaster {
                 self.status.name()
             ));
         }
+        if self.batch.is_some() {
+            return Err(
+                "the job runs in batch execution mode, which takes no checkpoints or savepoints"
+                    .into(),
+            );
+        }
         if stop && self.stop_request.is_some() {
             return Err("the job is already being stopped with a savepoint".into());
         }
@@ -1018,9 +1073,11 @@ impl JobMaster {
                 self.set_execution(v, s, ExecutionState::Scheduled, now);
             }
         }
+        let slots = self.graph.max_vertex_parallelism();
         vec![Action::RequestSlots {
             job: self.job_id,
-            slots: self.graph.max_vertex_parallelism(),
+            slots,
+            at_least: if self.batch.is_some() { 1 } else { slots },
         }]
     }
 
@@ -1030,6 +1087,13 @@ impl JobMaster {
             // Cancelled while waiting: hand the slots straight back.
             self.slots = slots;
             return self.terminate_if_done(now);
+        }
+        if let Some(batch) = self.batch.as_mut() {
+            batch.occupant.extend(slots.iter().map(|_| None));
+            self.slots.extend(slots);
+            let mut actions = self.more_slots();
+            actions.extend(self.deploy_ready(now));
+            return actions;
         }
         self.slots = slots;
         for v in 0..self.graph.vertices.len() {
@@ -1063,6 +1127,267 @@ impl JobMaster {
                 });
             }
         }
+        actions
+    }
+
+    /// Batch execution: a batch job runs on the slots it has and keeps asking for more, up
+    /// to its widest vertex, so that slots freed by others or brought by new TaskManagers (on
+    /// YARN, containers it asked for) make it faster.
+    fn more_slots(&self) -> Vec<Action> {
+        let wanted = self.graph.max_vertex_parallelism();
+        let held = self.slots.len() as u32;
+        if self.status != JobStatus::Running || held >= wanted {
+            return Vec::new();
+        }
+        vec![Action::RequestSlots {
+            job: self.job_id,
+            slots: wanted - held,
+            at_least: 1,
+        }]
+    }
+
+    /// Batch execution: deploys each subtask whose inputs are complete (every producer vertex
+    /// it reads finished) into a free slot, vertex by vertex, sources first.
+    fn deploy_ready(&mut self, now: u64) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if self.status != JobStatus::Running {
+            return actions;
+        }
+        for v in 0..self.graph.vertices.len() {
+            let inputs = self.graph.vertices[v].inputs.clone();
+            let ready = inputs.iter().all(|&e| {
+                self.executions[self.graph.edges[e].source]
+                    .iter()
+                    .all(|x| x.state == ExecutionState::Finished)
+            });
+            if !ready {
+                continue;
+            }
+            for s in 0..self.executions[v].len() {
+                let Some(batch) = self.batch.as_mut() else {
+                    return actions;
+                };
+                if self.executions[v][s].state != ExecutionState::Scheduled
+                    || batch.restart_at.contains_key(&(v, s))
+                {
+                    continue;
+                }
+                let Some(free) = batch.occupant.iter().position(Option::is_none) else {
+                    return actions;
+                };
+                batch.occupant[free] = Some((v, s));
+                let slot = self.slots[free].clone();
+                self.executions[v][s].slot = Some(slot.clone());
+                self.set_execution(v, s, ExecutionState::Deploying, now);
+                let mut groups = HashMap::new();
+                for &e in &inputs {
+                    let known = self.batch.as_ref().and_then(|b| b.groups.get(&e).cloned());
+                    let group = match known {
+                        Some(group) => group,
+                        None => Arc::new(self.producer_group(e)),
+                    };
+                    if let Some(batch) = self.batch.as_mut() {
+                        batch.groups.insert(e, group.clone());
+                        if batch.shipped.insert((slot.resource_id.clone(), group.id)) {
+                            actions.push(Action::ShipProducers {
+                                resource_id: slot.resource_id.clone(),
+                                group: group.clone(),
+                            });
+                        }
+                    }
+                    groups.insert(e, group);
+                }
+                let deployment = self.deployment(v, s, &groups);
+                actions.push(Action::Deploy {
+                    resource_id: slot.resource_id,
+                    deployment: Box::new(deployment),
+                });
+            }
+        }
+        actions
+    }
+
+    /// Batch execution: a subtask of the running job stopped. A finished one frees its slot
+    /// for the next; a failed one is restarted alone (region failover) after the restart
+    /// strategy's delay; one cancelled because its input was lost runs again.
+    fn batch_task_state(
+        &mut self,
+        (v, s): (usize, usize),
+        state: ExecutionState,
+        error: Option<String>,
+        now: u64,
+    ) -> Vec<Action> {
+        if !state.is_terminal() {
+            return Vec::new();
+        }
+        let Some(batch) = self.batch.as_mut() else {
+            return Vec::new();
+        };
+        for occupant in &mut batch.occupant {
+            if *occupant == Some((v, s)) {
+                *occupant = None;
+            }
+        }
+        let rerun = batch.rerun.remove(&(v, s));
+        match state {
+            ExecutionState::Failed => {
+                let location = self.executions[v][s]
+                    .slot
+                    .as_ref()
+                    .map(|slot| slot.resource_id.clone());
+                let message = error.unwrap_or_else(|| "unknown failure".into());
+                self.executions[v][s].failure = Some(message.clone());
+                self.record_failure(message, (v, s), location, now);
+                self.region_failover(vec![(v, s)], now)
+            }
+            ExecutionState::Canceled if rerun => {
+                self.reset_subtask(v, s, now);
+                self.deploy_ready(now)
+            }
+            _ => {
+                let mut actions = self.deploy_ready(now);
+                actions.extend(self.terminate_if_done(now));
+                actions
+            }
+        }
+    }
+
+    /// Batch execution: restarts `failed` subtasks alone after the restart strategy's delay,
+    /// or, if the strategy allows no more restarts, fails the job.
+    fn region_failover(&mut self, failed: Vec<(usize, usize)>, now: u64) -> Vec<Action> {
+        let random = self.random();
+        match self.restart.on_failure(now, random) {
+            Some(delay) => {
+                if let Some(batch) = self.batch.as_mut() {
+                    for subtask in failed {
+                        batch.restart_at.insert(subtask, now + delay);
+                    }
+                }
+                self.tick(now)
+            }
+            None => {
+                self.suppress_recovery(now);
+                let mut actions = self.cancel_executions(now);
+                actions.extend(self.terminate_if_done(now));
+                actions
+            }
+        }
+    }
+
+    /// Makes subtask `s` of vertex `v` a new attempt waiting for a slot; the consumers of its
+    /// output will read the new attempt's.
+    fn reset_subtask(&mut self, v: usize, s: usize, now: u64) {
+        let e = &mut self.executions[v][s];
+        e.attempt += 1;
+        e.slot = None;
+        e.failure = None;
+        e.metrics = TaskMetrics::default();
+        e.timestamps.clear();
+        self.set_execution(v, s, ExecutionState::Scheduled, now);
+        if let Some(batch) = self.batch.as_mut() {
+            batch.restarted_tasks += 1;
+            for e in &self.graph.vertices[v].outputs {
+                batch.groups.remove(e);
+            }
+        }
+    }
+
+    /// Batch execution: a TaskManager is gone, with its slots and the output its finished
+    /// subtasks kept on disk. Its running subtasks failed (restarted as regions); finished ones
+    /// whose output someone still has to read run again, and the consumers already reading
+    /// that output are cancelled to read the new one.
+    fn batch_taskmanager_lost(&mut self, resource_id: &str, reason: &str, now: u64) -> Vec<Action> {
+        let Some(batch) = self.batch.as_mut() else {
+            return Vec::new();
+        };
+        let held_before = self.slots.len();
+        let mut kept = Vec::new();
+        let mut occupants = Vec::new();
+        for (slot, occupant) in self.slots.drain(..).zip(batch.occupant.drain(..)) {
+            if slot.resource_id != resource_id {
+                kept.push(slot);
+                occupants.push(occupant);
+            }
+        }
+        let lost_slots = kept.len() < held_before;
+        self.slots = kept;
+        batch.occupant = occupants;
+        let on_lost = |e: &Execution| {
+            e.slot
+                .as_ref()
+                .is_some_and(|slot| slot.resource_id == resource_id)
+        };
+        let mut failed = Vec::new();
+        let mut again = Vec::new();
+        // Consumers before producers (the vertices are in topological order), so that output
+        // lost upstream of a rerun subtask is rerun too.
+        for v in (0..self.executions.len()).rev() {
+            let needed = self.graph.vertices[v].outputs.iter().any(|&e| {
+                let target = self.graph.edges[e].target;
+                self.executions[target]
+                    .iter()
+                    .any(|x| x.state != ExecutionState::Finished)
+                    || again.iter().any(|&(t, _)| t == target)
+            });
+            for s in 0..self.executions[v].len() {
+                let e = &self.executions[v][s];
+                if !on_lost(e) {
+                    continue;
+                }
+                if !e.state.is_terminal() {
+                    failed.push((v, s));
+                } else if e.state == ExecutionState::Finished && needed {
+                    again.push((v, s));
+                }
+            }
+        }
+        if failed.is_empty() && again.is_empty() {
+            return Vec::new();
+        }
+        let message = format!("TaskManager {resource_id} was lost: {reason}");
+        for &(v, s) in &failed {
+            self.set_execution(v, s, ExecutionState::Failed, now);
+            self.executions[v][s].failure = Some(message.clone());
+        }
+        let mut actions = Vec::new();
+        // Consumers reading lost output elsewhere stop and run again once it is rewritten.
+        let lost_vertices: HashSet<usize> = again.iter().map(|&(v, _)| v).collect();
+        for &v in &lost_vertices {
+            for &e in &self.graph.vertices[v].outputs.clone() {
+                let target = self.graph.edges[e].target;
+                for s in 0..self.executions[target].len() {
+                    let x = &self.executions[target][s];
+                    if x.state.is_terminal() || on_lost(x) || x.slot.is_none() {
+                        continue;
+                    }
+                    if let Some(slot) = &x.slot {
+                        actions.push(Action::Cancel {
+                            resource_id: slot.resource_id.clone(),
+                            execution: self.execution_id(target, s),
+                        });
+                    }
+                    self.set_execution(target, s, ExecutionState::Canceling, now);
+                    if let Some(batch) = self.batch.as_mut() {
+                        batch.rerun.insert((target, s));
+                    }
+                }
+            }
+        }
+        for &(v, s) in &again {
+            self.reset_subtask(v, s, now);
+        }
+        let first = failed.first().or(again.first()).copied().unwrap_or((0, 0));
+        self.record_failure(message, first, Some(resource_id.to_string()), now);
+        if lost_slots {
+            // Ask for slots in place of those lost; the job goes on with what it holds.
+            actions.extend(self.more_slots());
+        }
+        if failed.is_empty() {
+            // Only finished output was lost: it is rewritten without counting as a failure.
+            actions.extend(self.deploy_ready(now));
+            return actions;
+        }
+        actions.extend(self.region_failover(failed, now));
         actions
     }
 
@@ -1241,6 +1566,9 @@ impl JobMaster {
         error: Option<String>,
         now: u64,
     ) -> Vec<Action> {
+        if self.batch.is_some() && self.status == JobStatus::Running {
+            return self.batch_task_state((v, s), state, error, now);
+        }
         match state {
             ExecutionState::Failed => {
                 let location = self.executions[v][s]
@@ -1258,6 +1586,9 @@ impl JobMaster {
 
     /// A TaskManager is gone: its executions of this job have failed.
     pub fn taskmanager_lost(&mut self, resource_id: &str, reason: &str, now: u64) -> Vec<Action> {
+        if self.batch.is_some() && self.status == JobStatus::Running {
+            return self.batch_taskmanager_lost(resource_id, reason, now);
+        }
         let mut lost = Vec::new();
         for v in 0..self.executions.len() {
             for s in 0..self.executions[v].len() {
@@ -1312,6 +1643,11 @@ impl JobMaster {
         if self.status != JobStatus::Running {
             return Vec::new();
         }
+        if self.batch.is_some() && !self.slots.is_empty() {
+            // A batch job runs on the slots it holds; more would only make it faster, so it
+            // goes on asking.
+            return self.more_slots();
+        }
         self.job_exception(NO_RESOURCE.into(), now);
         self.fail(now)
     }
@@ -1350,18 +1686,7 @@ impl JobMaster {
                         a.core.restarting(None);
                     }
                 }
-                None => {
-                    if self.restart.policy() != &RestartPolicy::None
-                        && let Some(last) = self.exceptions.last_mut()
-                    {
-                        last.exception = format!(
-                            "Recovery is suppressed by {}: {}",
-                            self.restart.policy().describe(),
-                            last.exception
-                        );
-                    }
-                    self.set_status(JobStatus::Failing, now);
-                }
+                None => self.suppress_recovery(now),
             }
         }
         actions.extend(self.cancel_executions(now));
@@ -1370,13 +1695,41 @@ impl JobMaster {
         actions
     }
 
+    /// The restart strategy allows no more restarts: the job fails, and its last exception
+    /// says why it was not recovered.
+    fn suppress_recovery(&mut self, now: u64) {
+        if self.restart.policy() != &RestartPolicy::None
+            && let Some(last) = self.exceptions.last_mut()
+        {
+            last.exception = format!(
+                "Recovery is suppressed by {}: {}",
+                self.restart.policy().describe(),
+                last.exception
+            );
+        }
+        if let Some(batch) = self.batch.as_mut() {
+            batch.restart_at.clear();
+            batch.rerun.clear();
+        }
+        self.set_status(JobStatus::Failing, now);
+    }
+
     /// When [`tick`](Self::tick) next has something to do (ms since the epoch; `None`: not
     /// before another event): the checkpoint coordinator's next deadline while running, the
     /// restart delay's end once the failed attempt has stopped.
     pub fn poll_timeout(&self) -> Option<u64> {
         let adaptive = self.adaptive.as_ref().and_then(|a| a.core.poll_timeout());
         let own = match self.status {
-            JobStatus::Running => self.checkpoints.0.poll_timeout(),
+            JobStatus::Running => {
+                let regions = self
+                    .batch
+                    .as_ref()
+                    .and_then(|b| b.restart_at.values().min().copied());
+                [self.checkpoints.0.poll_timeout(), regions]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            }
             JobStatus::Restarting => self.restart_at.filter(|_| self.unstopped == 0),
             _ => None,
         };
@@ -1393,6 +1746,23 @@ impl JobMaster {
             let decision = a.core.tick(now);
             actions.extend(self.adaptive_decision(decision, now));
         }
+        if self.status == JobStatus::Running
+            && let Some(batch) = self.batch.as_mut()
+        {
+            let due: Vec<(usize, usize)> = batch
+                .restart_at
+                .iter()
+                .filter(|&(_, &at)| at <= now)
+                .map(|(&subtask, _)| subtask)
+                .collect();
+            for (v, s) in due {
+                if let Some(batch) = self.batch.as_mut() {
+                    batch.restart_at.remove(&(v, s));
+                }
+                self.reset_subtask(v, s, now);
+            }
+            actions.extend(self.deploy_ready(now));
+        }
         if self.status == JobStatus::Running {
             let decisions = self.checkpoints.0.tick(now);
             actions.extend(self.checkpoint_actions(decisions, now));
@@ -1407,6 +1777,12 @@ impl JobMaster {
             self.slots.drain(..).map(|s| s.resource_id).collect();
         resource_ids.sort();
         resource_ids.dedup();
+        if let Some(batch) = self.batch.as_mut() {
+            *batch = Batch {
+                restarted_tasks: batch.restarted_tasks,
+                ..Batch::default()
+            };
+        }
         for e in self.executions.iter_mut().flatten() {
             e.attempt += 1;
             e.slot = None;
@@ -1429,6 +1805,10 @@ impl JobMaster {
         }
         self.set_status(JobStatus::Cancelling, now);
         self.restart_at = None;
+        if let Some(batch) = self.batch.as_mut() {
+            batch.restart_at.clear();
+            batch.rerun.clear();
+        }
         let mut actions = self.cancel_executions(now);
         actions.extend(self.terminate_if_done(now));
         actions
@@ -1462,9 +1842,15 @@ impl JobMaster {
 
     fn terminate_if_done(&mut self, now: u64) -> Vec<Action> {
         let all = || self.executions.iter().flatten();
+        let regions_pending = self.status == JobStatus::Running
+            && self
+                .batch
+                .as_ref()
+                .is_some_and(|b| !b.restart_at.is_empty() || !b.rerun.is_empty());
         if self.unstopped > 0
             || self.status.is_globally_terminal()
             || self.status == JobStatus::Restarting
+            || regions_pending
         {
             return Vec::new();
         }
@@ -1552,9 +1938,16 @@ mod tests {
     use crate::network::channel::ProducerGroups;
     use crate::rpc::messages::ChannelDeployment;
 
+    /// The word count, run as a stream (all its tasks at once, slot sharing).
     fn job(parallelism: u32) -> JobMaster {
+        job_in(parallelism, false)
+    }
+
+    /// The word count at `parallelism`, in batch execution mode or as a stream.
+    fn job_in(parallelism: u32, batch: bool) -> JobMaster {
         let program = ProgramSpec::new("wordcount", vec![]);
-        let graph = build_job_graph(&examples::bundled(), &program, parallelism).unwrap();
+        let mut graph = build_job_graph(&examples::bundled(), &program, parallelism).unwrap();
+        graph.batch = batch;
         let coordinator = CheckpointCoordinator::new(
             JobId(1).to_string(),
             crate::checkpoint::CheckpointSettings::default(),
@@ -1877,5 +2270,267 @@ mod tests {
         report_all(&mut jm, &deployed, ExecutionState::Canceled);
         assert_eq!(jm.status, JobStatus::Canceled);
         assert_eq!(jm.end_time, Some(10));
+    }
+
+    /// Reports every deployment among `actions` RUNNING and returns them.
+    fn run_deployed(jm: &mut JobMaster, actions: &[Action], now: u64) -> Vec<TaskDeployment> {
+        let deployed: Vec<TaskDeployment> = deploys(actions).into_iter().cloned().collect();
+        report_all(jm, &deployed, ExecutionState::Running);
+        let _ = now;
+        deployed
+    }
+
+    /// The vertex whose name starts with `prefix`.
+    fn vertex(jm: &JobMaster, prefix: &str) -> usize {
+        jm.graph
+            .vertices
+            .iter()
+            .position(|v| v.name.starts_with(prefix))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_batch_job_of_parallelism_8_runs_stage_by_stage_on_two_slots() {
+        let mut jm = job_in(8, true);
+        let actions = jm.start(0);
+        assert!(matches!(
+            actions[..],
+            [Action::RequestSlots {
+                slots: 8,
+                at_least: 1,
+                ..
+            }]
+        ));
+        let allocated = jm.slots_allocated(slots(2), 1);
+        let mut running = run_deployed(&mut jm, &allocated, 1);
+        let mut deployed = running.len();
+        let mut finished_vertices: HashSet<u32> = HashSet::new();
+        while !running.is_empty() {
+            assert!(running.len() <= 2, "two slots run two subtasks at a time");
+            let done = running.remove(0);
+            // A subtask starts only once every producer vertex it reads has finished.
+            let v = done.execution.vertex as usize;
+            for &e in &jm.graph.vertices[v].inputs {
+                assert!(finished_vertices.contains(&(jm.graph.edges[e].source as u32)));
+            }
+            let actions = jm.task_state(
+                done.execution,
+                ExecutionState::Finished,
+                None,
+                TaskMetrics::default(),
+                2,
+            );
+            if jm.executions[v]
+                .iter()
+                .all(|e| e.state == ExecutionState::Finished)
+            {
+                finished_vertices.insert(v as u32);
+            }
+            let next = run_deployed(&mut jm, &actions, 2);
+            deployed += next.len();
+            running.extend(next);
+        }
+        assert_eq!(deployed as u32, jm.graph.total_subtasks());
+        assert_eq!(jm.status, JobStatus::Finished);
+        assert_eq!(jm.restarted_tasks(), 0);
+    }
+
+    #[test]
+    fn a_failed_batch_task_restarts_alone_after_the_delay_and_reads_the_same_producers() {
+        let mut jm = job_in(2, true);
+        jm.restart = RestartTracker::new(RestartPolicy::FixedDelay {
+            attempts: 2,
+            delay_ms: 100,
+        });
+        jm.start(0);
+        let keyed = vertex(&jm, "Keyed");
+        let allocated = jm.slots_allocated(slots(2), 1);
+        let mut running = run_deployed(&mut jm, &allocated, 1);
+        // Run until the keyed vertex's subtasks are deployed.
+        let mut keyed_tasks = Vec::new();
+        while keyed_tasks.is_empty() {
+            let done = running.remove(0);
+            let actions = jm.task_state(
+                done.execution,
+                ExecutionState::Finished,
+                None,
+                TaskMetrics::default(),
+                2,
+            );
+            for d in run_deployed(&mut jm, &actions, 2) {
+                if d.execution.vertex as usize == keyed {
+                    keyed_tasks.push(d.clone());
+                }
+                running.push(d);
+            }
+        }
+        let failed = keyed_tasks[0].clone();
+        let actions = jm.task_state(
+            failed.execution,
+            ExecutionState::Failed,
+            Some("boom".into()),
+            TaskMetrics::default(),
+            10,
+        );
+        assert!(
+            !actions.iter().any(|a| matches!(a, Action::Cancel { .. })),
+            "nothing else is cancelled: {actions:?}"
+        );
+        assert_eq!(jm.status, JobStatus::Running);
+        assert_eq!(jm.poll_timeout(), Some(110));
+        assert!(deploys(&jm.tick(50)).is_empty());
+        let again = jm.tick(110);
+        let redeployed = deploys(&again);
+        assert_eq!(redeployed.len(), 1);
+        assert_eq!(redeployed[0].execution.subtask, failed.execution.subtask);
+        assert_eq!(
+            redeployed[0].execution.attempt,
+            failed.execution.attempt + 1
+        );
+        assert_eq!(
+            redeployed[0].inputs.len(),
+            failed.inputs.len(),
+            "it reads the same finished producers"
+        );
+        let redeployed = redeployed[0].clone();
+        running.retain(|d| d.execution != failed.execution);
+        running.push(redeployed);
+        report_all(&mut jm, &running, ExecutionState::Running);
+        while !running.is_empty() {
+            let done = running.remove(0);
+            let actions = jm.task_state(
+                done.execution,
+                ExecutionState::Finished,
+                None,
+                TaskMetrics::default(),
+                120,
+            );
+            running.extend(run_deployed(&mut jm, &actions, 120));
+        }
+        assert_eq!(jm.status, JobStatus::Finished);
+        assert_eq!(jm.restarted_tasks(), 1);
+        assert_eq!(jm.exceptions.len(), 1);
+    }
+
+    #[test]
+    fn a_lost_taskmanager_reruns_its_finished_output_that_consumers_still_need() {
+        let mut jm = job_in(2, true);
+        jm.restart = RestartTracker::new(RestartPolicy::FixedDelay {
+            attempts: 5,
+            delay_ms: 0,
+        });
+        jm.start(0);
+        let tokenizer = vertex(&jm, "Tokenizer");
+        let keyed = vertex(&jm, "Keyed");
+        let allocated = jm.slots_allocated(slots(2), 1);
+        let mut running = run_deployed(&mut jm, &allocated, 1);
+        // Finish everything before the keyed vertex, then deploy the keyed subtasks.
+        while !running.iter().any(|d| d.execution.vertex as usize == keyed) {
+            let done = running.remove(0);
+            let actions = jm.task_state(
+                done.execution,
+                ExecutionState::Finished,
+                None,
+                TaskMetrics::default(),
+                2,
+            );
+            running.extend(run_deployed(&mut jm, &actions, 2));
+        }
+        // tm1 goes: the keyed subtask on it failed, the tokenizer output on it is gone, and the
+        // keyed subtask on tm0 (reading that output) is cancelled to run again.
+        let on_tm1 = |jm: &JobMaster, v: usize| {
+            (0..jm.executions[v].len())
+                .filter(|&s| {
+                    jm.executions[v][s]
+                        .slot
+                        .as_ref()
+                        .is_some_and(|slot| slot.resource_id == "tm1")
+                })
+                .count()
+        };
+        assert_eq!(on_tm1(&jm, tokenizer), 1);
+        let actions = jm.taskmanager_lost("tm1", "killed", 3);
+        assert_eq!(jm.status, JobStatus::Running);
+        let cancels: Vec<&Action> = actions
+            .iter()
+            .filter(|a| matches!(a, Action::Cancel { .. }))
+            .collect();
+        assert_eq!(cancels.len(), 1, "{actions:?}");
+        assert!(actions.iter().any(|a| matches!(
+            a,
+            Action::RequestSlots {
+                slots: 1,
+                at_least: 1,
+                ..
+            }
+        )));
+        let rerun_tokenizer = deploys(&actions)
+            .into_iter()
+            .filter(|d| d.execution.vertex as usize == tokenizer)
+            .count();
+        assert!(rerun_tokenizer <= 1);
+        let survivor = running
+            .iter()
+            .find(|d| {
+                d.execution.vertex as usize == keyed
+                    && jm.executions[keyed][d.execution.subtask as usize]
+                        .slot
+                        .as_ref()
+                        .is_some_and(|slot| slot.resource_id == "tm0")
+            })
+            .unwrap()
+            .clone();
+        let mut running = run_deployed(&mut jm, &actions, 3);
+        let actions = jm.task_state(
+            survivor.execution,
+            ExecutionState::Canceled,
+            None,
+            TaskMetrics::default(),
+            4,
+        );
+        running.extend(run_deployed(&mut jm, &actions, 4));
+        // The lost slot comes back (a new TaskManager).
+        let replacement = vec![SlotRef {
+            resource_id: "tm2".into(),
+            data_address: "127.0.0.1:9".parse().unwrap(),
+            index: 0,
+        }];
+        let allocated = jm.slots_allocated(replacement, 5);
+        running.extend(run_deployed(&mut jm, &allocated, 5));
+        while !running.is_empty() {
+            let done = running.remove(0);
+            let actions = jm.task_state(
+                done.execution,
+                ExecutionState::Finished,
+                None,
+                TaskMetrics::default(),
+                6,
+            );
+            running.extend(run_deployed(&mut jm, &actions, 6));
+        }
+        assert_eq!(jm.status, JobStatus::Finished, "{:?}", jm.state_counts());
+        // The failed keyed subtask, the rerun tokenizer subtask and the cancelled keyed one.
+        assert_eq!(jm.restarted_tasks(), 3);
+    }
+
+    #[test]
+    fn a_batch_job_refuses_savepoints_and_a_slot_timeout_with_slots_in_hand_is_harmless() {
+        let mut jm = job_in(4, true);
+        jm.start(0);
+        jm.slots_allocated(slots(1), 1);
+        assert!(
+            jm.trigger_savepoint("a".repeat(32), None, false, 2)
+                .unwrap_err()
+                .contains("batch")
+        );
+        assert!(matches!(
+            jm.slot_request_timed_out(300_000)[..],
+            [Action::RequestSlots {
+                slots: 3,
+                at_least: 1,
+                ..
+            }]
+        ));
+        assert_eq!(jm.status, JobStatus::Running);
     }
 }

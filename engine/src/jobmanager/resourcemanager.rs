@@ -57,6 +57,8 @@ impl TaskManagerInfo {
 struct Request {
     job: JobId,
     slots: u32,
+    /// Granted once this many are free (then as many as are, up to `slots`).
+    at_least: u32,
     since: u64,
 }
 
@@ -132,10 +134,17 @@ impl ResourceManager {
 
     /// Queues a request for `slots` slots for `job`.
     pub fn request(&mut self, job: JobId, slots: u32, now: u64) {
+        self.request_between(job, slots, slots, now);
+    }
+
+    /// Queues a request of `job` for up to `slots` slots, granted once `at_least` are free
+    /// (a batch job runs on whatever it gets).
+    pub fn request_between(&mut self, job: JobId, at_least: u32, slots: u32, now: u64) {
         self.pending.retain(|r| r.job != job);
         self.pending.push(Request {
             job,
             slots,
+            at_least: at_least.clamp(1, slots.max(1)),
             since: now,
         });
     }
@@ -185,15 +194,17 @@ impl ResourceManager {
         self.pending.iter().any(|r| r.job == job)
     }
 
-    /// Grants every pending request that the free slots can satisfy in full, oldest first.
+    /// Grants every pending request that the free slots can satisfy, oldest first: in full,
+    /// or, for a request that takes fewer, as many as are free.
     /// Slots are spread: each comes from the TaskManager with the most free slots, so a job's
     /// subtasks use all TaskManagers.
     pub fn allocate(&mut self) -> Vec<(JobId, Vec<SlotRef>)> {
         let mut granted = Vec::new();
         let mut i = 0;
         while i < self.pending.len() {
-            let want = self.pending[i].slots;
-            if want <= self.free_slots() {
+            let free = self.free_slots();
+            if self.pending[i].at_least <= free {
+                let want = self.pending[i].slots.min(free);
                 let job = self.pending.remove(i).job;
                 let slots = (0..want).filter_map(|_| self.take_one(job)).collect();
                 granted.push((job, slots));

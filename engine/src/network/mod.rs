@@ -10,6 +10,7 @@ pub mod channel;
 pub(crate) mod gate;
 pub(crate) mod partitioner;
 pub(crate) mod registry;
+pub(crate) mod spill;
 pub mod transport;
 pub(crate) mod valve;
 pub(crate) mod writer;

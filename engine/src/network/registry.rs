@@ -6,6 +6,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::buffer::NetBuffer;
+use super::spill::BlockingPartition;
 use crate::common::ids::{JobId, PartitionId};
 
 /// Subpartition queues by partition; a consumer takes its queue's receiving end once.
@@ -18,6 +19,9 @@ pub(crate) struct PartitionRegistry {
 #[derive(Default)]
 struct Partitions {
     by_id: HashMap<PartitionId, Vec<Subpartition>>,
+    /// Finished blocking partitions of batch jobs, read from their files by any number of
+    /// consumers, each from the start.
+    blocking: HashMap<PartitionId, Arc<BlockingPartition>>,
     /// Jobs whose subtasks run in a worker process of this TaskManager, with the worker's data
     /// port: consumers asking here for their partitions are sent there.
     moved: HashMap<JobId, u16>,
@@ -42,6 +46,9 @@ pub(crate) enum TakeError {
     Cancelled,
     #[error("partition {0} is served by the job's worker process at port {1}")]
     Moved(PartitionId, u16),
+    /// A blocking partition's file could not be read.
+    #[error("blocking partition {0} cannot be read: {1}")]
+    Unreadable(PartitionId, std::io::Error),
 }
 
 impl PartitionRegistry {
@@ -49,6 +56,13 @@ impl PartitionRegistry {
     pub(crate) fn register(&self, id: PartitionId, subpartitions: Vec<Subpartition>) {
         let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
         map.by_id.insert(id, subpartitions);
+        self.changed.notify_all();
+    }
+
+    /// Makes a finished blocking partition available to its consumers.
+    pub(crate) fn register_blocking(&self, id: PartitionId, partition: BlockingPartition) {
+        let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
+        map.blocking.insert(id, Arc::new(partition));
         self.changed.notify_all();
     }
 
@@ -80,6 +94,11 @@ impl PartitionRegistry {
             if let Some(&port) = map.moved.get(&id.producer.job).filter(|_| !local) {
                 return Err(TakeError::Moved(id, port));
             }
+            if let Some(partition) = map.blocking.get(&id) {
+                return partition
+                    .read(subpartition)
+                    .map_err(|e| TakeError::Unreadable(id, e));
+            }
             if let Some(subs) = map.by_id.get_mut(&id) {
                 let sub = subs
                     .get_mut(subpartition as usize)
@@ -110,11 +129,13 @@ impl PartitionRegistry {
     pub(crate) fn release_job(&self, job: JobId) {
         let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
         map.by_id.retain(|id, _| id.producer.job != job);
+        map.blocking.retain(|id, _| id.producer.job != job);
     }
 
     /// Forgets one producer's partitions.
     pub(crate) fn release_producer(&self, producer: crate::common::ids::ExecutionId) {
         let mut map = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
         map.by_id.retain(|id, _| id.producer != producer);
+        map.blocking.retain(|id, _| id.producer != producer);
     }
 }

@@ -11,7 +11,10 @@ use rkyv::util::AlignedVec;
 
 use super::buffer::{Buffer, BufferPool, IoCounters, LocalBatch, NetBuffer};
 use super::partitioner::ChannelSelector;
+use super::registry::PartitionRegistry;
+use super::spill::SpillWriter;
 use crate::common::error::TaskError;
+use crate::common::ids::PartitionId;
 use crate::common::keys::{KeyGroups, KeyHash, operator_index_for_key_group};
 use crate::record::{self, Data};
 
@@ -46,6 +49,19 @@ pub(crate) struct RecordWriter {
     stage: Option<Box<dyn Stage>>,
     /// Whether a stage was installed.
     can_type: bool,
+    /// A blocking partition (batch execution): what would go to the subpartitions' queues is
+    /// written to a file instead, registered for consumers once the partition is complete.
+    spill: Option<Spill>,
+}
+
+/// Where a blocking partition goes.
+pub(crate) struct Spill {
+    /// The file being written (`None` once finished).
+    pub(crate) writer: Option<SpillWriter>,
+    /// Where the finished partition is registered.
+    pub(crate) registry: Arc<PartitionRegistry>,
+    /// Its id.
+    pub(crate) id: PartitionId,
 }
 
 /// The typed batches of a network output, one per subpartition, behind a type-erased face so
@@ -97,9 +113,9 @@ impl RecordWriter {
     ) -> Self {
         let pool = BufferPool::new(segment_size, max_buffers);
         counters.watch_out_pool(&pool);
-        let buffers = subpartitions.iter().map(|_| pool.take(0)).collect();
-        let runs = subpartitions.iter().map(|_| None).collect();
-        let channels = subpartitions.len().max(1) as u32;
+        let buffers = local_readers.iter().map(|_| pool.take(0)).collect();
+        let runs = local_readers.iter().map(|_| None).collect();
+        let channels = local_readers.len().max(1) as u32;
         let key_group_owner = (0..consumer_max_parallelism)
             .map(|group| operator_index_for_key_group(consumer_max_parallelism, channels, group))
             .collect();
@@ -120,11 +136,38 @@ impl RecordWriter {
             local_readers,
             stage: None,
             can_type: false,
+            spill: None,
         }
     }
 
+    /// A writer of a blocking partition of `channels` subpartitions: everything goes to
+    /// `spill`, nothing waits for a consumer.
+    pub(crate) fn blocking(
+        spill: Spill,
+        channels: usize,
+        segment_size: usize,
+        max_buffers: usize,
+        consumer_max_parallelism: u32,
+        cancelled: Arc<AtomicBool>,
+        counters: Arc<IoCounters>,
+    ) -> Self {
+        let mut writer = RecordWriter::new(
+            Vec::new(),
+            (0..channels)
+                .map(|_| Arc::new(AtomicBool::new(false)))
+                .collect(),
+            segment_size,
+            max_buffers,
+            consumer_max_parallelism,
+            cancelled,
+            counters,
+        );
+        writer.spill = Some(spill);
+        writer
+    }
+
     fn channels(&self) -> usize {
-        self.subpartitions.len()
+        self.local_readers.len()
     }
 
     /// Lets records of type `T` go to local consumers as typed batches, if `T` owns no heap
@@ -215,7 +258,16 @@ impl RecordWriter {
         Ok(())
     }
 
-    fn send(&self, channel: usize, mut item: NetBuffer) -> Result<(), TaskError> {
+    fn send(&mut self, channel: usize, mut item: NetBuffer) -> Result<(), TaskError> {
+        if let Some(spill) = &mut self.spill {
+            if let Some(writer) = &mut spill.writer {
+                writer.add(channel, &item).map_err(|source| TaskError::Io {
+                    context: format!("writing blocking partition {}", spill.id),
+                    source,
+                })?;
+            }
+            return Ok(());
+        }
         let queue = &self.subpartitions[channel];
         item = match queue.try_send(item) {
             Ok(()) => return Ok(()),
@@ -343,6 +395,24 @@ impl RecordWriter {
             return Ok(());
         }
         self.flush_all()?;
+        if let Some(spill) = &mut self.spill {
+            if let Some(writer) = spill.writer.take() {
+                let partition = writer.finish().map_err(|source| TaskError::Io {
+                    context: format!("writing blocking partition {}", spill.id),
+                    source,
+                })?;
+                tracing::info!(
+                    partition = %spill.id,
+                    file = %partition.path().display(),
+                    bytes = partition.file_bytes(),
+                    uncompressed = partition.raw_bytes(),
+                    "blocking partition written"
+                );
+                spill.registry.register_blocking(spill.id, partition);
+            }
+            self.finished = true;
+            return Ok(());
+        }
         for channel in 0..self.channels() {
             self.send(channel, NetBuffer::EndOfPartition)?;
         }

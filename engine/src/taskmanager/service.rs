@@ -243,6 +243,16 @@ impl TaskManager {
             ),
             partition_wait: settings.partition_wait,
             local_state_dir: config.state.local_dir(&resource_id, std::process::id()),
+            spill: crate::network::spill::SpillSettings {
+                dir: config
+                    .state
+                    .local_dir(&resource_id, std::process::id())
+                    .join("shuffle"),
+                region_bytes: (net.sort_shuffle_buffers as usize)
+                    .saturating_mul(settings.segment_size),
+                compress: net.blocking_compression,
+                segment_size: settings.segment_size,
+            },
             storage: Arc::new(crate::state::FileSystems::new()),
             rocks_memory: rocks_memory.clone(),
             programs,

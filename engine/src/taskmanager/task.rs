@@ -28,8 +28,9 @@ use crate::network::buffer::IoCounters;
 use crate::network::channel::RemoteChannels;
 use crate::network::gate::{GateEvent, InputGate};
 use crate::network::registry::{PartitionRegistry, Subpartition};
+use crate::network::spill::SpillWriter;
 use crate::network::valve::TimeSignal;
-use crate::network::writer::{RecordWriter, RecordWriterHandle};
+use crate::network::writer::{RecordWriter, RecordWriterHandle, Spill};
 use crate::rpc::messages::{
     ChannelDeployment, ExecutionState, TaskDeployment, TaskMetrics, TmToJm,
 };
@@ -57,6 +58,9 @@ pub(crate) struct TaskServices {
     pub(crate) local_state_dir: std::path::PathBuf,
     /// Where checkpoints are written.
     pub(crate) storage: Arc<dyn StateStorage>,
+    /// How batch jobs' blocking partitions are written (their files go to a `shuffle` folder of
+    /// the local state directory, removed with it).
+    pub(crate) spill: crate::network::spill::SpillSettings,
     /// Per slot, the memory its subtasks' RocksDB instances share; empty without a budget.
     pub(crate) rocks_memory: Vec<Arc<crate::state::RocksMemory>>,
     /// The programs this TaskManager can run subtasks of.
@@ -445,6 +449,41 @@ fn run(
     let mut writers_by_stream_edge = HashMap::new();
     let mut writers = Vec::new();
     for (k, (&edge, out)) in vertex.outputs.iter().zip(&d.outputs).enumerate() {
+        let id = PartitionId {
+            producer: d.execution,
+            output: k as u32,
+        };
+        if job.batch {
+            // A blocking partition: written to disk, served once the task finished.
+            let file = format!(
+                "{}-{}-{}-{}-out{k}",
+                d.execution.job, d.execution.vertex, d.execution.subtask, d.execution.attempt
+            );
+            let spill = SpillWriter::create(&services.spill, &file, out.subpartitions as usize)
+                .map_err(|source| TaskError::Io {
+                    context: format!(
+                        "creating a blocking partition in {}",
+                        services.spill.dir.display()
+                    ),
+                    source,
+                })?;
+            let writer = Rc::new(RefCell::new(RecordWriter::blocking(
+                Spill {
+                    writer: Some(spill),
+                    registry: services.registry.clone(),
+                    id,
+                },
+                out.subpartitions as usize,
+                services.segment_size,
+                shares.partition_pool(out.subpartitions as usize),
+                out.consumer_max_parallelism,
+                cancelled.clone(),
+                counters.clone(),
+            )));
+            writers_by_stream_edge.insert(job.edges[edge].stream_edge, writer.clone());
+            writers.push(writer);
+            continue;
+        }
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..out.subpartitions)
             .map(|_| flume::bounded(shares.subpartition_queue(out.subpartitions as usize)))
             .unzip();
@@ -453,10 +492,7 @@ fn run(
             .map(|_| Arc::new(AtomicBool::new(false)))
             .collect();
         services.registry.register(
-            PartitionId {
-                producer: d.execution,
-                output: k as u32,
-            },
+            id,
             receivers
                 .into_iter()
                 .zip(&local_readers)
@@ -491,7 +527,12 @@ fn run(
         writers,
         counters: counters.clone(),
         cancelled: cancelled.clone(),
-        timeout: services.buffer_timeout,
+        // Batch jobs' buffers ship when full: nobody reads them before the task ends.
+        timeout: if job.batch {
+            Duration::MAX
+        } else {
+            services.buffer_timeout
+        },
         last_flush: Instant::now(),
         checkpoints,
     };
