@@ -197,6 +197,59 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_submissions_runtime_mode_decides_batch_or_streaming_and_both_finish() {
+        let cluster = EmbeddedCluster::start_with(Config::default(), 1, 2)
+            .await
+            .unwrap();
+        let cases = [
+            (None, false),
+            (Some("STREAMING"), false),
+            (Some("BATCH"), true),
+            (Some("AUTOMATIC"), true),
+        ];
+        for (mode, batch) in cases {
+            let overrides: Vec<(String, String)> = mode
+                .map(|m| ("execution.runtime-mode".to_string(), m.to_string()))
+                .into_iter()
+                .collect();
+            let args = vec!["--records".into(), "5000".into()];
+            let job = cluster
+                .jobmanager
+                .shared
+                .submit(ProgramSpec::new("shuffle", args), Some(2), &overrides, None)
+                .await
+                .unwrap();
+            assert_eq!(wait_terminal(&cluster, job).await, JobStatus::Finished);
+            let view = cluster.jobmanager.shared.view();
+            let jm = view.job(job).expect("the job");
+            assert_eq!(jm.is_batch(), batch, "{mode:?}");
+            assert_eq!(jm.graph().batch, batch, "{mode:?}");
+            // The same records cross the exchange either way.
+            let read: u64 = jm.executions()[1]
+                .iter()
+                .map(|e| e.metrics.records_in)
+                .sum();
+            assert_eq!(read, 5000, "{mode:?}");
+        }
+        // A bad value is refused with the key named, and nothing runs.
+        let refused = cluster
+            .jobmanager
+            .shared
+            .submit(
+                ProgramSpec::new("shuffle", vec![]),
+                Some(1),
+                &[("execution.runtime-mode".into(), "SOMETIMES".into())],
+                None,
+            )
+            .await
+            .expect_err("a bad runtime mode");
+        assert!(
+            refused.to_string().contains("execution.runtime-mode"),
+            "{refused}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn panicking_user_code_restarts_per_strategy_then_fails_while_other_jobs_run() {
         let _ = tracing_subscriber::fmt()
             .with_env_filter("info")

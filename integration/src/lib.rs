@@ -758,17 +758,39 @@ pub fn reference_counts(text: &str) -> BTreeMap<String, u64> {
     counts
 }
 
-pub fn read_counts(path: &Path) -> BTreeMap<String, u64> {
-    let mut files = Vec::new();
-    if path.is_dir() {
-        for e in std::fs::read_dir(path).expect("output dir") {
-            files.push(e.expect("entry").path());
+/// The final count of each word in a streaming wordcount's output, which holds every updated
+/// count: the largest per word (counts only grow). Each word's updates come from one subtask.
+pub fn read_final_counts(path: &Path) -> BTreeMap<String, u64> {
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for f in output_files(path) {
+        for line in std::fs::read_to_string(&f).expect("output file").lines() {
+            let (w, c) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("bad output line '{line}'"));
+            let c = c
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("bad count in '{line}'"));
+            let best = counts.entry(w.to_string()).or_default();
+            *best = (*best).max(c);
         }
-    } else {
-        files.push(path.to_path_buf());
     }
+    counts
+}
+
+fn output_files(path: &Path) -> Vec<PathBuf> {
+    if path.is_dir() {
+        std::fs::read_dir(path)
+            .expect("output dir")
+            .map(|e| e.expect("entry").path())
+            .collect()
+    } else {
+        vec![path.to_path_buf()]
+    }
+}
+
+pub fn read_counts(path: &Path) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
-    for f in files {
+    for f in output_files(path) {
         for line in std::fs::read_to_string(&f).expect("output file").lines() {
             let (w, c) = line
                 .rsplit_once(' ')

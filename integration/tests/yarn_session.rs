@@ -15,7 +15,8 @@ use sluice_integration::yarn::{
     self, MiniYarn, YarnClient, container_processes, field_after, text,
 };
 use sluice_integration::{
-    final_sums, make_text, read_counts, reference_counts, sluice_bin, test_job_bin, wait_for,
+    final_sums, make_text, read_counts, read_final_counts, reference_counts, sluice_bin,
+    test_job_bin, wait_for,
 };
 
 fn write_input(dir: &Path) -> (PathBuf, String) {
@@ -201,7 +202,8 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
     assert!(attach.status.success(), "{}", text(&attach));
     assert!(text(&attach).contains(&rest), "{}", text(&attach));
 
-    // wordcount at parallelism 2 needs two 1-slot TaskManagers: YARN grows them.
+    // wordcount at parallelism 2, streaming, needs two 1-slot TaskManagers at once: YARN grows
+    // them. (In batch mode it would run stage by stage on whatever slots come first.)
     let (input, text_in) = write_input(client.tmp.path());
     let output = client.tmp.path().join("out");
     let job_started = Instant::now();
@@ -216,10 +218,12 @@ fn sessions_and_applications_on_yarn_grow_taskmanagers_recover_lost_ones_and_lea
         input.to_str().expect("utf-8"),
         "--output",
         output.to_str().expect("utf-8"),
+        "--execution-mode",
+        "STREAMING",
     ]);
     let job_wall = job_started.elapsed();
     assert!(run.status.success(), "{}", text(&run));
-    assert_eq!(read_counts(&output), reference_counts(&text_in));
+    assert_eq!(read_final_counts(&output), reference_counts(&text_in));
     let overview = client.sluice_rest(&rest, "/overview");
     assert_eq!(overview["taskmanagers"], 2, "{overview}");
     let processes = container_processes(&app);

@@ -31,21 +31,12 @@ use super::time::{Stamped, WatermarkStrategy, restamped, unstamped};
 use super::windows::TumblingEventTimeWindows;
 use super::windows::{EventTimeWindows, Lateness, NoTimestamps, TimeWindow, WindowReduce};
 use crate::common::error::TaskError;
+use crate::config::RuntimeMode;
 use crate::network::partitioner::ChannelSelector;
 use crate::network::valve::TimeSignal;
 use crate::network::writer::{NetworkOutput, RecordWriterHandle};
 use crate::record::{self, Data};
 use crate::state::KeyedStateStore;
-
-/// Whether keyed aggregations stream every update or emit only final results.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
-pub enum RuntimeMode {
-    /// Unbounded processing: each input record updates and emits its key's aggregate.
-    #[default]
-    Streaming,
-    /// Bounded processing: aggregates are emitted once, when the input has ended.
-    Batch,
-}
 
 /// Where a job program builds its dataflow (Flink's `StreamExecutionEnvironment`).
 #[derive(Clone, Default)]
@@ -372,9 +363,12 @@ impl StreamExecutionEnvironment {
         self
     }
 
-    /// Streaming (the default) or batch execution of keyed aggregations.
+    /// How the job executes, whatever `execution.runtime-mode` says (Flink's
+    /// `setRuntimeMode`): streaming, batch (keyed aggregations emit only final results,
+    /// exchanges are blocking and stage by stage), or automatic (batch when every source is
+    /// bounded).
     pub fn set_runtime_mode(&self, mode: RuntimeMode) -> &Self {
-        self.graph.borrow_mut().batch = mode == RuntimeMode::Batch;
+        self.graph.borrow_mut().mode = Some(mode);
         self
     }
 
@@ -466,8 +460,29 @@ impl StreamExecutionEnvironment {
         }
     }
 
-    /// Adds a user-defined source; `factory` makes one instance per parallel subtask.
+    /// Adds a user-defined source, unbounded (it may run forever); `factory` makes one
+    /// instance per parallel subtask.
     pub fn add_source<T: Data, S: SourceFunction<T>>(
+        &self,
+        name: &str,
+        factory: impl Fn(&RuntimeContext) -> S + Send + Sync + 'static,
+    ) -> DataStream<T> {
+        self.graph.borrow_mut().unbounded_sources = true;
+        self.source_node(name, factory)
+    }
+
+    /// Adds a user-defined source whose `run` returns once its input is exhausted (Flink's
+    /// `Boundedness.BOUNDED`): a job of bounded sources runs in batch mode under
+    /// `execution.runtime-mode: AUTOMATIC`.
+    pub fn add_bounded_source<T: Data, S: SourceFunction<T>>(
+        &self,
+        name: &str,
+        factory: impl Fn(&RuntimeContext) -> S + Send + Sync + 'static,
+    ) -> DataStream<T> {
+        self.source_node(name, factory)
+    }
+
+    fn source_node<T: Data, S: SourceFunction<T>>(
         &self,
         name: &str,
         factory: impl Fn(&RuntimeContext) -> S + Send + Sync + 'static,
@@ -494,21 +509,21 @@ impl StreamExecutionEnvironment {
     /// The elements of a collection, split round-robin over the source's subtasks.
     pub fn from_collection<T: Data + Sync>(&self, items: Vec<T>) -> DataStream<T> {
         let items = Arc::new(items);
-        self.add_source("Collection Source", move |_| CollectionSource {
+        self.add_bounded_source("Collection Source", move |_| CollectionSource {
             items: items.clone(),
         })
     }
 
     /// The numbers `from..=to` (Flink's `fromSequence`).
     pub fn from_sequence(&self, from: u64, to: u64) -> DataStream<u64> {
-        self.add_source("Sequence Source", move |_| SequenceSource { from, to })
+        self.add_bounded_source("Sequence Source", move |_| SequenceSource { from, to })
     }
 
     /// The lines of a text file, or of every visible file in a directory.
     pub fn read_text_file(&self, path: impl Into<PathBuf>) -> DataStream<String> {
         let path = path.into();
         self.uses_file("Text File Source", &path, false);
-        self.add_source("Text File Source", move |_| TextFileSource {
+        self.add_bounded_source("Text File Source", move |_| TextFileSource {
             path: path.clone(),
         })
     }
@@ -536,7 +551,7 @@ impl StreamExecutionEnvironment {
         f: impl Fn(u64) -> T + Send + Sync + 'static,
     ) -> DataStream<T> {
         let f = Arc::new(f);
-        self.add_source("Generator Source", move |_| GeneratorSource {
+        self.add_bounded_source("Generator Source", move |_| GeneratorSource {
             rate,
             count: Some(count),
             f: f.clone(),

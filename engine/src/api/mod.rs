@@ -34,13 +34,14 @@ mod window_join;
 mod windows;
 
 pub use crate::common::error::TaskError;
+pub use crate::config::RuntimeMode;
 pub use crate::state::TimeDomain;
 pub use co_process::{
     CoProcessFunction, ConnectedStreams, IntervalJoin, IntervalJoined, JoinContext,
     KeyedCoProcessFunction, KeyedConnectedStreams, ProcessJoinFunction,
 };
 pub use context::RuntimeContext;
-pub use env::{DataStream, KeyedStream, RuntimeMode, StreamExecutionEnvironment, WindowedStream};
+pub use env::{DataStream, KeyedStream, StreamExecutionEnvironment, WindowedStream};
 pub use operators::{Collector, Context, KeyedProcessFunction};
 pub use process::{ProcessContext, ProcessFunction};
 pub use program::{JobProgram, ProgramRegistry};

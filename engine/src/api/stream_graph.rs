@@ -162,6 +162,9 @@ pub(crate) struct StreamGraph {
     pub(crate) edges: Vec<StreamEdge>,
     pub(crate) parallelism: Option<u32>,
     pub(crate) max_parallelism: Option<u32>,
-    pub(crate) batch: bool,
+    /// The execution mode the program chose, if it did (else `execution.runtime-mode`).
+    pub(crate) mode: Option<crate::config::RuntimeMode>,
+    /// Whether some source may run forever (so `AUTOMATIC` means streaming).
+    pub(crate) unbounded_sources: bool,
     pub(crate) files: Vec<JobFile>,
 }

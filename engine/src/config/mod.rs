@@ -60,6 +60,9 @@ pub struct Config {
     /// `pipeline.auto-watermark-interval` (default 200 ms; 0: off): how often timestamp
     /// assigners emit watermarks.
     pub auto_watermark_interval: Duration,
+    /// `execution.runtime-mode` (default STREAMING): how jobs execute unless their program
+    /// chooses.
+    pub runtime_mode: RuntimeMode,
     /// Heartbeat options (`heartbeat.*`).
     pub heartbeat: HeartbeatOptions,
     /// `slot.request.timeout` (default 5 min): how long a job waits for a slot.
@@ -158,6 +161,32 @@ impl StateBackendKind {
         match self {
             StateBackendKind::HashMap => "hashmap",
             StateBackendKind::RocksDb => "rocksdb",
+        }
+    }
+}
+
+/// How a job executes (`execution.runtime-mode`, Flink's `RuntimeExecutionMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RuntimeMode {
+    /// Unbounded processing: every exchange streams, keyed aggregations emit each update,
+    /// checkpoints recover failures.
+    #[default]
+    Streaming,
+    /// Bounded processing: stage by stage over blocking exchanges written to disk, keyed
+    /// aggregations emit only final results, failed parts rerun from finished stages' output.
+    Batch,
+    /// Batch if every source of the job is bounded, else streaming.
+    Automatic,
+}
+
+impl RuntimeMode {
+    /// Whether a job whose sources are all bounded (`all_bounded`) runs in batch mode.
+    pub fn is_batch(self, all_bounded: bool) -> bool {
+        match self {
+            RuntimeMode::Streaming => false,
+            RuntimeMode::Batch => true,
+            RuntimeMode::Automatic => all_bounded,
         }
     }
 }
@@ -697,6 +726,7 @@ impl Config {
             parallelism_default: 0,
             max_parallelism: None,
             auto_watermark_interval: Duration::ZERO,
+            runtime_mode: RuntimeMode::Streaming,
             heartbeat: HeartbeatOptions {
                 interval: Duration::ZERO,
                 timeout: Duration::ZERO,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
 use super::{
-    CheckpointRetention, CheckpointingMode, Config, ConfigError, RestartStrategyKind,
+    CheckpointRetention, CheckpointingMode, Config, ConfigError, RestartStrategyKind, RuntimeMode,
     SchedulerKind, SchedulerMode, StateBackendKind,
 };
 use crate::threads::SchedulingPolicy;
@@ -630,6 +630,14 @@ impl ConfigEnum for StateBackendKind {
     ];
 }
 
+impl ConfigEnum for RuntimeMode {
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("STREAMING", RuntimeMode::Streaming),
+        ("BATCH", RuntimeMode::Batch),
+        ("AUTOMATIC", RuntimeMode::Automatic),
+    ];
+}
+
 impl ConfigEnum for CheckpointingMode {
     const CHOICES: &'static [(&'static str, Self)] = &[
         ("EXACTLY_ONCE", CheckpointingMode::ExactlyOnce),
@@ -915,6 +923,9 @@ options! {
     "execution.checkpointing.tolerable-failed-checkpoints" => checkpointing.tolerable_failures: ANY_COUNT,
         default "0",
         doc "Consecutive failed checkpoints tolerated before the job fails over.";
+    "execution.runtime-mode" => runtime_mode: Choice::<RuntimeMode>(PhantomData),
+        default "STREAMING",
+        doc "How jobs execute unless their program chooses: STREAMING (pipelined exchanges, checkpoints), BATCH (stage by stage over exchanges written to local disk, final results only, failed parts rerun from finished stages) or AUTOMATIC (BATCH when every source is bounded).";
     "execution.savepoint.ignore-unclaimed-state" => checkpointing.ignore_unclaimed_state: Bool,
         default "false",
         doc "Whether a job restored from a savepoint or checkpoint skips the state of operators it no longer has, instead of refusing the restore (Flink's --allowNonRestoredState).";

@@ -24,11 +24,22 @@ impl JobProgram for WordCount {
         "counts the words of a text (bounded; final counts, one 'word count' line each)"
     }
     fn usage(&self) -> &'static str {
-        "[--input PATH (file or directory; default: a bundled text)] [--output PATH (default: print)]"
+        "[--input PATH (file or directory; default: a bundled text)] [--output PATH (default: print)] [--execution-mode BATCH|STREAMING|AUTOMATIC (default BATCH: final counts; STREAMING emits every updated count)]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
-        let params = Params::parse(args, &["input", "output"])?;
-        env.set_runtime_mode(RuntimeMode::Batch);
+        let params = Params::parse(args, &["input", "output", "execution-mode"])?;
+        let mode = match params.get("execution-mode") {
+            None => RuntimeMode::Batch,
+            Some(m) if m.eq_ignore_ascii_case("batch") => RuntimeMode::Batch,
+            Some(m) if m.eq_ignore_ascii_case("streaming") => RuntimeMode::Streaming,
+            Some(m) if m.eq_ignore_ascii_case("automatic") => RuntimeMode::Automatic,
+            Some(other) => {
+                return Err(format!(
+                    "--execution-mode {other}: expected BATCH, STREAMING or AUTOMATIC"
+                ));
+            }
+        };
+        env.set_runtime_mode(mode);
         let lines = match params.path("input")? {
             Some(path) => env.read_text_file(path),
             None => env

@@ -126,8 +126,15 @@ pub struct JobGraph {
     pub vertices: Vec<JobVertex>,
     /// Exchanges.
     pub edges: Vec<JobEdge>,
-    /// Whether keyed aggregations emit only final results.
+    /// Whether the job runs in batch mode: blocking exchanges, stage by stage, keyed
+    /// aggregations emitting only final results (see [`resolve_mode`](Self::resolve_mode)).
     pub batch: bool,
+    /// The execution mode the program chose, if it did.
+    #[serde(default)]
+    pub mode: Option<crate::config::RuntimeMode>,
+    /// Whether every source is bounded.
+    #[serde(default)]
+    pub bounded: bool,
     /// The files and directories its built-in sources and sinks read and write.
     pub files: Vec<crate::api::JobFile>,
 }
@@ -140,6 +147,14 @@ impl JobGraph {
             "{:016x}",
             crate::common::keys::stable_hash_bytes(text.as_bytes())
         )
+    }
+
+    /// Decides whether the job runs in batch mode: as its program chose, else as `configured`
+    /// (`execution.runtime-mode` of its submission; `AUTOMATIC` is batch when every source is
+    /// bounded). The JobManager and every TaskManager decide alike from the same inputs.
+    pub fn resolve_mode(mut self, configured: crate::config::RuntimeMode) -> Self {
+        self.batch = self.mode.unwrap_or(configured).is_batch(self.bounded);
+        self
     }
 
     /// The same job with each vertex at the parallelism `parallelism` gives it (in vertex
@@ -314,7 +329,9 @@ impl StreamGraph {
             name: name.to_string(),
             vertices,
             edges,
-            batch: self.batch,
+            batch: false,
+            mode: self.mode,
+            bounded: !self.unbounded_sources,
             files: self.files.clone(),
         })
     }
@@ -367,7 +384,10 @@ pub fn build_job_graph(
             program: program.name.clone(),
             message,
         })?;
-    Ok(env.into_graph().job_graph(&name, parallelism)?)
+    Ok(env
+        .into_graph()
+        .job_graph(&name, parallelism)?
+        .resolve_mode(program.runtime_mode))
 }
 
 #[cfg(test)]
@@ -649,5 +669,57 @@ mod rescale_tests {
         assert!(job.rescaled(&[2]).is_err(), "one parallelism per vertex");
         let too_many: Vec<u32> = job.vertices.iter().map(|v| v.max_parallelism + 1).collect();
         assert!(job.rescaled(&too_many).is_err());
+    }
+
+    #[test]
+    fn the_runtime_mode_is_the_programs_choice_else_the_configured_one_and_automatic_looks_at_the_sources()
+     {
+        use crate::config::RuntimeMode::{Automatic, Batch, Streaming};
+        let graph = |choice: Option<crate::config::RuntimeMode>, bounded: bool| {
+            let env = StreamExecutionEnvironment::new();
+            if let Some(mode) = choice {
+                env.set_runtime_mode(mode);
+            }
+            let numbers = if bounded {
+                env.from_sequence(1, 10)
+            } else {
+                env.generate(0, |i| i)
+            };
+            numbers
+                .key_by(|n: &u64| *n % 2)
+                .reduce(|a, b| a + b)
+                .discard();
+            env.into_graph().job_graph("t", 2).unwrap()
+        };
+        assert!(!graph(None, true).resolve_mode(Streaming).batch);
+        assert!(graph(None, false).resolve_mode(Batch).batch);
+        assert!(graph(None, true).resolve_mode(Automatic).batch);
+        assert!(!graph(None, false).resolve_mode(Automatic).batch);
+        // The program's own choice wins over the configuration.
+        assert!(graph(Some(Batch), true).resolve_mode(Streaming).batch);
+        assert!(!graph(Some(Streaming), true).resolve_mode(Batch).batch);
+        assert!(graph(Some(Automatic), true).resolve_mode(Streaming).batch);
+        // A user source is unbounded unless added as bounded.
+        struct One;
+        impl crate::api::SourceFunction<u64> for One {
+            fn run(
+                &mut self,
+                ctx: &mut crate::api::SourceContext<'_, u64>,
+            ) -> Result<(), crate::api::TaskError> {
+                ctx.collect(1)
+            }
+        }
+        let mine = |bounded: bool| {
+            let env = StreamExecutionEnvironment::new();
+            let stream = if bounded {
+                env.add_bounded_source("Mine", |_| One)
+            } else {
+                env.add_source("Mine", |_| One)
+            };
+            stream.discard();
+            env.into_graph().job_graph("t", 1).unwrap()
+        };
+        assert!(mine(true).resolve_mode(Automatic).batch);
+        assert!(!mine(false).resolve_mode(Automatic).batch);
     }
 }

@@ -337,7 +337,7 @@ impl JobManagerShared {
     pub(super) async fn submit_as(
         self: &Arc<Self>,
         job_id: JobId,
-        program: ProgramSpec,
+        mut program: ProgramSpec,
         parallelism: Option<u32>,
         overrides: &[(String, String)],
         savepoint: Option<String>,
@@ -359,6 +359,8 @@ impl JobManagerShared {
                 .map_err(|e| SubmitError::BadConfig(e.to_string()))?;
         }
         let mut job = JobSettings::from_config(&config)?;
+        // The TaskManagers rebuild the graph in the same mode: the spec carries it.
+        program.runtime_mode = config.runtime_mode;
         if parallelism == 0 {
             return Err(SubmitError::BadParallelism);
         }
@@ -368,6 +370,7 @@ impl JobManagerShared {
             // The artifact builds its graph in a child process of its own.
             Some(id) => artifacts
                 .plan(id, &spec.name, &spec.args, parallelism)
+                .map(|graph| graph.resolve_mode(spec.runtime_mode))
                 .map_err(|e| SubmitError::Artifact(e.to_string())),
             None => crate::graph::build_job_graph(&programs, &spec, parallelism)
                 .map_err(SubmitError::from),
@@ -507,6 +510,7 @@ pub const JOB_SCOPED_PREFIXES: &[&str] = &[
     "state.storage.",
     "restart-strategy.",
     "pipeline.auto-watermark-interval",
+    "execution.runtime-mode",
 ];
 
 /// The result of file work that the Dispatcher waits for.

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{SubtaskState, TaskRestore};
 use crate::common::ids::{ExecutionId, JobId, ResourceId};
+use crate::config::RuntimeMode;
 use crate::logdir::{LogFile, LogTail};
 use crate::state::SnapshotLocation;
 
@@ -95,6 +96,14 @@ pub struct ProgramSpec {
     /// `crate::rpc::artifact`), or `None` for a program compiled into the process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<String>,
+    /// `execution.runtime-mode` as the job was submitted with it: how the job executes unless
+    /// its program chooses.
+    #[serde(default, skip_serializing_if = "is_streaming")]
+    pub runtime_mode: RuntimeMode,
+}
+
+fn is_streaming(mode: &RuntimeMode) -> bool {
+    *mode == RuntimeMode::Streaming
 }
 
 impl ProgramSpec {
@@ -104,6 +113,7 @@ impl ProgramSpec {
             name: name.into(),
             args,
             artifact: None,
+            runtime_mode: RuntimeMode::Streaming,
         }
     }
 }

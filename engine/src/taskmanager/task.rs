@@ -365,7 +365,8 @@ fn run(
     let graph = env.into_graph();
     let mut job = graph
         .job_graph(&d.job_name, d.default_parallelism)
-        .map_err(|e| TaskError::Setup(e.to_string()))?;
+        .map_err(|e| TaskError::Setup(e.to_string()))?
+        .resolve_mode(d.program.runtime_mode);
     if let Some(parallelism) = &d.vertex_parallelism {
         job = job
             .rescaled(parallelism)
