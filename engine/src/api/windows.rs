@@ -410,7 +410,8 @@ impl<K, T: Data, W, O, P: ProcessWindowFunction<K, T, O, W>> WindowFunction<K, T
 /// point for every window it belongs to is too late: it goes to the late-data side output if
 /// there is one, else it is dropped and counted (`numLateRecordsDropped`). A processing-time
 /// window takes each record at the operator's clock and fires on a processing-time timer when
-/// the clock reaches `end - 1`; nothing is late in processing time.
+/// the clock reaches `end` (its results still have the timestamp `end - 1`); nothing is late in
+/// processing time.
 pub(crate) struct WindowOperator<T, A, F> {
     windows: WindowAssigner,
     /// Allowed lateness in ms (0: state goes when the window fires).
@@ -493,6 +494,25 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
         match self.windows.domain {
             TimeDomain::EventTime => ctx.current_watermark(),
             TimeDomain::ProcessingTime => ctx.current_processing_time().saturating_sub(1),
+        }
+    }
+
+    /// The time of the timer that fires the window ending at `end`: its last instant, `end -
+    /// 1`, in event time (the watermark promises nothing at or before it follows); `end` in
+    /// processing time, so that once it fired the clock has left the window and no record can
+    /// land in it again.
+    fn timer_of(&self, end: i64) -> i64 {
+        match self.windows.domain {
+            TimeDomain::EventTime => end - 1,
+            TimeDomain::ProcessingTime => end,
+        }
+    }
+
+    /// The end of the window the timer at `time` fires ([`timer_of`](Self::timer_of) undone).
+    fn end_of(&self, time: i64) -> i64 {
+        match self.windows.domain {
+            TimeDomain::EventTime => time.saturating_add(1),
+            TimeDomain::ProcessingTime => time,
         }
     }
 
@@ -579,7 +599,7 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
             // lateness a timer's time may also be another session's cleanup time, so stale
             // ones stay and find nothing to do.
             if self.lateness == 0 && *end != merged.end {
-                self.delete_timer(ctx, end - 1)?;
+                self.delete_timer(ctx, self.timer_of(*end))?;
             }
         }
         // Combined in time order, the new record where its timestamp puts it.
@@ -598,7 +618,7 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
         }
         if fire_at > current {
             self.sessions.put(merged.start, (merged.end, value))?;
-            self.register_timer(ctx, fire_at)
+            self.register_timer(ctx, self.timer_of(merged.end))
         } else {
             // A late firing: the session fired already and is kept for its lateness.
             self.sessions
@@ -619,7 +639,7 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
     where
         F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
     {
-        let end = time.saturating_add(1);
+        let end = self.end_of(time);
         let cleanup_end = end.saturating_sub(self.lateness);
         for (start, (e, value)) in self.sessions.entries()? {
             if e == cleanup_end {
@@ -706,7 +726,7 @@ impl<K, T: Data, A: Data, O, F: WindowFunction<K, T, TimeWindow, O, Acc = A>>
             if cleanup > current {
                 open = true;
                 if fire_at > current {
-                    self.register_timer(ctx, fire_at)?;
+                    self.register_timer(ctx, self.timer_of(end))?;
                 } else {
                     fired = true;
                 }
@@ -752,7 +772,7 @@ impl<K, T: Data, A: Data, O, F: WindowFunction<K, T, TimeWindow, O, Acc = A>>
         };
         // The timer may be a window's firing time (its end - 1), another's cleanup time (end -
         // 1 + lateness), or both: a timer serves every purpose its time has.
-        let end = timestamp.saturating_add(1);
+        let end = self.end_of(timestamp);
         if windows.is_window_end(end) {
             self.fire_window(windows, key, end, ctx, out)?;
         }
@@ -1251,15 +1271,16 @@ mod tests {
             h.ones(&[-50]);
             h.watermark(i64::MAX);
             assert_eq!(h.emitted(), []);
-            h.clock(8);
-            assert_eq!(h.emitted(), []);
+            // A record at 9 (the window's last instant) still belongs to [0, 10), which fires
+            // when the clock reaches its end: after that, no record can land in it.
             h.clock(9);
-            assert_eq!(h.emitted(), [(9, (0, 2))], "{fun:?}");
-            // A record at 9 (the window's last instant) still belongs to [0, 10), whose timer
-            // is due at once; nothing is ever late.
             h.ones(&[i64::MIN]);
-            h.clock(9);
-            assert_eq!(h.emitted(), [(9, (0, 2)), (9, (0, 1))], "{fun:?}");
+            assert_eq!(h.emitted(), []);
+            h.clock(10);
+            assert_eq!(h.emitted(), [(9, (0, 3))], "{fun:?}");
+            h.ones(&[0]);
+            h.clock(20);
+            assert_eq!(h.emitted(), [(9, (0, 3)), (19, (10, 1))], "{fun:?}");
             assert_eq!(h.dropped(), 0);
             // The end of input fires what is left: [20, 30).
             h.clock(25);
@@ -1267,7 +1288,7 @@ mod tests {
             h.finish();
             assert_eq!(
                 h.emitted(),
-                [(9, (0, 2)), (9, (0, 1)), (29, (20, 3))],
+                [(9, (0, 3)), (19, (10, 1)), (29, (20, 3))],
                 "{fun:?}"
             );
             assert_eq!(h.state_entries("window-slices"), 0);
@@ -1283,6 +1304,8 @@ mod tests {
             h.clock(6);
             h.ones(&[0]);
             h.clock(9);
+            assert_eq!(h.emitted(), []);
+            h.clock(10);
             assert_eq!(h.emitted(), [(9, (0, 1))]);
             h.clock(12);
             h.ones(&[0]);
@@ -1302,10 +1325,10 @@ mod tests {
             h.ones(&[500]);
             h.clock(5);
             h.ones(&[-500]);
-            // [1, 11) and [5, 15): one session, whose timer is at 14 (the one at 10 is gone).
-            h.clock(13);
-            assert_eq!(h.emitted(), []);
+            // [1, 11) and [5, 15): one session, whose timer is at 15 (the one at 11 is gone).
             h.clock(14);
+            assert_eq!(h.emitted(), []);
+            h.clock(15);
             assert_eq!(h.emitted(), [(14, (1, 2))], "{fun:?}");
             h.clock(30);
             h.ones(&[0]);
