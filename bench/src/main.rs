@@ -82,7 +82,7 @@ enum Sub {
     /// What checkpointing costs stream-sum on a cluster: none vs every second (hashmap,
     /// RocksDB).
     Checkpoints,
-    /// The Nexmark queries (q0..q8) with hashmap and RocksDB state and a checkpoint every
+    /// The Nexmark queries (q0..q8, q11, q12) with hashmap and RocksDB state and a checkpoint every
     /// 10 s: events/s and events per TaskManager CPU second beside Flink's published events/s
     /// per core.
     Nexmark {

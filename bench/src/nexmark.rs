@@ -1,5 +1,5 @@
 //! `sluice-bench nexmark [--quick] [--events N] [--queries q0,q5]`: the Nexmark queries
-//! (`nexmark-q0` ... `nexmark-q8`, `engine/src/examples/nexmark`) on two TaskManager processes
+//! (`nexmark-q0` ... `nexmark-q8`, `nexmark-q11`, `nexmark-q12`, `engine/src/examples/nexmark`) on two TaskManager processes
 //! at parallelism 2, with the hashmap and with the RocksDB state backend and a checkpoint every
 //! 10 s (exactly-once), as Flink's published Nexmark numbers were measured. Printed per query
 //! and backend: events/s (from the job's start until its TaskManagers go idle, before the
@@ -30,6 +30,8 @@ fn flink_per_core(query: Query) -> f64 {
         Query::Q5 => 22_100.0,
         Query::Q7 => 12_300.0,
         Query::Q8 => 146_100.0,
+        Query::Q11 => 39_700.0,
+        Query::Q12 => 75_670.0,
     }
 }
 
@@ -51,7 +53,9 @@ pub fn run(bin: &Path, quick: bool, events: Option<u64>, only: Option<&str>) -> 
                 Query::ALL
                     .into_iter()
                     .find(|q| q.program().trim_start_matches("nexmark-") == name)
-                    .ok_or_else(|| anyhow::anyhow!("no Nexmark query '{name}' (q0 ... q8)"))
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("no Nexmark query '{name}' (q0 ... q8, q11, q12)")
+                    })
             })
             .collect::<Result<_>>()?,
     };

@@ -934,6 +934,9 @@ mod throughput {
 mod nexmark_tests;
 
 #[cfg(test)]
+mod window_tests;
+
+#[cfg(test)]
 mod two_inputs {
     use super::*;
     use crate::api::{
@@ -972,9 +975,30 @@ mod two_inputs {
         args: &str,
         parallelism: u32,
     ) -> Vec<String> {
+        let programs = crate::examples::bundled();
+        output_with(
+            config,
+            (taskmanagers, slots),
+            programs,
+            program,
+            args,
+            parallelism,
+        )
+        .await
+    }
+
+    /// [`output_of`] for a program of `programs`.
+    pub(super) async fn output_with(
+        config: Config,
+        (taskmanagers, slots): (u32, u32),
+        programs: crate::api::ProgramRegistry,
+        program: &str,
+        args: &str,
+        parallelism: u32,
+    ) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         let output = dir.path().join("out");
-        let cluster = EmbeddedCluster::start_with(config, taskmanagers, slots)
+        let cluster = EmbeddedCluster::start_running(config, taskmanagers, slots, programs)
             .await
             .unwrap();
         let args = format!("{args} --output {}", output.display());
@@ -994,7 +1018,7 @@ mod two_inputs {
         lines_in(&output)
     }
 
-    /// The lines of the visible files in `dir`.
+    /// The lines of the visible files in `dir` and its folders.
     fn lines_in(dir: &std::path::Path) -> Vec<String> {
         let mut lines = Vec::new();
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -1003,6 +1027,10 @@ mod two_inputs {
         for entry in entries {
             let entry = entry.unwrap();
             if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if entry.path().is_dir() {
+                lines.extend(lines_in(&entry.path()));
                 continue;
             }
             let text = std::fs::read_to_string(entry.path()).unwrap();

@@ -125,7 +125,7 @@ impl<A: Data, K: Data + Hash + Eq> KeyedStream<A, K> {
         }
     }
 
-    fn clone_keyed(&self) -> KeyedStream<A, K> {
+    pub(super) fn clone_keyed(&self) -> KeyedStream<A, K> {
         KeyedStream {
             stream: self.stream.clone(),
             key: self.key.clone(),

@@ -35,20 +35,43 @@ pub struct RuntimeContext {
 /// some time (ms since the epoch); the task calls its chain's `processing_time` once the
 /// earliest request is due, and each operator asks again for its next one then. Cloned into
 /// every operator of the chain; only the task's own thread uses it.
+///
+/// It is also where operators read processing time ([`now`](Self::now)): the wall clock, or in
+/// tests a manual clock that only moves when the test sets it.
 #[derive(Clone, Debug)]
 pub(crate) struct ProcessingTimeService {
     next: Arc<AtomicI64>,
+    /// A manual clock (ms since the epoch) in place of the wall clock.
+    manual: Option<Arc<AtomicI64>>,
 }
 
 impl Default for ProcessingTimeService {
     fn default() -> Self {
         ProcessingTimeService {
             next: Arc::new(AtomicI64::new(i64::MAX)),
+            manual: None,
         }
     }
 }
 
 impl ProcessingTimeService {
+    /// A service whose clock reads `clock` rather than the wall clock (simulated time).
+    #[cfg(test)]
+    pub(crate) fn with_manual_clock(clock: Arc<AtomicI64>) -> Self {
+        ProcessingTimeService {
+            manual: Some(clock),
+            ..Default::default()
+        }
+    }
+
+    /// Processing time now, ms since the epoch.
+    pub(crate) fn now(&self) -> i64 {
+        match &self.manual {
+            Some(clock) => clock.load(Ordering::Relaxed),
+            None => now_ms(),
+        }
+    }
+
     /// Asks for a call at `at` (or at once, if that has passed).
     pub(crate) fn request(&self, at: i64) {
         self.next.fetch_min(at, Ordering::Relaxed);

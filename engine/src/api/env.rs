@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::checkpointing::SnapshotContext;
 use super::context::RuntimeContext;
+use super::count_windows::{CountOperator, CountWindow, CountWindows};
 use super::operators::{
     BatchKeyedReduce, BoxOutput, ChainRest, Collector, Context, Discard, Fanout, Filter, FlatMap,
     KeyedProcess, KeyedProcessFunction, KeyedReduce, Map, MultiOutput, Sink,
@@ -29,14 +30,17 @@ use super::stream_graph::{
 use super::time::{Stamped, WatermarkStrategy, restamped, unstamped};
 #[allow(unused_imports)] // named in the docs of `KeyedStream::window`
 use super::windows::TumblingEventTimeWindows;
-use super::windows::{EventTimeWindows, Lateness, NoTimestamps, TimeWindow, WindowReduce};
+use super::windows::{
+    Aggregate, Lateness, NoTimestamps, Process as ProcessWindow, ProcessWindowFunction, Reduce,
+    TimeWindow, Unstamped, WindowAssigner, WindowFunction, WindowOperator,
+};
 use crate::common::error::TaskError;
 use crate::config::RuntimeMode;
 use crate::network::partitioner::ChannelSelector;
 use crate::network::valve::TimeSignal;
 use crate::network::writer::{NetworkOutput, RecordWriterHandle};
 use crate::record::{self, Data};
-use crate::state::KeyedStateStore;
+use crate::state::{AggregateFunction, KeyedStateStore};
 
 /// Where a job program builds its dataflow (Flink's `StreamExecutionEnvironment`).
 #[derive(Clone, Default)]
@@ -1219,29 +1223,81 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
     }
 }
 
-/// A keyed stream cut into event-time windows (Flink's `WindowedStream`); see
-/// [`KeyedStream::window`].
+/// A keyed stream cut into windows of event or processing time (Flink's `WindowedStream`);
+/// see [`KeyedStream::window`].
 pub struct WindowedStream<T, K> {
     stream: KeyedStream<T, K>,
-    windows: EventTimeWindows,
+    windows: WindowAssigner,
     lateness: Lateness<T>,
 }
 
+/// A keyed stream cut into windows of a number of records per key (Flink's count windows);
+/// see [`KeyedStream::count_window`].
+pub struct CountWindowedStream<T, K> {
+    stream: KeyedStream<T, K>,
+    windows: CountWindows,
+}
+
 impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
-    /// Cuts each key's records into event-time windows ([`TumblingEventTimeWindows`],
+    /// Cuts each key's records into windows: of event time ([`TumblingEventTimeWindows`],
     /// [`SlidingEventTimeWindows`](super::SlidingEventTimeWindows),
-    /// [`EventTimeSessionWindows`](super::EventTimeSessionWindows)). The stream needs
-    /// timestamps (`assign_timestamps_and_watermarks`); a window's result is emitted when the
-    /// watermark passes its end, with the timestamp `end - 1`.
-    pub fn window(&self, windows: EventTimeWindows) -> WindowedStream<T, K> {
+    /// [`EventTimeSessionWindows`](super::EventTimeSessionWindows)), which need timestamps
+    /// (`assign_timestamps_and_watermarks`) and fire when the watermark passes their end, or of
+    /// processing time ([`TumblingProcessingTimeWindows`](super::TumblingProcessingTimeWindows),
+    /// [`SlidingProcessingTimeWindows`](super::SlidingProcessingTimeWindows),
+    /// [`ProcessingTimeSessionWindows`](super::ProcessingTimeSessionWindows)), which fire when the
+    /// clock does. A window's results have the timestamp `end - 1` on a stream with timestamps.
+    pub fn window(&self, windows: WindowAssigner) -> WindowedStream<T, K> {
         WindowedStream {
-            stream: KeyedStream {
-                stream: self.stream.clone(),
-                key: self.key.clone(),
-            },
+            stream: self.clone_keyed(),
             windows,
             lateness: Lateness::default(),
         }
+    }
+
+    /// Tumbling count windows: each key's records in groups of `size` (at least 1), each
+    /// group emitted when its last record comes (Flink's `countWindow(size)`). A group not
+    /// full when the input ends is not emitted, as in Flink.
+    pub fn count_window(&self, size: u64) -> CountWindowedStream<T, K> {
+        self.count_window_sliding(size, size)
+    }
+
+    /// Sliding count windows: every `slide` records of a key, the last `size` of them (fewer
+    /// at first) are emitted (Flink's `countWindow(size, slide)`).
+    pub fn count_window_sliding(&self, size: u64, slide: u64) -> CountWindowedStream<T, K> {
+        CountWindowedStream {
+            stream: self.clone_keyed(),
+            windows: CountWindows::new(size, slide),
+        }
+    }
+
+    /// The keyed process operator that runs a window; `processing`: the end of input fires
+    /// its processing-time timers (the last processing-time windows of a bounded input).
+    fn window_operator<O: Data, F: KeyedProcessFunction<K, T, O>>(
+        &self,
+        name: &str,
+        processing: bool,
+        make: impl Fn(&RuntimeContext, &KeyedStateStore) -> Result<F, TaskError> + 'static,
+    ) -> DataStream<O> {
+        let key = self.key.clone();
+        self.keyed_with_sides(name, move |ctx, next, sides| {
+            let store = ctx.keyed_state_store()?;
+            let function = make(ctx, &store)?;
+            let op = KeyedProcess::new(
+                key.clone(),
+                function,
+                store,
+                ctx.timers.clone(),
+                ctx.operator_id,
+                next,
+                sides,
+            )?;
+            Ok(Box::new(if processing {
+                op.firing_processing_timers_at_end()
+            } else {
+                op
+            }))
+        })
     }
 }
 
@@ -1249,7 +1305,8 @@ impl<T: Data, K: Data + Hash + Eq> WindowedStream<T, K> {
     /// Keeps each window's state until the watermark passes its end by `lateness` (Flink's
     /// `allowedLateness`; none by default): a record that comes after the window fired but
     /// within that time updates the window, which fires again at once with the updated result
-    /// (a late firing, as Flink's event-time trigger does).
+    /// (a late firing, as Flink's event-time trigger does). Processing-time windows have no
+    /// late records: it does not apply to them.
     pub fn allowed_lateness(mut self, lateness: std::time::Duration) -> Self {
         self.lateness.allowed = lateness.as_millis().min(i64::MAX as u128 / 4) as i64;
         self
@@ -1279,29 +1336,222 @@ impl<T: Data, K: Data + Hash + Eq> WindowedStream<T, K> {
         f: impl Fn(T, T) -> T + Send + Sync + 'static,
         apply: impl Fn(&K, TimeWindow, T) -> O + Send + Sync + 'static,
     ) -> DataStream<O> {
-        if !self.stream.stream.timestamped {
-            return self
-                .stream
-                .process(|_| Ok(NoTimestamps))
-                .name("Window Reduce");
-        }
         let (f, apply) = (Arc::new(f), Arc::new(apply));
+        self.apply("Window Reduce", move || {
+            reduce_function(f.clone(), apply.clone())
+        })
+    }
+
+    /// Each window's records of a key aggregated with `f` (Flink's
+    /// `aggregate(AggregateFunction)`), incrementally: one accumulator per key and slice of the
+    /// window is kept, never the records; a window's result merges its slices' accumulators.
+    pub fn aggregate<ACC: Data, R: Data>(
+        &self,
+        f: impl AggregateFunction<T, ACC, R> + Send + Sync,
+    ) -> DataStream<R> {
+        self.aggregate_with(f, |_: &K, _: TimeWindow, result: R| result)
+    }
+
+    /// Like [`aggregate`](Self::aggregate), then `apply(key, window, result)` makes each
+    /// window's output (Flink's `aggregate` with a window function).
+    pub fn aggregate_with<ACC: Data, R: Data, O: Data>(
+        &self,
+        f: impl AggregateFunction<T, ACC, R> + Send + Sync,
+        apply: impl Fn(&K, TimeWindow, R) -> O + Send + Sync + 'static,
+    ) -> DataStream<O> {
+        let (f, apply) = (Arc::new(f), Arc::new(apply));
+        self.apply("Window Aggregate", move || {
+            aggregate_function(f.clone(), apply.clone())
+        })
+    }
+
+    /// Hands all of each window's records of a key to `f` with the key and the window's
+    /// metadata (Flink's `process(ProcessWindowFunction)`); `f` emits any number of results.
+    /// The window's records are kept in keyed state (a list per key and slice or session), in
+    /// either backend, checkpointed and rescaled with the job. One clone of `f` per subtask.
+    pub fn process<O: Data, P: ProcessWindowFunction<K, T, O> + Clone + Send + Sync>(
+        &self,
+        f: P,
+    ) -> DataStream<O> {
+        self.apply("Window Process", move || ProcessWindow {
+            function: f.clone(),
+        })
+    }
+
+    /// The window operator with the function `make` gives, on this stream as its records
+    /// travel.
+    fn apply<O: Data, F: WindowFunction<K, T, TimeWindow, O>>(
+        &self,
+        name: &str,
+        make: impl Fn() -> F + 'static,
+    ) -> DataStream<O> {
         let (windows, lateness) = (self.windows, self.lateness.clone());
-        self.stream
-            .stamped()
-            .process_raw(move |ctx, store| {
-                let (f, apply) = (f.clone(), apply.clone());
-                WindowReduce::new(
-                    windows,
-                    lateness.clone(),
-                    move |a, b| f(a, b),
-                    move |key: &K, window: TimeWindow, result: T| apply(key, window, result),
-                    store,
-                    ctx.counters.clone(),
-                )
+        let processing = windows.time_domain() == crate::state::TimeDomain::ProcessingTime;
+        let operator = move |ctx: &RuntimeContext, store: &KeyedStateStore| {
+            WindowOperator::<T, F::Acc, F>::new(
+                windows,
+                lateness.clone(),
+                make(),
+                store,
+                ctx.counters.clone(),
+            )
+        };
+        let keyed = &self.stream;
+        if keyed.stream.timestamped {
+            return keyed
+                .stamped()
+                .window_operator(name, processing, operator)
+                .into_timestamped()
+                .name(name);
+        }
+        if !processing {
+            return keyed.process(|_| Ok(NoTimestamps)).name(name);
+        }
+        keyed.window_operator(name, processing, move |ctx, store| {
+            Ok(Unstamped {
+                function: operator(ctx, store)?,
+                out: Vec::new(),
             })
-            .into_timestamped()
-            .name("Window Reduce")
+        })
+    }
+}
+
+/// The window function of `reduce_with(f, apply)`, made per subtask.
+fn reduce_function<K: 'static, T: Data, W: Copy + 'static, O: 'static, F, E>(
+    f: Arc<F>,
+    apply: Arc<E>,
+) -> impl WindowFunction<K, T, W, O>
+where
+    F: Fn(T, T) -> T + Send + Sync + 'static,
+    E: Fn(&K, W, T) -> O + Send + Sync + 'static,
+{
+    Reduce {
+        reduce: move |a, b| f(a, b),
+        emit: move |key: &K, window: W, result: T| apply(key, window, result),
+    }
+}
+
+/// The window function of `aggregate_with(f, apply)`, made per subtask.
+fn aggregate_function<
+    K: 'static,
+    T: 'static,
+    W: Copy + 'static,
+    ACC: Data,
+    R: 'static,
+    O: 'static,
+    F,
+    E,
+>(
+    f: Arc<F>,
+    apply: Arc<E>,
+) -> impl WindowFunction<K, T, W, O>
+where
+    F: AggregateFunction<T, ACC, R> + Send + Sync,
+    E: Fn(&K, W, R) -> O + Send + Sync + 'static,
+{
+    Aggregate {
+        function: SharedAggregate(f),
+        emit: move |key: &K, window: W, result: R| apply(key, window, result),
+        _t: PhantomData,
+    }
+}
+
+/// An aggregate function shared by the subtasks of a process.
+struct SharedAggregate<F>(Arc<F>);
+
+impl<IN, ACC, OUT, F: AggregateFunction<IN, ACC, OUT>> AggregateFunction<IN, ACC, OUT>
+    for SharedAggregate<F>
+{
+    fn create_accumulator(&self) -> ACC {
+        self.0.create_accumulator()
+    }
+    fn add(&self, value: IN, accumulator: ACC) -> ACC {
+        self.0.add(value, accumulator)
+    }
+    fn get_result(&self, accumulator: ACC) -> OUT {
+        self.0.get_result(accumulator)
+    }
+    fn merge(&self, a: ACC, b: ACC) -> ACC {
+        self.0.merge(a, b)
+    }
+}
+
+impl<T: Data, K: Data + Hash + Eq> CountWindowedStream<T, K> {
+    /// Each window's records of a key combined with `f`, incrementally.
+    pub fn reduce(&self, f: impl Fn(T, T) -> T + Send + Sync + 'static) -> DataStream<T> {
+        self.reduce_with(f, |_: &K, _: CountWindow, result: T| result)
+    }
+
+    /// Like [`reduce`](Self::reduce), then `apply(key, window, result)` makes each window's
+    /// output.
+    pub fn reduce_with<O: Data>(
+        &self,
+        f: impl Fn(T, T) -> T + Send + Sync + 'static,
+        apply: impl Fn(&K, CountWindow, T) -> O + Send + Sync + 'static,
+    ) -> DataStream<O> {
+        let (f, apply) = (Arc::new(f), Arc::new(apply));
+        self.apply("Count Window Reduce", move || {
+            reduce_function(f.clone(), apply.clone())
+        })
+    }
+
+    /// Each window's records of a key aggregated with `f`, incrementally.
+    pub fn aggregate<ACC: Data, R: Data>(
+        &self,
+        f: impl AggregateFunction<T, ACC, R> + Send + Sync,
+    ) -> DataStream<R> {
+        self.aggregate_with(f, |_: &K, _: CountWindow, result: R| result)
+    }
+
+    /// Like [`aggregate`](Self::aggregate), then `apply(key, window, result)` makes each
+    /// window's output.
+    pub fn aggregate_with<ACC: Data, R: Data, O: Data>(
+        &self,
+        f: impl AggregateFunction<T, ACC, R> + Send + Sync,
+        apply: impl Fn(&K, CountWindow, R) -> O + Send + Sync + 'static,
+    ) -> DataStream<O> {
+        let (f, apply) = (Arc::new(f), Arc::new(apply));
+        self.apply("Count Window Aggregate", move || {
+            aggregate_function(f.clone(), apply.clone())
+        })
+    }
+
+    /// Hands all of each window's records of a key to `f` with the key and the window.
+    pub fn process<
+        O: Data,
+        P: ProcessWindowFunction<K, T, O, CountWindow> + Clone + Send + Sync,
+    >(
+        &self,
+        f: P,
+    ) -> DataStream<O> {
+        self.apply("Count Window Process", move || ProcessWindow {
+            function: f.clone(),
+        })
+    }
+
+    fn apply<O: Data, F: WindowFunction<K, T, CountWindow, O>>(
+        &self,
+        name: &str,
+        make: impl Fn() -> F + 'static,
+    ) -> DataStream<O> {
+        let windows = self.windows;
+        let operator = move |_: &RuntimeContext, store: &KeyedStateStore| {
+            CountOperator::<F::Acc, F>::new(windows, make(), store)
+        };
+        let keyed = &self.stream;
+        if keyed.stream.timestamped {
+            return keyed
+                .stamped()
+                .window_operator(name, false, operator)
+                .into_timestamped()
+                .name(name);
+        }
+        keyed.window_operator(name, false, move |ctx, store| {
+            Ok(Unstamped {
+                function: operator(ctx, store)?,
+                out: Vec::new(),
+            })
+        })
     }
 }
 

@@ -1,6 +1,6 @@
 //! What job authors use: an execution environment, `DataStream`s with their transformations,
 //! keyed streams with keyed state, process functions with side outputs ([`OutputTag`]),
-//! event-time windows with allowed lateness, sources and sinks.
+//! windows of event time, processing time and counts with allowed lateness, sources and sinks.
 //!
 //! A job is a program that builds a dataflow on a [`StreamExecutionEnvironment`]. The same
 //! program runs on the JobManager (to derive the job graph) and on every TaskManager (to
@@ -21,6 +21,7 @@
 pub(crate) mod checkpointing;
 mod co_process;
 mod context;
+mod count_windows;
 mod env;
 pub(crate) mod operators;
 mod process;
@@ -35,13 +36,16 @@ mod windows;
 
 pub use crate::common::error::TaskError;
 pub use crate::config::RuntimeMode;
-pub use crate::state::TimeDomain;
+pub use crate::state::{AggregateFunction, TimeDomain};
 pub use co_process::{
     CoProcessFunction, ConnectedStreams, IntervalJoin, IntervalJoined, JoinContext,
     KeyedCoProcessFunction, KeyedConnectedStreams, ProcessJoinFunction,
 };
 pub use context::RuntimeContext;
-pub use env::{DataStream, KeyedStream, StreamExecutionEnvironment, WindowedStream};
+pub use count_windows::CountWindow;
+pub use env::{
+    CountWindowedStream, DataStream, KeyedStream, StreamExecutionEnvironment, WindowedStream,
+};
 pub use operators::{Collector, Context, KeyedProcessFunction};
 pub use process::{ProcessContext, ProcessFunction};
 pub use program::{JobProgram, ProgramRegistry};
@@ -54,8 +58,9 @@ pub use time::{
 };
 pub use window_join::{JoinEqual, JoinWhere, JoinedStreams, WindowedJoin};
 pub use windows::{
-    EventTimeSessionWindows, EventTimeWindows, SlidingEventTimeWindows, TimeWindow,
-    TumblingEventTimeWindows,
+    EventTimeSessionWindows, EventTimeWindows, ProcessWindowFunction, ProcessingTimeSessionWindows,
+    SlidingEventTimeWindows, SlidingProcessingTimeWindows, TimeWindow, TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows, WindowAssigner, WindowContext,
 };
 
 pub(crate) use checkpointing::{SnapshotContext, SnapshotStorage, StateInit, TaskControl};

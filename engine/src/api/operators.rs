@@ -319,6 +319,9 @@ pub(crate) struct KeyedProcess<T, O, K, KF: ?Sized, F> {
     pub(crate) next: BoxOutput<O>,
     /// What it emitted to side outputs, handed on with `out`.
     pub(crate) sides: SideOutputs,
+    /// Whether the end of input fires every processing-time timer left (processing-time
+    /// windows do, as Flink's: a bounded input's last windows are emitted).
+    pub(crate) fire_processing_timers_at_end: bool,
     pub(crate) _t: std::marker::PhantomData<fn(T) -> K>,
 }
 
@@ -351,8 +354,15 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
             out: Vec::new(),
             next,
             sides,
+            fire_processing_timers_at_end: false,
             _t: std::marker::PhantomData,
         })
+    }
+
+    /// Makes the end of input fire the processing-time timers left, in time order.
+    pub(crate) fn firing_processing_timers_at_end(mut self) -> Self {
+        self.fire_processing_timers_at_end = true;
+        self
     }
 
     /// Hands on what the function emitted, to the main and the side outputs.
@@ -416,6 +426,9 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
         self.hand_on()
     }
     fn finish(&mut self) -> Result<(), TaskError> {
+        if self.fire_processing_timers_at_end {
+            self.fire(TimeDomain::ProcessingTime, i64::MAX)?;
+        }
         self.next.finish()
     }
     fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
@@ -465,7 +478,7 @@ impl Context<'_> {
     }
     /// The wall clock, ms since the epoch.
     pub fn current_processing_time(&self) -> i64 {
-        super::context::now_ms()
+        self.processing.now()
     }
     /// In `on_timer`: which clock the firing timer follows.
     pub fn time_domain(&self) -> Option<TimeDomain> {

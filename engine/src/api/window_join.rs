@@ -140,7 +140,9 @@ impl<A: Data, B: Data, K: Data + Hash + Eq> WindowedJoin<A, B, K> {
         self.inputs.stamped_process(name, problem, move |store| {
             let windows = fixed.ok_or_else(|| {
                 TaskError::Setup(
-                    "a window join takes tumbling or sliding windows, not session windows".into(),
+                    "a window join takes tumbling or sliding event-time windows, not session or \
+                     processing-time windows"
+                        .into(),
                 )
             })?;
             Ok(WindowJoinFunction {

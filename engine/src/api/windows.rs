@@ -1,11 +1,18 @@
-//! Event-time windows over a keyed stream: tumbling, sliding and session windows with an
-//! incremental reduce (Flink's `window(...).reduce(f)`).
+//! Windows over a keyed stream: tumbling, sliding and session windows in event time or in
+//! processing time, with one operator ([`WindowOperator`]) that every window function shares:
+//! an incremental reduce (Flink's `window(...).reduce(f)`), an incremental aggregate
+//! (`aggregate(AggregateFunction)`) and a process window function that sees all of a window's
+//! records (`process(ProcessWindowFunction)`). A [`WindowFunction`] says what is kept per key and
+//! slice or session (an aggregate, or the records themselves), how a record goes into it, how two
+//! combine, and what a window emits; the operator does the rest (assignment, timers, lateness,
+//! state).
 //!
-//! Sliding windows do not keep one copy of each record per window, as Flink's window operator
-//! does: time is cut into slices of the greatest common divisor of size and slide, each key
-//! keeps one partial aggregate per slice (map state: slice end → aggregate), and a window's
-//! result combines the size/slice partial aggregates of its slices when it fires. A record
-//! updates one aggregate however many windows it belongs to.
+//! Sliding windows do not keep one copy of each record (or aggregate) per window, as Flink's
+//! window operator does: time is cut into slices of the greatest common divisor of size and
+//! slide, each key keeps one accumulator per slice (map state: slice end → accumulator), and a
+//! window's result combines the size/slice accumulators of its slices when it fires. A record
+//! goes into one accumulator however many windows it belongs to (for a process function the
+//! accumulator is the slice's list of records: each record is kept once).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,9 +24,9 @@ use super::time::Stamped;
 use crate::common::error::TaskError;
 use crate::network::buffer::IoCounters;
 use crate::record::Data;
-use crate::state::{KeyedStateStore, MapState};
+use crate::state::{AggregateFunction, KeyedStateStore, MapState, TimeDomain};
 
-/// A window of event time: `[start, end)` in ms since the epoch (Flink's `TimeWindow`).
+/// A window of time: `[start, end)` in ms since the epoch (Flink's `TimeWindow`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimeWindow {
     /// The first instant in the window.
@@ -35,12 +42,20 @@ impl TimeWindow {
     }
 }
 
-/// Which event-time windows a record belongs to: made by [`TumblingEventTimeWindows`],
-/// [`SlidingEventTimeWindows`] or [`EventTimeSessionWindows`].
+/// Which windows a record belongs to, and which clock closes them: made by
+/// [`TumblingEventTimeWindows`], [`SlidingEventTimeWindows`], [`EventTimeSessionWindows`] and
+/// their processing-time counterparts [`TumblingProcessingTimeWindows`],
+/// [`SlidingProcessingTimeWindows`] and [`ProcessingTimeSessionWindows`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EventTimeWindows {
+pub struct WindowAssigner {
     kind: Kind,
+    /// Event time: a record's timestamp places it, the watermark fires windows. Processing
+    /// time: the clock when the record arrives places it, the clock fires windows.
+    domain: TimeDomain,
 }
+
+/// The windows of event time, as the window API named them first.
+pub type EventTimeWindows = WindowAssigner;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -61,6 +76,15 @@ pub(super) struct Sliding {
     slide: i64,
 }
 
+impl Sliding {
+    fn of(size: Duration, slide: Duration) -> Kind {
+        Kind::Sliding(Sliding {
+            size: millis(size),
+            slide: millis(slide),
+        })
+    }
+}
+
 /// Windows of activity per key, closed by a gap without records (Flink's
 /// `EventTimeSessionWindows`): each record opens `[t, t + gap)`, and windows of a key that
 /// overlap or touch merge into one.
@@ -68,9 +92,10 @@ pub struct EventTimeSessionWindows;
 
 impl EventTimeSessionWindows {
     /// Sessions that end `gap` (at least 1 ms) after their last record.
-    pub fn with_gap(gap: Duration) -> EventTimeWindows {
-        EventTimeWindows {
+    pub fn with_gap(gap: Duration) -> WindowAssigner {
+        WindowAssigner {
             kind: Kind::Session { gap: millis(gap) },
+            domain: TimeDomain::EventTime,
         }
     }
 }
@@ -81,10 +106,10 @@ pub struct TumblingEventTimeWindows;
 impl TumblingEventTimeWindows {
     /// Windows of `size` (at least 1 ms), aligned to the epoch.
     #[allow(clippy::new_ret_no_self)]
-    pub fn of(size: Duration) -> EventTimeWindows {
-        let size = millis(size);
-        EventTimeWindows {
-            kind: Kind::Sliding(Sliding { size, slide: size }),
+    pub fn of(size: Duration) -> WindowAssigner {
+        WindowAssigner {
+            kind: Sliding::of(size, size),
+            domain: TimeDomain::EventTime,
         }
     }
 }
@@ -94,12 +119,51 @@ pub struct SlidingEventTimeWindows;
 
 impl SlidingEventTimeWindows {
     /// Windows of `size` starting every `slide` (each at least 1 ms), aligned to the epoch.
-    pub fn of(size: Duration, slide: Duration) -> EventTimeWindows {
-        EventTimeWindows {
-            kind: Kind::Sliding(Sliding {
-                size: millis(size),
-                slide: millis(slide),
-            }),
+    pub fn of(size: Duration, slide: Duration) -> WindowAssigner {
+        WindowAssigner {
+            kind: Sliding::of(size, slide),
+            domain: TimeDomain::EventTime,
+        }
+    }
+}
+
+/// Sessions of processing time (Flink's `ProcessingTimeSessionWindows`): a record opens
+/// `[now, now + gap)` by the clock of the machine handling it.
+pub struct ProcessingTimeSessionWindows;
+
+impl ProcessingTimeSessionWindows {
+    /// Sessions that end `gap` (at least 1 ms) after their last record arrived.
+    pub fn with_gap(gap: Duration) -> WindowAssigner {
+        WindowAssigner {
+            kind: Kind::Session { gap: millis(gap) },
+            domain: TimeDomain::ProcessingTime,
+        }
+    }
+}
+
+/// Tumbling windows of processing time (Flink's `TumblingProcessingTimeWindows`).
+pub struct TumblingProcessingTimeWindows;
+
+impl TumblingProcessingTimeWindows {
+    /// Windows of `size` (at least 1 ms) of the wall clock, aligned to the epoch.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn of(size: Duration) -> WindowAssigner {
+        WindowAssigner {
+            kind: Sliding::of(size, size),
+            domain: TimeDomain::ProcessingTime,
+        }
+    }
+}
+
+/// Sliding windows of processing time (Flink's `SlidingProcessingTimeWindows`).
+pub struct SlidingProcessingTimeWindows;
+
+impl SlidingProcessingTimeWindows {
+    /// Windows of `size` of the wall clock starting every `slide`, aligned to the epoch.
+    pub fn of(size: Duration, slide: Duration) -> WindowAssigner {
+        WindowAssigner {
+            kind: Sliding::of(size, slide),
+            domain: TimeDomain::ProcessingTime,
         }
     }
 }
@@ -108,18 +172,24 @@ fn millis(d: Duration) -> i64 {
     (d.as_millis().min(i64::MAX as u128 / 4) as i64).max(1)
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
+pub(super) fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-impl EventTimeWindows {
-    /// The windows if they are tumbling or sliding (fixed windows a record's time alone
-    /// assigns); `None` for session windows, which merge.
+impl WindowAssigner {
+    /// The windows if they are tumbling or sliding event-time windows (fixed windows a
+    /// record's timestamp alone assigns); `None` for session windows, which merge, and for
+    /// processing-time windows.
     pub(super) fn fixed(&self) -> Option<Sliding> {
-        match self.kind {
-            Kind::Sliding(windows) => Some(windows),
-            Kind::Session { .. } => None,
+        match (self.kind, self.domain) {
+            (Kind::Sliding(windows), TimeDomain::EventTime) => Some(windows),
+            _ => None,
         }
+    }
+
+    /// Which clock fires these windows.
+    pub fn time_domain(&self) -> TimeDomain {
+        self.domain
     }
 }
 
@@ -158,29 +228,201 @@ impl Sliding {
     }
 }
 
-/// A window reduce for one subtask: partial aggregates per key and slice (sliding windows) or
-/// per key and session, a timer per window end and, with allowed lateness, one per window end
-/// plus lateness, when the window's state is dropped. It reads the records with their
-/// timestamps and emits each window's result with the timestamp `end - 1`.
+/// What a process window function knows of the window it is called for (Flink's
+/// `ProcessWindowFunction.Context`): the window (a [`TimeWindow`], or a
+/// [`CountWindow`](super::CountWindow) for count windows) and the operator's clocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowContext<W = TimeWindow> {
+    pub(crate) window: W,
+    pub(crate) watermark: i64,
+    pub(crate) processing_time: i64,
+}
+
+impl<W: Copy> WindowContext<W> {
+    /// The window being emitted.
+    pub fn window(&self) -> W {
+        self.window
+    }
+    /// The operator's input watermark (`i64::MIN` before the first).
+    pub fn current_watermark(&self) -> i64 {
+        self.watermark
+    }
+    /// The operator's processing time, ms since the epoch.
+    pub fn current_processing_time(&self) -> i64 {
+        self.processing_time
+    }
+}
+
+/// A function that sees all of a window's records at once, the key and the window (Flink's
+/// `ProcessWindowFunction`), and emits any number of results. Cloned once per subtask. A
+/// closure `|key, ctx, records, out| ...` is one.
+pub trait ProcessWindowFunction<K, T, O, W = TimeWindow>: 'static {
+    /// Called once per firing of a window of `key` that holds records (each firing, late
+    /// firings included, sees all the records the window holds then, in arrival order per
+    /// slice and the slices in time order).
+    fn process(
+        &mut self,
+        key: &K,
+        ctx: &WindowContext<W>,
+        records: Vec<T>,
+        out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError>;
+}
+
+impl<K, T, O, W, F> ProcessWindowFunction<K, T, O, W> for F
+where
+    F: FnMut(&K, &WindowContext<W>, Vec<T>, &mut Collector<'_, O>) -> Result<(), TaskError>
+        + 'static,
+{
+    fn process(
+        &mut self,
+        key: &K,
+        ctx: &WindowContext<W>,
+        records: Vec<T>,
+        out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError> {
+        self(key, ctx, records, out)
+    }
+}
+
+/// What the window operator keeps per key and slice (or session, or count slice) and what a
+/// window emits: the one thing that differs between `reduce`, `aggregate` and `process`.
+pub(crate) trait WindowFunction<K, T, W, O>: 'static {
+    /// What is kept per slice.
+    type Acc: Data;
+    /// `record` added to a slice's accumulator (`None`: the slice is new).
+    fn add(&self, acc: Option<Self::Acc>, record: T) -> Self::Acc;
+    /// Two accumulators combined, `a` the earlier.
+    fn merge(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    /// A window's results from its accumulator.
+    fn emit(
+        &mut self,
+        key: &K,
+        ctx: &WindowContext<W>,
+        acc: Self::Acc,
+        out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError>;
+}
+
+/// `reduce(f)` then `emit(key, window, result)`.
+pub(crate) struct Reduce<F, E> {
+    pub(crate) reduce: F,
+    pub(crate) emit: E,
+}
+
+impl<K, T: Data, W: Copy, O, F, E> WindowFunction<K, T, W, O> for Reduce<F, E>
+where
+    F: Fn(T, T) -> T + 'static,
+    E: Fn(&K, W, T) -> O + 'static,
+{
+    type Acc = T;
+    fn add(&self, acc: Option<T>, record: T) -> T {
+        match acc {
+            Some(acc) => (self.reduce)(acc, record),
+            None => record,
+        }
+    }
+    fn merge(&self, a: T, b: T) -> T {
+        (self.reduce)(a, b)
+    }
+    fn emit(
+        &mut self,
+        key: &K,
+        ctx: &WindowContext<W>,
+        acc: T,
+        out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError> {
+        out.collect((self.emit)(key, ctx.window, acc))
+    }
+}
+
+/// An [`AggregateFunction`]'s accumulator per slice, then `emit(key, window, result)`.
+pub(crate) struct Aggregate<F, E, ACC, R> {
+    pub(crate) function: F,
+    pub(crate) emit: E,
+    pub(crate) _t: std::marker::PhantomData<fn() -> (ACC, R)>,
+}
+
+impl<K, T, W: Copy, O, ACC: Data, R: 'static, F, E> WindowFunction<K, T, W, O>
+    for Aggregate<F, E, ACC, R>
+where
+    F: AggregateFunction<T, ACC, R>,
+    E: Fn(&K, W, R) -> O + 'static,
+{
+    type Acc = ACC;
+    fn add(&self, acc: Option<ACC>, record: T) -> ACC {
+        let acc = acc.unwrap_or_else(|| self.function.create_accumulator());
+        self.function.add(record, acc)
+    }
+    fn merge(&self, a: ACC, b: ACC) -> ACC {
+        self.function.merge(a, b)
+    }
+    fn emit(
+        &mut self,
+        key: &K,
+        ctx: &WindowContext<W>,
+        acc: ACC,
+        out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError> {
+        out.collect((self.emit)(key, ctx.window, self.function.get_result(acc)))
+    }
+}
+
+/// The records themselves per slice, handed to a [`ProcessWindowFunction`].
+pub(crate) struct Process<P> {
+    pub(crate) function: P,
+}
+
+impl<K, T: Data, W, O, P: ProcessWindowFunction<K, T, O, W>> WindowFunction<K, T, W, O>
+    for Process<P>
+{
+    type Acc = Vec<T>;
+    fn add(&self, acc: Option<Vec<T>>, record: T) -> Vec<T> {
+        let mut records = acc.unwrap_or_default();
+        records.push(record);
+        records
+    }
+    fn merge(&self, mut a: Vec<T>, mut b: Vec<T>) -> Vec<T> {
+        a.append(&mut b);
+        a
+    }
+    fn emit(
+        &mut self,
+        key: &K,
+        ctx: &WindowContext<W>,
+        acc: Vec<T>,
+        out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError> {
+        self.function.process(key, ctx, acc, out)
+    }
+}
+
+/// The window operator of one subtask, whatever its function: accumulators per key and slice
+/// (sliding windows) or per key and session, a timer per window end and, with allowed
+/// lateness, one per window end plus lateness, when the window's state is dropped. It reads
+/// the records with their timestamps and emits each window's results with the timestamp
+/// `end - 1`.
 ///
-/// As Flink's window operator with its default event-time trigger: a window fires when the
+/// As Flink's window operator with its default trigger: an event-time window fires when the
 /// watermark reaches `end - 1`, and keeps its state until the watermark reaches `end - 1 +
 /// lateness`; a record that comes in between updates the window and fires it again at once (a
 /// late firing, the updated result). A record that comes when the watermark has passed that
 /// point for every window it belongs to is too late: it goes to the late-data side output if
-/// there is one, else it is dropped and counted (`numLateRecordsDropped`).
-pub(crate) struct WindowReduce<T, F, E> {
-    windows: EventTimeWindows,
+/// there is one, else it is dropped and counted (`numLateRecordsDropped`). A processing-time
+/// window takes each record at the operator's clock and fires on a processing-time timer when
+/// the clock reaches `end` (its results still have the timestamp `end - 1`); nothing is late in
+/// processing time.
+pub(crate) struct WindowOperator<T, A, F> {
+    windows: WindowAssigner,
     /// Allowed lateness in ms (0: state goes when the window fires).
     lateness: i64,
     /// Where records too late for every window go, if not dropped.
     late_data: Option<OutputTag<T>>,
-    reduce: F,
-    emit: E,
-    /// Sliding windows: each key's partial aggregates by slice end.
-    slices: MapState<i64, T>,
-    /// Session windows: each key's sessions, start → (end, aggregate).
-    sessions: MapState<i64, (i64, T)>,
+    function: F,
+    /// Sliding windows: each key's accumulators by slice end.
+    slices: MapState<i64, A>,
+    /// Session windows: each key's sessions, start → (end, accumulator).
+    sessions: MapState<i64, (i64, A)>,
     /// The subtask's counters (`late_records_dropped`).
     counters: Arc<IoCounters>,
 }
@@ -203,29 +445,30 @@ impl<T> Default for Lateness<T> {
     }
 }
 
-impl<T: Data, F: Fn(T, T) -> T + 'static, E> WindowReduce<T, F, E> {
+impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
     pub(crate) fn new(
-        windows: EventTimeWindows,
+        windows: WindowAssigner,
         lateness: Lateness<T>,
-        reduce: F,
-        emit: E,
+        function: F,
         store: &KeyedStateStore,
         counters: Arc<IoCounters>,
     ) -> Result<Self, TaskError> {
-        Ok(WindowReduce {
+        // Nothing is late in processing time: a record lands in the windows open now.
+        let (allowed, late_data) = match windows.domain {
+            TimeDomain::EventTime => (lateness.allowed.max(0), lateness.side_output),
+            TimeDomain::ProcessingTime => (0, None),
+        };
+        Ok(WindowOperator {
             windows,
-            lateness: lateness.allowed.max(0),
-            late_data: lateness.side_output,
-            reduce,
-            emit,
+            lateness: allowed,
+            late_data,
+            function,
             slices: store.map_state("window-slices")?,
             sessions: store.map_state("window-sessions")?,
             counters,
         })
     }
-}
 
-impl<T: Data, F: Fn(T, T) -> T, E> WindowReduce<T, F, E> {
     /// When the state of a window that fires at `fire_at` (its `end - 1`) is dropped.
     fn cleanup_time(&self, fire_at: i64) -> i64 {
         fire_at.saturating_add(self.lateness)
@@ -245,10 +488,81 @@ impl<T: Data, F: Fn(T, T) -> T, E> WindowReduce<T, F, E> {
         }
     }
 
+    /// The time windows are fired by, and up to which they have fired: the watermark, or the
+    /// clock less 1 ms in processing time (a timer at the clock's time has yet to fire).
+    fn current(&self, ctx: &Context<'_>) -> i64 {
+        match self.windows.domain {
+            TimeDomain::EventTime => ctx.current_watermark(),
+            TimeDomain::ProcessingTime => ctx.current_processing_time().saturating_sub(1),
+        }
+    }
+
+    /// The time of the timer that fires the window ending at `end`: its last instant, `end -
+    /// 1`, in event time (the watermark promises nothing at or before it follows); `end` in
+    /// processing time, so that once it fired the clock has left the window and no record can
+    /// land in it again.
+    fn timer_of(&self, end: i64) -> i64 {
+        match self.windows.domain {
+            TimeDomain::EventTime => end - 1,
+            TimeDomain::ProcessingTime => end,
+        }
+    }
+
+    /// The end of the window the timer at `time` fires ([`timer_of`](Self::timer_of) undone).
+    fn end_of(&self, time: i64) -> i64 {
+        match self.windows.domain {
+            TimeDomain::EventTime => time.saturating_add(1),
+            TimeDomain::ProcessingTime => time,
+        }
+    }
+
+    fn register_timer(&self, ctx: &mut Context<'_>, time: i64) -> Result<(), TaskError> {
+        match self.windows.domain {
+            TimeDomain::EventTime => ctx.register_event_time_timer(time),
+            TimeDomain::ProcessingTime => ctx.register_processing_time_timer(time),
+        }
+    }
+
+    fn delete_timer(&self, ctx: &mut Context<'_>, time: i64) -> Result<(), TaskError> {
+        match self.windows.domain {
+            TimeDomain::EventTime => ctx.delete_event_time_timer(time),
+            TimeDomain::ProcessingTime => ctx.delete_processing_time_timer(time),
+        }
+    }
+}
+
+impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
+    /// Emits `acc` as the result of `window` of `key`, with the timestamp `end - 1`.
+    fn emit<K, O>(
+        &mut self,
+        key: &K,
+        window: TimeWindow,
+        acc: A,
+        ctx: &Context<'_>,
+        out: &mut Collector<'_, Stamped<O>>,
+    ) -> Result<(), TaskError>
+    where
+        F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
+    {
+        let info = WindowContext {
+            window,
+            watermark: ctx.current_watermark(),
+            processing_time: ctx.current_processing_time(),
+        };
+        let mut results = Vec::new();
+        self.function
+            .emit(key, &info, acc, &mut Collector::new(&mut results))?;
+        for result in results {
+            out.collect((window.max_timestamp(), result))?;
+        }
+        Ok(())
+    }
+
     /// Opens `[timestamp, timestamp + gap)` for the current key and merges it with the key's
     /// sessions it overlaps or touches; too late if even the merged session's state is gone
     /// (the watermark passed its end - 1 + lateness). A merged session that already fired
     /// fires again at once with its updated result.
+    #[allow(clippy::too_many_arguments)]
     fn add_to_session<K, O>(
         &mut self,
         key: &K,
@@ -259,13 +573,13 @@ impl<T: Data, F: Fn(T, T) -> T, E> WindowReduce<T, F, E> {
         out: &mut Collector<'_, Stamped<O>>,
     ) -> Result<(), TaskError>
     where
-        E: Fn(&K, TimeWindow, T) -> O,
+        F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
     {
         let mut merged = TimeWindow {
             start: timestamp,
             end: timestamp.saturating_add(gap),
         };
-        let mut parts: Vec<(i64, i64, T)> = Vec::new();
+        let mut parts: Vec<(i64, i64, A)> = Vec::new();
         for (start, (end, value)) in self.sessions.entries()? {
             if start <= merged.end && end >= merged.start {
                 parts.push((start, end, value));
@@ -275,8 +589,8 @@ impl<T: Data, F: Fn(T, T) -> T, E> WindowReduce<T, F, E> {
             merged.start = merged.start.min(*start);
             merged.end = merged.end.max(*end);
         }
-        let watermark = ctx.current_watermark();
-        if self.cleanup_time(merged.max_timestamp()) <= watermark {
+        let current = self.current(ctx);
+        if self.cleanup_time(merged.max_timestamp()) <= current {
             return self.too_late(record, ctx);
         }
         for (start, end, _) in &parts {
@@ -285,31 +599,31 @@ impl<T: Data, F: Fn(T, T) -> T, E> WindowReduce<T, F, E> {
             // lateness a timer's time may also be another session's cleanup time, so stale
             // ones stay and find nothing to do.
             if self.lateness == 0 && *end != merged.end {
-                ctx.delete_event_time_timer(end - 1)?;
+                self.delete_timer(ctx, self.timer_of(*end))?;
             }
         }
         // Combined in time order, the new record where its timestamp puts it.
-        parts.push((timestamp, timestamp, record));
+        parts.push((timestamp, timestamp, self.function.add(None, record)));
         parts.sort_by_key(|p| p.0);
         let value = parts
             .into_iter()
             .map(|(_, _, value)| value)
-            .reduce(|a, b| (self.reduce)(a, b));
+            .reduce(|a, b| self.function.merge(a, b));
         let Some(value) = value else {
             return Ok(());
         };
         let fire_at = merged.max_timestamp();
         if self.lateness > 0 {
-            ctx.register_event_time_timer(self.cleanup_time(fire_at))?;
+            self.register_timer(ctx, self.cleanup_time(fire_at))?;
         }
-        if fire_at > watermark {
+        if fire_at > current {
             self.sessions.put(merged.start, (merged.end, value))?;
-            ctx.register_event_time_timer(fire_at)
+            self.register_timer(ctx, self.timer_of(merged.end))
         } else {
             // A late firing: the session fired already and is kept for its lateness.
             self.sessions
                 .put(merged.start, (merged.end, value.clone()))?;
-            out.collect((fire_at, (self.emit)(key, merged, value)))
+            self.emit(key, merged, value, ctx, out)
         }
     }
 
@@ -319,32 +633,35 @@ impl<T: Data, F: Fn(T, T) -> T, E> WindowReduce<T, F, E> {
         &mut self,
         key: &K,
         time: i64,
+        ctx: &Context<'_>,
         out: &mut Collector<'_, Stamped<O>>,
     ) -> Result<(), TaskError>
     where
-        E: Fn(&K, TimeWindow, T) -> O,
+        F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
     {
-        let end = time.saturating_add(1);
+        let end = self.end_of(time);
         let cleanup_end = end.saturating_sub(self.lateness);
         for (start, (e, value)) in self.sessions.entries()? {
-            if e == end {
-                let window = TimeWindow { start, end };
-                out.collect((window.max_timestamp(), (self.emit)(key, window, value)))?;
-            }
             if e == cleanup_end {
                 self.sessions.remove(&start)?;
+            }
+            if e == end {
+                self.emit(key, TimeWindow { start, end }, value, ctx, out)?;
             }
         }
         Ok(())
     }
 
-    /// The result of the current key's window ending at `end`, if it holds any record.
-    fn window_result(&self, windows: Sliding, end: i64) -> Result<Option<T>, TaskError> {
-        let mut result: Option<T> = None;
+    /// The accumulator of the current key's window ending at `end`, if it holds any record.
+    fn window_result<K, O>(&self, windows: Sliding, end: i64) -> Result<Option<A>, TaskError>
+    where
+        F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
+    {
+        let mut result: Option<A> = None;
         for slice in windows.slices_of(end) {
             if let Some(part) = self.slices.get(&slice)? {
                 result = Some(match result {
-                    Some(acc) => (self.reduce)(acc, part),
+                    Some(acc) => self.function.merge(acc, part),
                     None => part,
                 });
             }
@@ -354,28 +671,29 @@ impl<T: Data, F: Fn(T, T) -> T, E> WindowReduce<T, F, E> {
 
     /// Emits the current key's window ending at `end`, if it holds any record.
     fn fire_window<K, O>(
-        &self,
+        &mut self,
         windows: Sliding,
         key: &K,
         end: i64,
+        ctx: &Context<'_>,
         out: &mut Collector<'_, Stamped<O>>,
     ) -> Result<(), TaskError>
     where
-        E: Fn(&K, TimeWindow, T) -> O,
+        F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
     {
         let window = TimeWindow {
             start: end - windows.size,
             end,
         };
-        match self.window_result(windows, end)? {
-            Some(value) => out.collect((window.max_timestamp(), (self.emit)(key, window, value))),
+        match self.window_result::<K, O>(windows, end)? {
+            Some(acc) => self.emit(key, window, acc, ctx, out),
             None => Ok(()),
         }
     }
 }
 
-impl<K, T: Data, O, F: Fn(T, T) -> T + 'static, E: Fn(&K, TimeWindow, T) -> O + 'static>
-    KeyedProcessFunction<K, Stamped<T>, Stamped<O>> for WindowReduce<T, F, E>
+impl<K, T: Data, A: Data, O, F: WindowFunction<K, T, TimeWindow, O, Acc = A>>
+    KeyedProcessFunction<K, Stamped<T>, Stamped<O>> for WindowOperator<T, A, F>
 {
     fn process(
         &mut self,
@@ -386,29 +704,34 @@ impl<K, T: Data, O, F: Fn(T, T) -> T + 'static, E: Fn(&K, TimeWindow, T) -> O + 
     ) -> Result<(), TaskError> {
         // What goes to the late-data side output keeps its timestamp.
         ctx.timestamp = Some(timestamp);
+        // Where the record lands: its timestamp, or the clock now.
+        let timestamp = match self.windows.domain {
+            TimeDomain::EventTime => timestamp,
+            TimeDomain::ProcessingTime => ctx.current_processing_time(),
+        };
         let windows = match self.windows.kind {
             Kind::Sliding(windows) => windows,
             Kind::Session { gap } => {
                 return self.add_to_session(key, timestamp, gap, record, ctx, out);
             }
         };
-        let watermark = ctx.current_watermark();
+        let current = self.current(ctx);
         let mut open = false;
         let mut fired = false;
         for end in windows.window_ends(timestamp) {
-            // A window fires when the watermark reaches its last instant, end - 1, and keeps
-            // its state until the watermark reaches end - 1 + lateness.
+            // A window fires when time reaches its last instant, end - 1, and keeps its state
+            // until time reaches end - 1 + lateness.
             let fire_at = end - 1;
             let cleanup = self.cleanup_time(fire_at);
-            if cleanup > watermark {
+            if cleanup > current {
                 open = true;
-                if fire_at > watermark {
-                    ctx.register_event_time_timer(fire_at)?;
+                if fire_at > current {
+                    self.register_timer(ctx, self.timer_of(end))?;
                 } else {
                     fired = true;
                 }
                 if self.lateness > 0 {
-                    ctx.register_event_time_timer(cleanup)?;
+                    self.register_timer(ctx, cleanup)?;
                 }
             }
         }
@@ -416,21 +739,18 @@ impl<K, T: Data, O, F: Fn(T, T) -> T + 'static, E: Fn(&K, TimeWindow, T) -> O + 
             return self.too_late(record, ctx);
         }
         let slice = windows.slice_end(timestamp);
-        let value = match self.slices.get(&slice)? {
-            Some(acc) => (self.reduce)(acc, record),
-            None => record,
-        };
+        let value = self.function.add(self.slices.get(&slice)?, record);
         self.slices.put(slice, value)?;
         if fired {
             // Late firings: each window that fired already and still keeps its state emits
             // its updated result, earliest first.
             let mut ends: Vec<i64> = windows
                 .window_ends(timestamp)
-                .filter(|end| end - 1 <= watermark && self.cleanup_time(end - 1) > watermark)
+                .filter(|end| end - 1 <= current && self.cleanup_time(end - 1) > current)
                 .collect();
             ends.reverse();
             for end in ends {
-                self.fire_window(windows, key, end, out)?;
+                self.fire_window(windows, key, end, ctx, out)?;
             }
         }
         Ok(())
@@ -440,18 +760,21 @@ impl<K, T: Data, O, F: Fn(T, T) -> T + 'static, E: Fn(&K, TimeWindow, T) -> O + 
         &mut self,
         key: &K,
         timestamp: i64,
-        _ctx: &mut Context<'_>,
+        ctx: &mut Context<'_>,
         out: &mut Collector<'_, Stamped<O>>,
     ) -> Result<(), TaskError> {
+        if ctx.time_domain() != Some(self.windows.domain) {
+            return Ok(());
+        }
         let windows = match self.windows.kind {
             Kind::Sliding(windows) => windows,
-            Kind::Session { .. } => return self.session_timer(key, timestamp, out),
+            Kind::Session { .. } => return self.session_timer(key, timestamp, ctx, out),
         };
         // The timer may be a window's firing time (its end - 1), another's cleanup time (end -
         // 1 + lateness), or both: a timer serves every purpose its time has.
-        let end = timestamp.saturating_add(1);
+        let end = self.end_of(timestamp);
         if windows.is_window_end(end) {
-            self.fire_window(windows, key, end, out)?;
+            self.fire_window(windows, key, end, ctx, out)?;
         }
         let cleanup_end = end.saturating_sub(self.lateness);
         if windows.is_window_end(cleanup_end) {
@@ -467,7 +790,8 @@ impl<K, T: Data, O, F: Fn(T, T) -> T + 'static, E: Fn(&K, TimeWindow, T) -> O + 
     }
 }
 
-/// What a window becomes on a stream without timestamps: an error at the first record.
+/// What an event-time window becomes on a stream without timestamps: an error at the first
+/// record.
 pub(crate) struct NoTimestamps;
 
 impl<K, T, O> KeyedProcessFunction<K, T, O> for NoTimestamps {
@@ -486,6 +810,53 @@ impl<K, T, O> KeyedProcessFunction<K, T, O> for NoTimestamps {
     }
 }
 
+/// A function over stamped records run on a stream without timestamps (processing-time and
+/// count windows need none): each record goes in with the timestamp `i64::MIN`, and what the
+/// function emits goes on without its timestamp, as the stream's records travel.
+pub(crate) struct Unstamped<F, O> {
+    pub(crate) function: F,
+    /// What the function emitted for one call, reused.
+    pub(crate) out: Vec<Stamped<O>>,
+}
+
+impl<K, T, O: 'static, F: KeyedProcessFunction<K, Stamped<T>, Stamped<O>>>
+    KeyedProcessFunction<K, T, O> for Unstamped<F, O>
+{
+    fn process(
+        &mut self,
+        key: &K,
+        record: T,
+        ctx: &mut Context<'_>,
+        out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError> {
+        self.function.process(
+            key,
+            (i64::MIN, record),
+            ctx,
+            &mut Collector::new(&mut self.out),
+        )?;
+        for (_, record) in self.out.drain(..) {
+            out.collect(record)?;
+        }
+        Ok(())
+    }
+
+    fn on_timer(
+        &mut self,
+        key: &K,
+        timestamp: i64,
+        ctx: &mut Context<'_>,
+        out: &mut Collector<'_, O>,
+    ) -> Result<(), TaskError> {
+        self.function
+            .on_timer(key, timestamp, ctx, &mut Collector::new(&mut self.out))?;
+        for (_, record) in self.out.drain(..) {
+            out.collect(record)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,6 +866,7 @@ mod tests {
     use crate::network::valve::TimeSignal;
     use std::cell::RefCell;
     use std::rc::Rc;
+    use std::sync::atomic::AtomicI64;
 
     /// `(timestamp, (window start, sum))`.
     type Firing = (i64, (i64, u64));
@@ -510,19 +882,76 @@ mod tests {
         late: Rc<RefCell<Vec<(i64, u64)>>>,
         counters: Arc<IoCounters>,
         store: KeyedStateStore,
+        /// The operator's processing time.
+        clock: Arc<AtomicI64>,
+    }
+
+    /// `function` run by the keyed process operator, as in a job, all records under one key.
+    fn keyed<F: KeyedProcessFunction<u8, Stamped<u64>, Firing>>(
+        function: F,
+        store: &KeyedStateStore,
+        processing: crate::api::ProcessingTimeService,
+        next: BoxOutput<Firing>,
+        sides: SideOutputs,
+    ) -> BoxOutput<Stamped<u64>> {
+        let key = Arc::new(|_: &(i64, u64)| 0u8);
+        let op = KeyedProcess::new(key, function, store.clone(), processing, 0, next, sides)
+            .unwrap()
+            .firing_processing_timers_at_end();
+        Box::new(op)
+    }
+
+    /// The window functions every rule is checked with: they all sum the values.
+    #[derive(Clone, Copy, Debug)]
+    enum Fun {
+        Reduce,
+        Aggregate,
+        Process,
+    }
+
+    const FUNCTIONS: [Fun; 3] = [Fun::Reduce, Fun::Aggregate, Fun::Process];
+
+    /// A sum through an accumulator of (sum, count).
+    struct Sum;
+
+    impl AggregateFunction<u64, (u64, u64), u64> for Sum {
+        fn create_accumulator(&self) -> (u64, u64) {
+            (0, 0)
+        }
+        fn add(&self, value: u64, (sum, n): (u64, u64)) -> (u64, u64) {
+            (sum + value, n + 1)
+        }
+        fn get_result(&self, (sum, n): (u64, u64)) -> u64 {
+            assert!(n > 0, "a window without records fired");
+            sum
+        }
+        fn merge(&self, a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+            (a.0 + b.0, a.1 + b.1)
+        }
+    }
+
+    /// A process window function that sums the window's records.
+    fn sum_of_records(
+        _: &u8,
+        ctx: &WindowContext,
+        records: Vec<u64>,
+        out: &mut Collector<'_, (i64, u64)>,
+    ) -> Result<(), TaskError> {
+        out.collect((ctx.window().start, records.iter().sum()))
     }
 
     impl Harness {
-        fn new(windows: EventTimeWindows, lateness_ms: i64, side_output: bool) -> Harness {
+        fn new(fun: Fun, windows: WindowAssigner, lateness_ms: i64, side_output: bool) -> Harness {
             let ctx = crate::api::RuntimeContext::standalone(0, 1);
             let store = ctx.keyed_state_store().unwrap();
-            Harness::on(store, windows, lateness_ms, side_output)
+            Harness::on(fun, store, windows, lateness_ms, side_output)
         }
 
         /// The window over `store` (restored or fresh).
         fn on(
+            fun: Fun,
             store: KeyedStateStore,
-            windows: EventTimeWindows,
+            windows: WindowAssigner,
             lateness_ms: i64,
             side_output: bool,
         ) -> Harness {
@@ -535,8 +964,8 @@ mod tests {
                 side_output: side_output.then(|| tag.clone()),
             };
             let counters = ctx.counters.clone();
-            let reduce =
-                WindowReduce::new(windows, lateness, sum, start, &store, counters.clone()).unwrap();
+            let clock = Arc::new(AtomicI64::new(0));
+            let processing = crate::api::ProcessingTimeService::with_manual_clock(clock.clone());
             let got = Rc::new(RefCell::new(Vec::new()));
             let next: BoxOutput<Firing> =
                 Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
@@ -554,19 +983,51 @@ mod tests {
                     }),
                 }),
             }]);
-            let key = Arc::new(|_: &(i64, u64)| 0u8);
-            let op = KeyedProcess::new(
-                key,
-                reduce,
-                store.clone(),
-                ctx.timers.clone(),
-                0,
-                next,
-                sides,
-            )
-            .unwrap();
+            let (w, l, c) = (windows, lateness, counters.clone());
+            let op = match fun {
+                Fun::Reduce => {
+                    let f = Reduce {
+                        reduce: sum,
+                        emit: start,
+                    };
+                    keyed(
+                        WindowOperator::new(w, l, f, &store, c).unwrap(),
+                        &store,
+                        processing,
+                        next,
+                        sides,
+                    )
+                }
+                Fun::Aggregate => {
+                    let f = Aggregate {
+                        function: Sum,
+                        emit: start,
+                        _t: std::marker::PhantomData,
+                    };
+                    keyed(
+                        WindowOperator::new(w, l, f, &store, c).unwrap(),
+                        &store,
+                        processing,
+                        next,
+                        sides,
+                    )
+                }
+                Fun::Process => {
+                    let f = Process {
+                        function: sum_of_records,
+                    };
+                    keyed(
+                        WindowOperator::new(w, l, f, &store, c).unwrap(),
+                        &store,
+                        processing,
+                        next,
+                        sides,
+                    )
+                }
+            };
             Harness {
-                op: Box::new(op),
+                op,
+                clock,
                 got,
                 late,
                 counters,
@@ -580,8 +1041,18 @@ mod tests {
             self.op.push_batch(&mut batch).unwrap();
         }
 
+        /// Sets the clock to `now` and lets the operator fire what is due.
+        fn clock(&mut self, now: i64) {
+            self.clock.store(now, Ordering::Relaxed);
+            self.op.processing_time(now).unwrap();
+        }
+
         fn watermark(&mut self, w: i64) {
             self.op.time(TimeSignal::Watermark(w)).unwrap();
+        }
+
+        fn finish(&mut self) {
+            self.op.finish().unwrap();
         }
 
         fn emitted(&self) -> Vec<Firing> {
@@ -601,179 +1072,332 @@ mod tests {
 
     #[test]
     fn sessions_merge_when_they_overlap_or_touch_and_fire_once_their_gap_has_passed() {
-        let windows = EventTimeSessionWindows::with_gap(Duration::from_millis(10));
-        let mut h = Harness::new(windows, 0, false);
-        // [1, 11) and [5, 15) merge; [30, 40) stands apart.
-        h.ones(&[1, 5, 30]);
-        h.watermark(20);
-        assert_eq!(h.emitted(), [(14, (1, 2))]);
-        // [3, 13) has ended at watermark 20 (had [12, 22) been open, 3 would have joined it):
-        // late. 25 joins [30, 40); then 22 touches [12, 22) and overlaps [25, 40): one
-        // session [12, 40).
-        h.ones(&[3, 12, 25, 22]);
-        assert_eq!(h.dropped(), 1);
-        h.watermark(i64::MAX);
-        assert_eq!(h.emitted(), [(14, (1, 2)), (39, (12, 4))]);
-        assert_eq!(h.state_entries("window-sessions"), 0);
+        for fun in FUNCTIONS {
+            let windows = EventTimeSessionWindows::with_gap(Duration::from_millis(10));
+            let mut h = Harness::new(fun, windows, 0, false);
+            // [1, 11) and [5, 15) merge; [30, 40) stands apart.
+            h.ones(&[1, 5, 30]);
+            h.watermark(20);
+            assert_eq!(h.emitted(), [(14, (1, 2))]);
+            // [3, 13) has ended at watermark 20 (had [12, 22) been open, 3 would have joined it):
+            // late. 25 joins [30, 40); then 22 touches [12, 22) and overlaps [25, 40): one
+            // session [12, 40).
+            h.ones(&[3, 12, 25, 22]);
+            assert_eq!(h.dropped(), 1);
+            h.watermark(i64::MAX);
+            assert_eq!(h.emitted(), [(14, (1, 2)), (39, (12, 4))]);
+            assert_eq!(h.state_entries("window-sessions"), 0);
+        }
     }
 
     #[test]
     fn sliding_windows_fire_in_time_order_and_drop_records_too_late_for_all_of_theirs() {
-        let windows =
-            SlidingEventTimeWindows::of(Duration::from_millis(10), Duration::from_millis(5));
-        let mut h = Harness::new(windows, 0, false);
-        h.ones(&[1, 3, 6]);
-        h.watermark(9);
-        // [-5, 5) holds 1 and 3; [0, 10) holds 1, 3 and 6.
-        assert_eq!(h.emitted(), [(4, (-5, 2)), (9, (0, 3))]);
-        // 2 belongs only to windows that fired: late. 7 still counts for [5, 15).
-        h.ones(&[12, 2, 7]);
-        assert_eq!(h.dropped(), 1);
-        h.watermark(i64::MAX);
-        // [5, 15): 6, 7, 12; [10, 20): 12.
-        assert_eq!(
-            h.emitted(),
-            [(4, (-5, 2)), (9, (0, 3)), (14, (5, 3)), (19, (10, 1))]
-        );
-        assert_eq!(h.state_entries("window-slices"), 0);
-    }
-
-    #[test]
-    fn within_allowed_lateness_a_record_fires_its_window_again_and_beyond_it_goes_to_the_side_output()
-     {
-        for side_output in [false, true] {
-            let windows = TumblingEventTimeWindows::of(Duration::from_millis(10));
-            let mut h = Harness::new(windows, 5, side_output);
-            h.ones(&[1, 5]);
+        for fun in FUNCTIONS {
+            let windows =
+                SlidingEventTimeWindows::of(Duration::from_millis(10), Duration::from_millis(5));
+            let mut h = Harness::new(fun, windows, 0, false);
+            h.ones(&[1, 3, 6]);
             h.watermark(9);
-            assert_eq!(h.emitted(), [(9, (0, 2))]);
-            // After the firing, within the lateness (the state is kept until watermark 14):
-            // each late record updates the window and fires it at once.
-            h.ones(&[3]);
-            assert_eq!(h.emitted(), [(9, (0, 2)), (9, (0, 3))]);
-            h.watermark(13);
-            h.ones(&[0, 12]);
-            assert_eq!(h.emitted(), [(9, (0, 2)), (9, (0, 3)), (9, (0, 4))]);
-            assert_eq!(h.dropped(), 0);
-            // At watermark 14 the window's state goes (the cleanup timer at 9 + 5): a record
-            // for it now is too late.
-            h.watermark(14);
-            assert_eq!(h.state_entries("window-slices"), 1, "only [10, 20)'s slice");
-            h.ones(&[4, 15]);
-            if side_output {
-                assert_eq!(*h.late.borrow(), [(4, 1)], "with its timestamp");
-                assert_eq!(h.dropped(), 0);
-            } else {
-                assert!(h.late.borrow().is_empty());
-                assert_eq!(h.dropped(), 1);
-            }
+            // [-5, 5) holds 1 and 3; [0, 10) holds 1, 3 and 6.
+            assert_eq!(h.emitted(), [(4, (-5, 2)), (9, (0, 3))]);
+            // 2 belongs only to windows that fired: late. 7 still counts for [5, 15).
+            h.ones(&[12, 2, 7]);
+            assert_eq!(h.dropped(), 1);
             h.watermark(i64::MAX);
+            // [5, 15): 6, 7, 12; [10, 20): 12.
             assert_eq!(
                 h.emitted(),
-                [(9, (0, 2)), (9, (0, 3)), (9, (0, 4)), (19, (10, 2))]
+                [(4, (-5, 2)), (9, (0, 3)), (14, (5, 3)), (19, (10, 1))]
             );
             assert_eq!(h.state_entries("window-slices"), 0);
         }
     }
 
     #[test]
+    fn within_allowed_lateness_a_record_fires_its_window_again_and_beyond_it_goes_to_the_side_output()
+     {
+        for fun in FUNCTIONS {
+            for side_output in [false, true] {
+                let windows = TumblingEventTimeWindows::of(Duration::from_millis(10));
+                let mut h = Harness::new(fun, windows, 5, side_output);
+                h.ones(&[1, 5]);
+                h.watermark(9);
+                assert_eq!(h.emitted(), [(9, (0, 2))]);
+                // After the firing, within the lateness (the state is kept until watermark 14):
+                // each late record updates the window and fires it at once.
+                h.ones(&[3]);
+                assert_eq!(h.emitted(), [(9, (0, 2)), (9, (0, 3))]);
+                h.watermark(13);
+                h.ones(&[0, 12]);
+                assert_eq!(h.emitted(), [(9, (0, 2)), (9, (0, 3)), (9, (0, 4))]);
+                assert_eq!(h.dropped(), 0);
+                // At watermark 14 the window's state goes (the cleanup timer at 9 + 5): a record
+                // for it now is too late.
+                h.watermark(14);
+                assert_eq!(h.state_entries("window-slices"), 1, "only [10, 20)'s slice");
+                h.ones(&[4, 15]);
+                if side_output {
+                    assert_eq!(*h.late.borrow(), [(4, 1)], "with its timestamp");
+                    assert_eq!(h.dropped(), 0);
+                } else {
+                    assert!(h.late.borrow().is_empty());
+                    assert_eq!(h.dropped(), 1);
+                }
+                h.watermark(i64::MAX);
+                assert_eq!(
+                    h.emitted(),
+                    [(9, (0, 2)), (9, (0, 3)), (9, (0, 4)), (19, (10, 2))]
+                );
+                assert_eq!(h.state_entries("window-slices"), 0);
+            }
+        }
+    }
+
+    #[test]
     fn sliding_windows_with_lateness_fire_late_only_the_windows_still_kept() {
-        let windows =
-            SlidingEventTimeWindows::of(Duration::from_millis(10), Duration::from_millis(5));
-        let mut h = Harness::new(windows, 5, true);
-        h.ones(&[1, 6]);
-        h.watermark(9);
-        assert_eq!(h.emitted(), [(4, (-5, 1)), (9, (0, 2))]);
-        // 3 is in [-5, 5), kept until watermark 9 (gone), and [0, 10), kept until 14: only
-        // the latter fires again. Its slice [0, 5) stayed for it.
-        h.ones(&[3]);
-        assert_eq!(h.emitted(), [(4, (-5, 1)), (9, (0, 2)), (9, (0, 3))]);
-        h.watermark(14);
-        // 4 now is too late for both of its windows.
-        h.ones(&[4]);
-        assert_eq!(*h.late.borrow(), [(4, 1)]);
-        h.watermark(i64::MAX);
-        assert_eq!(
-            h.emitted(),
-            [(4, (-5, 1)), (9, (0, 2)), (9, (0, 3)), (14, (5, 1))]
-        );
-        assert_eq!(h.state_entries("window-slices"), 0);
+        for fun in FUNCTIONS {
+            let windows =
+                SlidingEventTimeWindows::of(Duration::from_millis(10), Duration::from_millis(5));
+            let mut h = Harness::new(fun, windows, 5, true);
+            h.ones(&[1, 6]);
+            h.watermark(9);
+            assert_eq!(h.emitted(), [(4, (-5, 1)), (9, (0, 2))]);
+            // 3 is in [-5, 5), kept until watermark 9 (gone), and [0, 10), kept until 14: only
+            // the latter fires again. Its slice [0, 5) stayed for it.
+            h.ones(&[3]);
+            assert_eq!(h.emitted(), [(4, (-5, 1)), (9, (0, 2)), (9, (0, 3))]);
+            h.watermark(14);
+            // 4 now is too late for both of its windows.
+            h.ones(&[4]);
+            assert_eq!(*h.late.borrow(), [(4, 1)]);
+            h.watermark(i64::MAX);
+            assert_eq!(
+                h.emitted(),
+                [(4, (-5, 1)), (9, (0, 2)), (9, (0, 3)), (14, (5, 1))]
+            );
+            assert_eq!(h.state_entries("window-slices"), 0);
+        }
     }
 
     #[test]
     fn sessions_with_lateness_fire_again_when_a_late_record_joins_and_are_dropped_after_it() {
-        let windows = EventTimeSessionWindows::with_gap(Duration::from_millis(10));
-        let mut h = Harness::new(windows, 5, true);
-        h.ones(&[1]);
-        h.watermark(10);
-        assert_eq!(h.emitted(), [(10, (1, 1))]);
-        // 0 joins [1, 11) (kept until watermark 15): [0, 11) fires again at once.
-        h.ones(&[0]);
-        assert_eq!(h.emitted(), [(10, (1, 1)), (10, (0, 2))]);
-        h.watermark(15);
-        assert_eq!(h.state_entries("window-sessions"), 0);
-        // [2, 12) would be kept until 16: a session of its own that fires at once. [-10, 0)
-        // was gone at watermark 4: too late.
-        h.ones(&[2, -10]);
-        assert_eq!(h.emitted(), [(10, (1, 1)), (10, (0, 2)), (11, (2, 1))]);
-        assert_eq!(*h.late.borrow(), [(-10, 1)]);
-        h.watermark(i64::MAX);
-        assert_eq!(h.emitted().len(), 3);
-        assert_eq!(h.state_entries("window-sessions"), 0);
+        for fun in FUNCTIONS {
+            let windows = EventTimeSessionWindows::with_gap(Duration::from_millis(10));
+            let mut h = Harness::new(fun, windows, 5, true);
+            h.ones(&[1]);
+            h.watermark(10);
+            assert_eq!(h.emitted(), [(10, (1, 1))]);
+            // 0 joins [1, 11) (kept until watermark 15): [0, 11) fires again at once.
+            h.ones(&[0]);
+            assert_eq!(h.emitted(), [(10, (1, 1)), (10, (0, 2))]);
+            h.watermark(15);
+            assert_eq!(h.state_entries("window-sessions"), 0);
+            // [2, 12) would be kept until 16: a session of its own that fires at once. [-10, 0)
+            // was gone at watermark 4: too late.
+            h.ones(&[2, -10]);
+            assert_eq!(h.emitted(), [(10, (1, 1)), (10, (0, 2)), (11, (2, 1))]);
+            assert_eq!(*h.late.borrow(), [(-10, 1)]);
+            h.watermark(i64::MAX);
+            assert_eq!(h.emitted().len(), 3);
+            assert_eq!(h.state_entries("window-sessions"), 0);
+        }
     }
 
     #[test]
     fn window_state_and_its_lateness_timers_survive_a_checkpoint_and_restore_in_both_backends() {
-        use crate::common::keys::KeyHash;
-        use crate::state::{
-            BackendKind, BackendSettings, KeyGroupRange, LocalFileStorage, SnapshotKind,
-            SnapshotLocation,
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().to_string_lossy().into_owned();
-        for kind in [BackendKind::HashMap, BackendKind::RocksDb] {
-            let open = |name: &str, restore: &[crate::state::KeyedStateHandle], meta: &str| {
-                let settings = BackendSettings {
-                    kind,
-                    local_dir: dir.path().join("local").join(format!("{kind}-{name}")),
-                    incremental: false,
-                    rocks_memory: None,
-                    key_hash: KeyHash::CURRENT,
+        for fun in FUNCTIONS {
+            use crate::common::keys::KeyHash;
+            use crate::state::{
+                BackendKind, BackendSettings, KeyGroupRange, LocalFileStorage, SnapshotKind,
+                SnapshotLocation,
+            };
+            let dir = tempfile::tempdir().unwrap();
+            let base = dir.path().to_string_lossy().into_owned();
+            for kind in [BackendKind::HashMap, BackendKind::RocksDb] {
+                let open = |name: &str, restore: &[crate::state::KeyedStateHandle], meta: &str| {
+                    let settings = BackendSettings {
+                        kind,
+                        local_dir: dir.path().join("local").join(format!("{kind}-{name}")),
+                        incremental: false,
+                        rocks_memory: None,
+                        key_hash: KeyHash::CURRENT,
+                    };
+                    let range = KeyGroupRange::new(0, 127);
+                    KeyedStateStore::open(&settings, 128, range, restore, &LocalFileStorage, meta)
+                        .unwrap()
                 };
-                let range = KeyGroupRange::new(0, 127);
-                KeyedStateStore::open(&settings, 128, range, restore, &LocalFileStorage, meta)
-                    .unwrap()
-            };
-            let windows = || TumblingEventTimeWindows::of(Duration::from_millis(10));
-            let mut before = Harness::on(open("before", &[], ""), windows(), 5, true);
-            before.ones(&[1, 5, 12]);
-            before.watermark(9);
-            assert_eq!(before.emitted(), [(9, (0, 2))]);
-            let location = SnapshotLocation {
-                checkpoint_id: 1,
-                kind: SnapshotKind::Checkpoint,
-                dir: format!("{base}/{kind}/chk-1"),
-                shared_dir: Some(format!("{base}/{kind}/shared")),
-            };
-            let handle = before
-                .store
-                .snapshot(&location, &LocalFileStorage, "window")
-                .unwrap();
-            drop(before);
-            // Restored: [0, 10) fired but is kept until watermark 14, [10, 20) is open, and
-            // their timers came back with the state.
-            let store = open("after", std::slice::from_ref(&handle), &location.dir);
-            let mut after = Harness::on(store, windows(), 5, true);
-            after.watermark(9);
-            after.ones(&[3]);
-            assert_eq!(after.emitted(), [(9, (0, 3))], "{kind}: a late firing");
-            after.watermark(14);
-            after.ones(&[4]);
-            assert_eq!(*after.late.borrow(), [(4, 1)], "{kind}: cleaned up");
-            after.watermark(i64::MAX);
-            assert_eq!(after.emitted(), [(9, (0, 3)), (19, (10, 1))], "{kind}");
-            assert_eq!(after.state_entries("window-slices"), 0, "{kind}");
+                let windows = || TumblingEventTimeWindows::of(Duration::from_millis(10));
+                let mut before = Harness::on(fun, open("before", &[], ""), windows(), 5, true);
+                before.ones(&[1, 5, 12]);
+                before.watermark(9);
+                assert_eq!(before.emitted(), [(9, (0, 2))]);
+                let location = SnapshotLocation {
+                    checkpoint_id: 1,
+                    kind: SnapshotKind::Checkpoint,
+                    dir: format!("{base}/{kind}/chk-1"),
+                    shared_dir: Some(format!("{base}/{kind}/shared")),
+                };
+                let handle = before
+                    .store
+                    .snapshot(&location, &LocalFileStorage, "window")
+                    .unwrap();
+                drop(before);
+                // Restored: [0, 10) fired but is kept until watermark 14, [10, 20) is open, and
+                // their timers came back with the state.
+                let store = open("after", std::slice::from_ref(&handle), &location.dir);
+                let mut after = Harness::on(fun, store, windows(), 5, true);
+                after.watermark(9);
+                after.ones(&[3]);
+                assert_eq!(after.emitted(), [(9, (0, 3))], "{kind}: a late firing");
+                after.watermark(14);
+                after.ones(&[4]);
+                assert_eq!(*after.late.borrow(), [(4, 1)], "{kind}: cleaned up");
+                after.watermark(i64::MAX);
+                assert_eq!(after.emitted(), [(9, (0, 3)), (19, (10, 1))], "{kind}");
+                assert_eq!(after.state_entries("window-slices"), 0, "{kind}");
+            }
         }
+    }
+
+    #[test]
+    fn processing_time_windows_take_records_at_the_clock_and_fire_on_it_never_on_watermarks() {
+        for fun in FUNCTIONS {
+            let ms = Duration::from_millis;
+            let mut h = Harness::new(fun, TumblingProcessingTimeWindows::of(ms(10)), 0, false);
+            // The records' own timestamps do not matter, nor does the watermark.
+            h.clock(3);
+            h.ones(&[100]);
+            h.clock(7);
+            h.ones(&[-50]);
+            h.watermark(i64::MAX);
+            assert_eq!(h.emitted(), []);
+            // A record at 9 (the window's last instant) still belongs to [0, 10), which fires
+            // when the clock reaches its end: after that, no record can land in it.
+            h.clock(9);
+            h.ones(&[i64::MIN]);
+            assert_eq!(h.emitted(), []);
+            h.clock(10);
+            assert_eq!(h.emitted(), [(9, (0, 3))], "{fun:?}");
+            h.ones(&[0]);
+            h.clock(20);
+            assert_eq!(h.emitted(), [(9, (0, 3)), (19, (10, 1))], "{fun:?}");
+            assert_eq!(h.dropped(), 0);
+            // The end of input fires what is left: [20, 30).
+            h.clock(25);
+            h.ones(&[0, 0, 0]);
+            h.finish();
+            assert_eq!(
+                h.emitted(),
+                [(9, (0, 3)), (19, (10, 1)), (29, (20, 3))],
+                "{fun:?}"
+            );
+            assert_eq!(h.state_entries("window-slices"), 0);
+        }
+    }
+
+    #[test]
+    fn sliding_processing_time_windows_fire_each_window_a_record_arrived_in() {
+        for fun in FUNCTIONS {
+            let ms = Duration::from_millis;
+            let windows = SlidingProcessingTimeWindows::of(ms(10), ms(5));
+            let mut h = Harness::new(fun, windows, 0, false);
+            h.clock(6);
+            h.ones(&[0]);
+            h.clock(9);
+            assert_eq!(h.emitted(), []);
+            h.clock(10);
+            assert_eq!(h.emitted(), [(9, (0, 1))]);
+            h.clock(12);
+            h.ones(&[0]);
+            h.clock(20);
+            // [5, 15) holds both; [10, 20) the second.
+            assert_eq!(h.emitted(), [(9, (0, 1)), (14, (5, 2)), (19, (10, 1))]);
+            assert_eq!(h.state_entries("window-slices"), 0, "{fun:?}");
+        }
+    }
+
+    #[test]
+    fn processing_time_sessions_merge_by_arrival_and_the_last_fires_at_end_of_input() {
+        for fun in FUNCTIONS {
+            let windows = ProcessingTimeSessionWindows::with_gap(Duration::from_millis(10));
+            let mut h = Harness::new(fun, windows, 0, false);
+            h.clock(1);
+            h.ones(&[500]);
+            h.clock(5);
+            h.ones(&[-500]);
+            // [1, 11) and [5, 15): one session, whose timer is at 15 (the one at 11 is gone).
+            h.clock(14);
+            assert_eq!(h.emitted(), []);
+            h.clock(15);
+            assert_eq!(h.emitted(), [(14, (1, 2))], "{fun:?}");
+            h.clock(30);
+            h.ones(&[0]);
+            h.finish();
+            assert_eq!(h.emitted(), [(14, (1, 2)), (39, (30, 1))], "{fun:?}");
+            assert_eq!(h.state_entries("window-sessions"), 0);
+        }
+    }
+
+    #[test]
+    fn a_process_window_function_sees_the_records_slices_in_time_order_kept_once() {
+        use crate::api::operators::Output;
+        let ctx = crate::api::RuntimeContext::standalone(0, 1);
+        let store = ctx.keyed_state_store().unwrap();
+        let windows =
+            SlidingEventTimeWindows::of(Duration::from_millis(10), Duration::from_millis(5));
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let log = seen.clone();
+        let function =
+            move |_: &u8, ctx: &WindowContext, records: Vec<u64>, _: &mut Collector<'_, ()>| {
+                log.borrow_mut()
+                    .push((ctx.window(), ctx.current_watermark(), records));
+                Ok(())
+            };
+        let op = WindowOperator::new(
+            windows,
+            Lateness::default(),
+            Process { function },
+            &store,
+            ctx.counters.clone(),
+        )
+        .unwrap();
+        let key = Arc::new(|r: &(i64, u64)| (r.1 % 2) as u8);
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let next: BoxOutput<Stamped<()>> =
+            Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
+        let mut op = KeyedProcess::new(
+            key,
+            op,
+            store.clone(),
+            ctx.timers.clone(),
+            0,
+            next,
+            SideOutputs::new(Vec::new()),
+        )
+        .unwrap();
+        // Key 0 gets 8 then 2 (slices [5, 10) and [0, 5)), key 1 gets 7.
+        op.push_batch(&mut vec![(8, 8), (7, 7), (2, 2)]).unwrap();
+        // Each record is in one slice: three entries, not one per window.
+        let slices = store.entries().unwrap();
+        assert_eq!(
+            slices.iter().filter(|e| e.state == "window-slices").count(),
+            3
+        );
+        op.time(TimeSignal::Watermark(9)).unwrap();
+        let w = |start| TimeWindow {
+            start,
+            end: start + 10,
+        };
+        let mut seen = seen.borrow().clone();
+        seen.sort_by_key(|(window, _, records)| (*window, records.clone()));
+        assert_eq!(
+            seen,
+            [
+                (w(-5), 9, vec![2]),
+                (w(0), 9, vec![2, 8]),
+                (w(0), 9, vec![7]),
+            ]
+        );
     }
 
     #[test]

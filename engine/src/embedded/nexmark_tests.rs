@@ -8,8 +8,8 @@ use crate::config::Config;
 use crate::examples::nexmark::generator::GeneratorConfig;
 use crate::examples::nexmark::model::{Bid, Event};
 use crate::examples::nexmark::queries::{
-    AUCTION_SKIP, AuctionPrice, CategoryPrice, HotItem, LocalItem, NewUser, Q3_CATEGORY, Q3_STATES,
-    euro_bid,
+    AUCTION_SKIP, AuctionPrice, BidderWindow, CategoryPrice, HotItem, LocalItem, NewUser,
+    Q3_CATEGORY, Q3_STATES, SESSION_GAP, euro_bid,
 };
 use crate::examples::nexmark::{Query, generator_config};
 
@@ -291,4 +291,98 @@ fn expected_q8() -> Vec<String> {
     let expected = sorted(expected);
     assert!(expected.len() > 100, "{}", expected.len());
     expected
+}
+
+/// q11 computed directly: each bidder's bid times in order, cut where the next bid comes more
+/// than the gap after the last (a bid exactly `gap` after the last touches its session's end,
+/// and touching sessions merge).
+fn expected_q11() -> Vec<String> {
+    let events = events();
+    let gap = SESSION_GAP.as_millis() as i64;
+    let mut times: BTreeMap<u64, Vec<i64>> = BTreeMap::new();
+    for b in bids(&events) {
+        times.entry(b.bidder).or_default().push(b.date_time);
+    }
+    let mut expected = Vec::new();
+    for (bidder, mut times) in times {
+        times.sort();
+        let mut session: Option<(i64, i64, u64)> = None;
+        for t in times {
+            session = match session {
+                Some((start, last, n)) if t <= last + gap => Some((start, t, n + 1)),
+                other => {
+                    if let Some((start, last, bids)) = other {
+                        expected.push((bidder, bids, start, last + gap));
+                    }
+                    Some((t, t, 1))
+                }
+            };
+        }
+        if let Some((start, last, bids)) = session {
+            expected.push((bidder, bids, start, last + gap));
+        }
+    }
+    assert!(
+        expected.len() > 1_000,
+        "{} sessions: too few to test much",
+        expected.len()
+    );
+    let lines = expected.into_iter().map(|(bidder, bids, start, end)| {
+        BidderWindow {
+            bidder,
+            bids,
+            start,
+            end,
+        }
+        .to_string()
+    });
+    sorted(lines)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn q11_counts_the_bids_of_each_bidder_session() {
+    assert_eq!(sorted(run(Query::Q11).await), expected_q11());
+}
+
+/// q11's session windows merge accumulators in RocksDB too, through checkpoints every 100 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn q11_gives_the_same_with_rocksdb_state_and_checkpoints() {
+    let checkpoints = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.set("state.backend.type", "rocksdb").unwrap();
+    config
+        .set("execution.checkpointing.interval", "100 ms")
+        .unwrap();
+    let dir = checkpoints.path().display().to_string();
+    config.set("execution.checkpointing.dir", &dir).unwrap();
+    assert_eq!(sorted(run_with(Query::Q11, config).await), expected_q11());
+}
+
+/// q12's windows are of processing time, so which window a bid lands in depends on when it
+/// was handled; what does not: every bid is counted once (the windows left at the end of
+/// input fire then), in windows of 10 s aligned to the epoch, one result per bidder and window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn q12_counts_every_bid_once_in_aligned_processing_time_windows() {
+    let events = events();
+    let mut expected: BTreeMap<u64, u64> = BTreeMap::new();
+    for b in bids(&events) {
+        *expected.entry(b.bidder).or_default() += 1;
+    }
+    let mut got: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut windows = BTreeSet::new();
+    for line in run(Query::Q12).await {
+        let fields: Vec<i64> = line
+            .split(',')
+            .map(|f| f.parse().unwrap_or_else(|_| panic!("{line}")))
+            .collect();
+        let [bidder, bids, start, end] = fields[..] else {
+            panic!("{line}");
+        };
+        assert_eq!(end - start, WINDOW_MS, "{line}");
+        assert_eq!(start.rem_euclid(WINDOW_MS), 0, "{line}");
+        assert!(bids > 0, "{line}");
+        assert!(windows.insert((bidder, start)), "emitted twice: {line}");
+        *got.entry(bidder as u64).or_default() += bids as u64;
+    }
+    assert_eq!(got, expected);
 }

@@ -317,6 +317,9 @@ pub trait AggregateFunction<IN, ACC, OUT>: 'static {
     fn add(&self, value: IN, accumulator: ACC) -> ACC;
     /// The result of an accumulator.
     fn get_result(&self, accumulator: ACC) -> OUT;
+    /// Two accumulators as one (`a` holds the earlier inputs): how windows combine the
+    /// accumulators of their slices and sessions merge.
+    fn merge(&self, a: ACC, b: ACC) -> ACC;
 }
 
 /// A value per key that inputs are aggregated into through an [`AggregateFunction`].

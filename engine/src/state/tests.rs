@@ -94,6 +94,9 @@ impl AggregateFunction<u64, (u64, u64), f64> for Avg {
     fn get_result(&self, (sum, n): (u64, u64)) -> f64 {
         sum as f64 / n as f64
     }
+    fn merge(&self, (s1, n1): (u64, u64), (s2, n2): (u64, u64)) -> (u64, u64) {
+        (s1 + s2, n1 + n2)
+    }
 }
 
 #[test]

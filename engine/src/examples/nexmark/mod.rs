@@ -1,6 +1,6 @@
 //! Nexmark, the streaming benchmark of an online auction: a generator of people, auctions and
 //! bids ([`generator`]) and the benchmark's queries as bundled programs `nexmark-q0` ...
-//! `nexmark-q8` ([`queries`]), with the semantics of Flink's Nexmark SQL queries.
+//! `nexmark-q8`, `nexmark-q11`, `nexmark-q12` ([`queries`]), with the semantics of Flink's Nexmark SQL queries.
 //!
 //! Every program takes `--events N` (the run's events, bounded), `--rate R` (events per second
 //! over all source subtasks; 0, the default, is as fast as possible), `--seed S` and
@@ -70,11 +70,15 @@ pub enum Query {
     Q7,
     /// People who opened an auction in the 10 s window they registered in.
     Q8,
+    /// Bids per bidder per session (event time, 10 s gap).
+    Q11,
+    /// Bids per bidder per 10 s tumbling window of processing time.
+    Q12,
 }
 
 impl Query {
     /// Every query.
-    pub const ALL: [Query; 8] = [
+    pub const ALL: [Query; 10] = [
         Query::Q0,
         Query::Q1,
         Query::Q2,
@@ -83,6 +87,8 @@ impl Query {
         Query::Q5,
         Query::Q7,
         Query::Q8,
+        Query::Q11,
+        Query::Q12,
     ];
 
     /// The program's name, `nexmark-qN`.
@@ -96,6 +102,8 @@ impl Query {
             Query::Q5 => "nexmark-q5",
             Query::Q7 => "nexmark-q7",
             Query::Q8 => "nexmark-q8",
+            Query::Q11 => "nexmark-q11",
+            Query::Q12 => "nexmark-q12",
         }
     }
 
@@ -117,6 +125,12 @@ impl Query {
             Query::Q7 => "Nexmark q7: the highest bids per 10 s tumbling window",
             Query::Q8 => {
                 "Nexmark q8: people who opened an auction in the 10 s tumbling window they registered in (window join)"
+            }
+            Query::Q11 => {
+                "Nexmark q11: bids per bidder per session of activity (event-time session windows, 10 s gap)"
+            }
+            Query::Q12 => {
+                "Nexmark q12: bids per bidder per 10 s tumbling window of processing time"
             }
         }
     }
@@ -167,6 +181,8 @@ impl JobProgram for Nexmark {
             Query::Q5 => sink.add(&queries::q5(&source)),
             Query::Q7 => sink.add(&queries::q7(&source)),
             Query::Q8 => sink.add(&queries::q8(&source)),
+            Query::Q11 => sink.add(&queries::q11(&source)),
+            Query::Q12 => sink.add(&queries::q12(&source)),
         }
         Ok(format!(
             "Nexmark {} ({events} events, seed {seed})",

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use super::model::{Bid, Event};
 use crate::api::{
-    Collector, Context, DataStream, KeyedCoProcessFunction, KeyedProcessFunction,
-    SlidingEventTimeWindows, TaskError, TumblingEventTimeWindows,
+    AggregateFunction, Collector, Context, DataStream, EventTimeSessionWindows,
+    KeyedCoProcessFunction, KeyedProcessFunction, SlidingEventTimeWindows, TaskError, TimeWindow,
+    TumblingEventTimeWindows, TumblingProcessingTimeWindows,
 };
 use crate::record::Data;
 use crate::state::{KeyedStateStore, ListState, ValueState};
@@ -16,6 +17,8 @@ use crate::state::{KeyedStateStore, ListState, ValueState};
 pub const WINDOW: Duration = Duration::from_secs(10);
 /// How often q5's sliding window starts.
 pub const SLIDE: Duration = Duration::from_secs(2);
+/// The gap that closes a bidder's session in q11.
+pub const SESSION_GAP: Duration = Duration::from_secs(10);
 /// q2 keeps the bids of auctions whose id is a multiple of this.
 pub const AUCTION_SKIP: u64 = 123;
 /// The states q3's sellers live in.
@@ -95,6 +98,30 @@ record!(
         start: i64,
     }
 );
+
+record!(
+    /// q11's and q12's result: a bidder's bids in a window.
+    BidderWindow {
+        /// The bidder.
+        bidder: u64,
+        /// Their bids in the window.
+        bids: u64,
+        /// The window's start.
+        start: i64,
+        /// The window's end.
+        end: i64,
+    }
+);
+
+impl fmt::Display for BidderWindow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{},{},{},{}",
+            self.bidder, self.bids, self.start, self.end
+        )
+    }
+}
 
 impl fmt::Display for EuroBid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -543,4 +570,51 @@ pub fn q8(events: &DataStream<Event>) -> DataStream<NewUser> {
                 })
             },
         )
+}
+
+/// Counts what it is given (SQL's `COUNT(*)`).
+#[derive(Clone, Copy)]
+struct Count;
+
+impl<T> AggregateFunction<T, u64, u64> for Count {
+    fn create_accumulator(&self) -> u64 {
+        0
+    }
+    fn add(&self, _value: T, count: u64) -> u64 {
+        count + 1
+    }
+    fn get_result(&self, count: u64) -> u64 {
+        count
+    }
+    fn merge(&self, a: u64, b: u64) -> u64 {
+        a + b
+    }
+}
+
+fn bidder_window(bidder: &u64, window: TimeWindow, bids: u64) -> BidderWindow {
+    BidderWindow {
+        bidder: *bidder,
+        bids,
+        start: window.start,
+        end: window.end,
+    }
+}
+
+/// q11: the bids of each bidder per session of activity, a session closing after 10 s without
+/// a bid (event-time session windows, counted incrementally).
+pub fn q11(events: &DataStream<Event>) -> DataStream<BidderWindow> {
+    bids(events)
+        .key_by(|b: &Bid| b.bidder)
+        .window(EventTimeSessionWindows::with_gap(SESSION_GAP))
+        .aggregate_with(Count, bidder_window)
+        .name("User Sessions")
+}
+
+/// q12: the bids of each bidder per 10 s tumbling window of processing time.
+pub fn q12(events: &DataStream<Event>) -> DataStream<BidderWindow> {
+    bids(events)
+        .key_by(|b: &Bid| b.bidder)
+        .window(TumblingProcessingTimeWindows::of(WINDOW))
+        .aggregate_with(Count, bidder_window)
+        .name("Processing Time Windows")
 }
