@@ -184,7 +184,6 @@ const IMAGE: &str = "sluice:test";
 /// everything the session's pods get too).
 struct Session {
     ns: String,
-    cluster: String,
     keys: Vec<String>,
 }
 
@@ -202,7 +201,6 @@ impl Session {
         keys.extend(extra.iter().map(|k| k.to_string()));
         Session {
             ns: ns.to_string(),
-            cluster: cluster.to_string(),
             keys,
         }
     }
