@@ -21,9 +21,9 @@ declare -A layer=(
   [api]=9
   [graph]=10 [connectors]=10
   [examples]=11
-  [jobmanager]=12 [taskmanager]=12
+  [jobmanager]=12 [taskmanager]=12 [resource]=12
   [rest]=13
-  [embedded]=14 [yarn]=14
+  [embedded]=14 [yarn]=14 [kubernetes]=14
   [cli]=15
 )
 

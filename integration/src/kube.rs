@@ -5,8 +5,8 @@
 //!
 //! The stand-in registers a Node, binds the namespace's pending pods to it (it is the
 //! scheduler too: a pod asking for more CPU than the node has stays Pending as Unschedulable),
-//! runs each bound pod's first container as a local process with the pod's command, args and
-//! env (an "image" names a local binary: [`Kubelet::start`]; an unknown image leaves the pod
+//! runs each bound pod's first container as a local process with the pod's command and args
+//! (`$(VAR)` expanded) and env (values, pod fields, Secret keys) (an "image" names a local binary: [`Kubelet::start`]; an unknown image leaves the pod
 //! waiting in `ErrImagePull`), writes mounted ConfigMaps to their mount paths, reports the
 //! pod's phase and exit code, restarts containers as the pod's `restartPolicy` says, and kills
 //! the process and removes the pod when the pod is deleted (a bound pod needs the kubelet's
@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::repo_root;
@@ -119,6 +120,34 @@ impl ControlPlane {
         .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
         name
     }
+}
+
+/// Expands `$(NAME)` in a command element with the container's environment, as a kubelet
+/// does; `$$` is a literal `$`, and a reference to an unknown variable stays as written.
+fn expand(arg: &str, env: &[(String, String)]) -> String {
+    let mut out = String::new();
+    let mut rest = arg;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix("$$") {
+            out.push('$');
+            rest = after;
+        } else if let Some((name, after)) = tail
+            .strip_prefix("$(")
+            .and_then(|t| t.split_once(')'))
+            .filter(|(name, _)| env.iter().any(|(n, _)| n == name))
+        {
+            let value = env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v);
+            out.push_str(value.map(String::as_str).unwrap_or_default());
+            rest = after;
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A small client of the Kubernetes API: JSON in and out, errors as the server's message.
@@ -520,7 +549,7 @@ impl Node {
         };
         let config = self
             .mount_config_maps(api, pod)
-            .and_then(|()| self.env(pod, container));
+            .and_then(|()| self.env(api, pod, container));
         let env = match config {
             Ok(env) => env,
             Err(e) => {
@@ -533,7 +562,7 @@ impl Node {
             .into_iter()
             .flatten()
             .chain(container["args"].as_array().into_iter().flatten())
-            .filter_map(|a| a.as_str().map(str::to_string))
+            .filter_map(|a| a.as_str().map(|a| expand(a, &env)))
             .collect();
         if argv.is_empty() {
             argv.push(binary.display().to_string());
@@ -593,8 +622,14 @@ impl Node {
         }))
     }
 
-    /// The container's environment: plain values and the downward API's pod fields.
-    fn env(&self, pod: &Value, container: &Value) -> Result<Vec<(String, String)>, String> {
+    /// The container's environment: plain values, the downward API's pod fields and keys of
+    /// Secrets.
+    fn env(
+        &self,
+        api: &Api,
+        pod: &Value,
+        container: &Value,
+    ) -> Result<Vec<(String, String)>, String> {
         let mut out = Vec::new();
         for var in container["env"].as_array().into_iter().flatten() {
             let name = var["name"].as_str().unwrap_or_default().to_string();
@@ -619,9 +654,25 @@ impl Node {
                         ));
                     }
                 }
+            } else if let Some(secret) = var["valueFrom"]["secretKeyRef"].as_object() {
+                let secret_name = secret["name"].as_str().unwrap_or_default();
+                let key = secret["key"].as_str().unwrap_or_default();
+                let object = api
+                    .get(&format!(
+                        "/api/v1/namespaces/{}/secrets/{secret_name}",
+                        self.namespace
+                    ))
+                    .map_err(|e| format!("env {name}: secret {secret_name:?} not found: {e}"))?;
+                let encoded = object["data"][key].as_str().ok_or_else(|| {
+                    format!("env {name}: secret {secret_name:?} has no key {key:?}")
+                })?;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(encoded)
+                    .map_err(|e| format!("env {name}: secret {secret_name:?}: {e}"))?;
+                String::from_utf8_lossy(&bytes).into_owned()
             } else if var.get("valueFrom").is_some() {
                 return Err(format!(
-                    "env {name}: the test kubelet supports only value and fieldRef"
+                    "env {name}: the test kubelet supports only value, fieldRef and secretKeyRef"
                 ));
             } else {
                 String::new()

@@ -2,15 +2,19 @@
 //! kube-controller-manager from `scripts/kubernetes.sh`): the kubelet stand-in of
 //! `integration/src/kube.rs` runs the pods the real Deployment and ReplicaSet controllers
 //! create, restarts and reports them as a kubelet does, and the real garbage collector removes
-//! a deleted Deployment's pods. The native Kubernetes resource driver's tests build on this.
+//! a deleted Deployment's pods. On it, `sluice kubernetes-session` runs a session: TaskManager
+//! pods grow with a job's demand and go when idle, a lost TaskManager is replaced, pods that
+//! cannot be scheduled make the JobManager give up with a clear diagnostic, and deleting the
+//! session's Deployment removes every pod. Prints the measured numbers (`MEASURED ...`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sluice_integration::kube::{self, Api, Kubelet};
-use sluice_integration::{alive, signal, wait_for};
+use sluice_integration::kube::{self, Api, ControlPlane, Kubelet};
+use sluice_integration::{alive, free_port, job_id_of, signal, sluice_bin, wait_for};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -171,4 +175,310 @@ fn pods_that_cannot_run_are_reported_as_a_kubelet_does() {
         "{big}"
     );
     assert!(pod(&api, &ns, "too-big")["spec"]["nodeName"].is_null());
+}
+
+/// The image the stand-in runs as the local `sluice` binary.
+const IMAGE: &str = "sluice:test";
+
+/// A `sluice` command line against the session `cluster` in `ns` (the client's own `-D`s:
+/// everything the session's pods get too).
+struct Session {
+    ns: String,
+    keys: Vec<String>,
+}
+
+impl Session {
+    fn new(plane: &ControlPlane, ns: &str, cluster: &str, extra: &[&str]) -> Session {
+        let mut keys: Vec<String> = vec![
+            format!("kubernetes.cluster-id={cluster}"),
+            format!("kubernetes.namespace={ns}"),
+            format!("kubernetes.config.file={}", plane.kubeconfig.display()),
+            format!("kubernetes.container.image={IMAGE}"),
+            format!("rest.port={}", free_port()),
+            "taskmanager.numberOfTaskSlots=1".into(),
+            "kubernetes.taskmanager.cpu=0.5".into(),
+        ];
+        keys.extend(extra.iter().map(|k| k.to_string()));
+        Session {
+            ns: ns.to_string(),
+            keys,
+        }
+    }
+
+    fn sluice(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(sluice_bin());
+        for k in &self.keys {
+            cmd.args(["-D", k]);
+        }
+        cmd.args(args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("run sluice")
+    }
+
+    fn taskmanager_pods(&self, api: &Api) -> BTreeMap<String, Value> {
+        pods(api, &self.ns)
+            .into_iter()
+            .filter(|(_, p)| p["metadata"]["labels"]["component"] == "taskmanager")
+            .collect()
+    }
+
+    fn jobmanager_pod(&self, api: &Api) -> Option<String> {
+        pods(api, &self.ns)
+            .into_iter()
+            .find(|(_, p)| p["metadata"]["labels"]["component"] == "jobmanager")
+            .map(|(n, _)| n)
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn rest(address: &str, path: &str) -> Value {
+    sluice_integration::http_client(|b| b)
+        .get(format!("http://{address}{path}"))
+        .send()
+        .and_then(|r| r.json())
+        .unwrap_or(Value::Null)
+}
+
+/// The session's REST address, as `kubernetes-session` printed it.
+fn rest_address_of(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("JobManager REST endpoint: http://"))
+        .unwrap_or_else(|| panic!("no REST endpoint in {stdout}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn a_session_grows_and_shrinks_taskmanager_pods_replaces_lost_ones_and_goes_with_its_deployment() {
+    if kube::skipped() {
+        return;
+    }
+    let plane = kube::control_plane();
+    let api = plane.api();
+    let ns = plane.namespace("session");
+    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    let session = Session::new(
+        plane,
+        &ns,
+        "sum-session",
+        &[
+            "resourcemanager.taskmanager-timeout=2 s",
+            "restart-strategy.type=fixed-delay",
+            "restart-strategy.fixed-delay.attempts=5",
+            "restart-strategy.fixed-delay.delay=500 ms",
+        ],
+    );
+    let started = Instant::now();
+    let out = session.sluice(&["kubernetes-session"]);
+    assert!(out.status.success(), "{}", text(&out));
+    println!(
+        "MEASURED kubernetes-session to REST answering: {:?}",
+        started.elapsed()
+    );
+    let address = rest_address_of(&out);
+    assert_eq!(rest(&address, "/overview")["taskmanagers"], 0);
+    assert!(session.taskmanager_pods(&api).is_empty());
+    let deployment = api
+        .get(&format!(
+            "/apis/apps/v1/namespaces/{ns}/deployments/sum-session"
+        ))
+        .expect("the session's Deployment");
+    let owner = deployment["metadata"]["uid"].as_str().unwrap().to_string();
+    for object in ["services/sum-session-rest", "secrets/sum-session-secret"] {
+        let o = api
+            .get(&format!("/api/v1/namespaces/{ns}/{object}"))
+            .unwrap_or_else(|e| panic!("{object}: {e}"));
+        assert_eq!(
+            o["metadata"]["ownerReferences"][0]["uid"],
+            owner.as_str(),
+            "{object}"
+        );
+    }
+    // A second session of the same name is refused, naming the way out.
+    let again = session.sluice(&["kubernetes-session"]);
+    assert!(!again.status.success());
+    assert!(text(&again).contains("already exists"), "{}", text(&again));
+
+    // A job needing 2 slots at once: 2 TaskManager pods, owned by the Deployment.
+    let submitted = Instant::now();
+    let run = session.sluice(&[
+        "run",
+        "-t",
+        "kubernetes-session",
+        "-d",
+        "-p",
+        "2",
+        "stream-sum",
+        "--rate",
+        "200",
+    ]);
+    assert!(run.status.success(), "{}", text(&run));
+    let job = job_id_of(&String::from_utf8_lossy(&run.stdout));
+    let job_running =
+        || (rest(&address, &format!("/jobs/{job}"))["state"] == "RUNNING").then_some(());
+    wait_for(WAIT, "the job to run on 2 TaskManager pods", || {
+        job_running()?;
+        (rest(&address, "/overview")["taskmanagers"] == 2).then_some(())
+    });
+    println!(
+        "MEASURED job submitted to RUNNING on 2 new TaskManager pods: {:?}",
+        submitted.elapsed()
+    );
+    let tms = session.taskmanager_pods(&api);
+    assert_eq!(tms.len(), 2, "{:?}", tms.keys());
+    let registered: Vec<String> = rest(&address, "/taskmanagers")["taskmanagers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    for (name, p) in &tms {
+        assert_eq!(p["metadata"]["ownerReferences"][0]["kind"], "Deployment");
+        assert_eq!(p["metadata"]["ownerReferences"][0]["uid"], owner.as_str());
+        assert_eq!(p["spec"]["restartPolicy"], "Never");
+        assert!(
+            registered.contains(name),
+            "{name} is not among {registered:?}"
+        );
+    }
+
+    // A TaskManager's process dies: its pod fails, the JobManager deletes it, creates a
+    // replacement, and the job (with its restart strategy) runs again.
+    let (victim, pid) = kubelet
+        .pids()
+        .into_iter()
+        .find(|(n, _)| tms.contains_key(n))
+        .expect("a TaskManager process");
+    let killed = Instant::now();
+    signal("-9", pid);
+    let replacement = wait_for(WAIT, "the job to run again on a replacement pod", || {
+        let pods = session.taskmanager_pods(&api);
+        let new = pods.keys().find(|n| !tms.contains_key(*n))?.clone();
+        job_running()?;
+        let ids = rest(&address, "/taskmanagers")["taskmanagers"].clone();
+        (ids.as_array()?.iter().any(|t| t["id"] == new.as_str()) && !pods.contains_key(&victim))
+            .then_some(new)
+    });
+    println!(
+        "MEASURED TaskManager pod lost to the job RUNNING again: {:?}",
+        killed.elapsed()
+    );
+    let exceptions = rest(&address, &format!("/jobs/{job}/exceptions"));
+    assert!(exceptions.to_string().contains(&victim), "{exceptions}");
+    assert!(session.taskmanager_pods(&api).contains_key(&replacement));
+
+    // Cancelled, the job frees its slots: after resourcemanager.taskmanager-timeout the idle
+    // pods are deleted.
+    let cancel = session.sluice(&["cancel", "-m", &address, &job]);
+    assert!(cancel.status.success(), "{}", text(&cancel));
+    wait_for(WAIT, "the idle TaskManager pods to go", || {
+        (session.taskmanager_pods(&api).is_empty()
+            && rest(&address, "/overview")["taskmanagers"] == 0)
+            .then_some(())
+    });
+
+    // Busy again, then the session is deleted: every pod it owned goes, processes too.
+    let run = session.sluice(&[
+        "run",
+        "-t",
+        "kubernetes-session",
+        "-d",
+        "-p",
+        "2",
+        "stream-sum",
+        "--rate",
+        "100",
+    ]);
+    assert!(run.status.success(), "{}", text(&run));
+    wait_for(WAIT, "2 TaskManager pods again", || {
+        (session.taskmanager_pods(&api).len() == 2
+            && rest(&address, "/overview")["taskmanagers"] == 2)
+            .then_some(())
+    });
+    let pids: Vec<u32> = kubelet.pids().into_values().collect();
+    assert_eq!(pids.len(), 3, "the JobManager and 2 TaskManagers");
+    let kill = session.sluice(&["kubernetes-session", "--kill"]);
+    assert!(kill.status.success(), "{}", text(&kill));
+    wait_for(WAIT, "every pod, the Service and the Secret gone", || {
+        let gone = |o: &str| api.get(&format!("/api/v1/namespaces/{ns}/{o}")).is_err();
+        (pods(&api, &ns).is_empty()
+            && gone("services/sum-session-rest")
+            && gone("secrets/sum-session-secret"))
+        .then_some(())
+    });
+    wait_for(WAIT, "every process gone", || {
+        (kubelet.pids().is_empty() && pids.iter().all(|p| !alive(*p))).then_some(())
+    });
+    let after = session.sluice(&["run", "-t", "kubernetes-session", "stream-sum"]);
+    assert!(!after.status.success());
+    assert!(
+        text(&after).contains("no Kubernetes session sum-session"),
+        "{}",
+        text(&after)
+    );
+}
+
+#[test]
+fn taskmanager_pods_that_cannot_be_scheduled_make_the_jobmanager_give_up_clearly() {
+    if kube::skipped() {
+        return;
+    }
+    let plane = kube::control_plane();
+    let api = plane.api();
+    let ns = plane.namespace("unschedulable");
+    let kubelet = Kubelet::start(plane, &ns, 2, &[(IMAGE, sluice_bin().as_path())]);
+    // Each TaskManager pod asks for more CPU than the node has.
+    let session = Session::new(
+        plane,
+        &ns,
+        "too-big",
+        &[
+            "kubernetes.taskmanager.cpu=4",
+            "resourcemanager.start-worker.max-failure-rate=2",
+        ],
+    );
+    let out = session.sluice(&["kubernetes-session"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let jm = session.jobmanager_pod(&api).expect("the JobManager pod");
+    let run = session.sluice(&["run", "-t", "kubernetes-session", "-d", "stream-sum"]);
+    assert!(run.status.success(), "{}", text(&run));
+    // Three pods in a row cannot be scheduled: more than 2 a minute, the JobManager exits
+    // with the reason (and its Deployment's pod restarts it).
+    let log = wait_for(WAIT, "the JobManager to give up", || {
+        let log = kubelet.log(&jm);
+        log.contains("failed within a minute").then_some(log)
+    });
+    assert!(
+        log.contains("3 TaskManager pods failed within a minute (resourcemanager.start-worker.max-failure-rate is 2)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("cannot be scheduled") && log.contains("Insufficient cpu"),
+        "{log}"
+    );
+    // The pods it gave up on are deleted, not left Pending.
+    wait_for(WAIT, "no unschedulable pod left", || {
+        session
+            .taskmanager_pods(&api)
+            .values()
+            .all(|p| {
+                p["status"]["phase"] != "Pending" || p["metadata"]["deletionTimestamp"].is_string()
+            })
+            .then_some(())
+    });
+    let kill = session.sluice(&["kubernetes-session", "--kill"]);
+    assert!(kill.status.success(), "{}", text(&kill));
+    wait_for(WAIT, "every pod gone", || {
+        pods(&api, &ns).is_empty().then_some(())
+    });
 }

@@ -83,6 +83,12 @@ pub enum Command {
     /// The JobManager as YARN ApplicationMaster (started by a NodeManager, not by hand).
     #[command(hide = true)]
     YarnAppmaster,
+    /// Starts a sluice session cluster on Kubernetes (a JobManager Deployment, TaskManager
+    /// pods on demand) named by -D kubernetes.cluster-id, or stops one (--kill).
+    KubernetesSession(super::kubernetes::SessionArgs),
+    /// The JobManager pod of a Kubernetes session (started by its Deployment, not by hand).
+    #[command(hide = true)]
+    KubernetesJobmanager,
     /// Writes a new job project: a Cargo project whose binary is a job artifact to submit with
     /// `sluice run`.
     NewJob {
@@ -147,11 +153,12 @@ pub struct RunArgs {
     /// `local`: run in an embedded cluster in this process; `remote` (default when -m is given
     /// or a cluster answers at the configured address); `yarn-session`: the YARN session
     /// started with `sluice yarn-session -d`; `yarn-application`: a YARN application of its own
-    /// that ends with the job.
+    /// that ends with the job; `kubernetes-session`: the Kubernetes session
+    /// -D kubernetes.cluster-id names.
     #[arg(
         short = 't',
         long = "target",
-        value_name = "local|remote|yarn-session|yarn-application"
+        value_name = "local|remote|yarn-session|yarn-application|kubernetes-session"
     )]
     pub deployment: Option<String>,
     /// Parallelism of the job's operators (default: parallelism.default).
@@ -239,7 +246,10 @@ pub fn main_with(programs: crate::api::ProgramRegistry) -> std::process::ExitCod
     let server = worker
         || matches!(
             cli.command,
-            Command::Jobmanager | Command::Taskmanager { .. } | Command::YarnAppmaster
+            Command::Jobmanager
+                | Command::Taskmanager { .. }
+                | Command::YarnAppmaster
+                | Command::KubernetesJobmanager
         );
     // The configuration first: the daemons' log rotation is configured there. An unreadable
     // one is reported as `execute` reports it.
@@ -341,6 +351,11 @@ async fn execute(
             Ok(std::process::ExitCode::from(code))
         }
         Command::YarnSession(args) => super::yarn::session(config, args).await,
+        Command::KubernetesJobmanager => {
+            let code = crate::kubernetes::jobmanager::run(config, dir.as_deref(), programs).await?;
+            Ok(std::process::ExitCode::from(code))
+        }
+        Command::KubernetesSession(args) => super::kubernetes::session(config, args).await,
         Command::CheckCounting { records, keys, dir } => {
             let report = crate::examples::check_counting_dir(records, keys, &dir)
                 .with_context(|| format!("cannot read the output directory {}", dir.display()))?;
@@ -532,10 +547,10 @@ async fn run(
     }
     let local = match args.deployment.as_deref() {
         Some("local") => true,
-        Some("remote") | Some("yarn-session") => false,
+        Some("remote") | Some("yarn-session") | Some("kubernetes-session") => false,
         Some(other) => {
             bail!(
-                "unknown deployment target '{other}': use 'local', 'remote', 'yarn-session' or 'yarn-application'"
+                "unknown deployment target '{other}': use 'local', 'remote', 'yarn-session', 'yarn-application' or 'kubernetes-session'"
             )
         }
         // Without -m, fall back to an embedded cluster when nothing answers at the configured address.
@@ -570,6 +585,11 @@ async fn run(
     } else if args.deployment.as_deref() == Some("yarn-session") {
         let session = crate::yarn::client::find_session(&config).await?;
         (None, session.rest_address)
+    } else if args.deployment.as_deref() == Some("kubernetes-session") {
+        (
+            None,
+            crate::kubernetes::session::find_session(&config).await?,
+        )
     } else {
         (None, target_address(&config, &args.target).await?)
     };

@@ -89,6 +89,55 @@ pub struct Config {
     pub ha: HaOptions,
     /// Running on YARN (`yarn.*`, and the sizes of the containers sluice asks YARN for).
     pub yarn: YarnOptions,
+    /// Running on Kubernetes (`kubernetes.*`, and the start-worker failure rate).
+    pub kubernetes: KubernetesOptions,
+}
+
+/// How the JobManager's REST Service is exposed (`kubernetes.rest-service.exposed.type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceExposedType {
+    /// `ClusterIP`: reachable inside the cluster only (the JobManager pod's address).
+    ClusterIp,
+    /// `NodePort`: on a port of every node.
+    NodePort,
+    /// `LoadBalancer`: through the cloud's load balancer.
+    LoadBalancer,
+}
+
+impl ServiceExposedType {
+    /// The Service `type` in the Kubernetes API.
+    pub fn api_name(self) -> &'static str {
+        match self {
+            ServiceExposedType::ClusterIp => "ClusterIP",
+            ServiceExposedType::NodePort => "NodePort",
+            ServiceExposedType::LoadBalancer => "LoadBalancer",
+        }
+    }
+}
+
+/// Flink's `kubernetes.*` keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubernetesOptions {
+    /// `kubernetes.cluster-id` (default unset: `kubernetes-session` makes one up): names the
+    /// JobManager's Deployment, its Service and every pod of the cluster.
+    pub cluster_id: Option<String>,
+    /// `kubernetes.config.file` (default unset: $KUBECONFIG, else ~/.kube/config, else the
+    /// pod's in-cluster service account).
+    pub config_file: Option<PathBuf>,
+    /// `kubernetes.container.image` (default `sluice:latest`): the image of every pod.
+    pub image: String,
+    /// `kubernetes.jobmanager.service-account` (default `default`): the JobManager pod's
+    /// service account, which must be allowed to create, watch and delete pods.
+    pub jobmanager_service_account: String,
+    /// `kubernetes.namespace` (default `default`).
+    pub namespace: String,
+    /// `kubernetes.rest-service.exposed.type` (default ClusterIP).
+    pub rest_service_exposed_type: ServiceExposedType,
+    /// `kubernetes.taskmanager.cpu` (default 1.0): the CPU each TaskManager pod requests.
+    pub taskmanager_cpu: f64,
+    /// `resourcemanager.start-worker.max-failure-rate` (default 10.0): TaskManager pods that
+    /// may fail (crash, fail to start) within one minute before the JobManager gives up.
+    pub max_failure_rate: f64,
 }
 
 /// Flink's `high-availability.*` keys.
@@ -826,6 +875,16 @@ impl Config {
                 webapp_address: None,
                 staging_directory: None,
                 provided_lib_dirs: Vec::new(),
+            },
+            kubernetes: KubernetesOptions {
+                cluster_id: None,
+                config_file: None,
+                image: String::new(),
+                jobmanager_service_account: String::new(),
+                namespace: String::new(),
+                rest_service_exposed_type: ServiceExposedType::ClusterIp,
+                taskmanager_cpu: 0.0,
+                max_failure_rate: 0.0,
             },
         }
     }

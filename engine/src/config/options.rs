@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::units::{format_duration, format_memory_size, parse_duration, parse_memory_size};
 use super::{
     CheckpointRetention, CheckpointingMode, Config, ConfigError, RestartStrategyKind, RuntimeMode,
-    SchedulerKind, SchedulerMode, StateBackendKind,
+    SchedulerKind, SchedulerMode, ServiceExposedType, StateBackendKind,
 };
 use crate::threads::SchedulingPolicy;
 
@@ -662,6 +662,14 @@ impl ConfigEnum for CheckpointRetention {
     ];
 }
 
+impl ConfigEnum for ServiceExposedType {
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("ClusterIP", ServiceExposedType::ClusterIp),
+        ("NodePort", ServiceExposedType::NodePort),
+        ("LoadBalancer", ServiceExposedType::LoadBalancer),
+    ];
+}
+
 /// `high-availability.type`: NONE or zookeeper.
 struct HaType;
 
@@ -1001,6 +1009,27 @@ options! {
     "jobstore.max-capacity" => jobstore.max_capacity: Int::<usize>::range(0, i64::MAX),
         default "1000",
         doc "How many finished jobs the JobManager keeps for the REST API.";
+    "kubernetes.cluster-id" => kubernetes.cluster_id: OptionalText,
+        default "",
+        doc "Names the cluster on Kubernetes: its JobManager Deployment, REST Service and every pod (unset: sluice kubernetes-session makes one up).";
+    "kubernetes.config.file" => kubernetes.config_file: OptionalPath,
+        default "",
+        doc "The kubeconfig the client and the JobManager use (unset: $KUBECONFIG, else ~/.kube/config, else the pod's in-cluster service account).";
+    "kubernetes.container.image" => kubernetes.image: Text,
+        default "sluice:latest",
+        doc "Image of the JobManager and TaskManager pods.";
+    "kubernetes.jobmanager.service-account" => kubernetes.jobmanager_service_account: Text,
+        default "default",
+        doc "Service account of the JobManager pod; it must be allowed to create, watch and delete pods.";
+    "kubernetes.namespace" => kubernetes.namespace: Text,
+        default "default",
+        doc "Namespace the cluster's Deployment, Service and pods live in.";
+    "kubernetes.rest-service.exposed.type" => kubernetes.rest_service_exposed_type: Choice::<ServiceExposedType>(PhantomData),
+        default "ClusterIP",
+        doc "Type of the JobManager's REST Service: ClusterIP (clients reach the JobManager pod's address), NodePort or LoadBalancer.";
+    "kubernetes.taskmanager.cpu" => kubernetes.taskmanager_cpu: FloatRange(0.001, 1_000_000.0),
+        default "1",
+        doc "CPU each TaskManager pod requests.";
     "log.file.max-count" => log.file_max_count: Int::<u32>::range(1, 1000),
         default "10",
         doc "Rolled-over log files a daemon keeps (sluice.log.1 is the newest); older ones are deleted.";
@@ -1022,9 +1051,12 @@ options! {
     "pipeline.max-parallelism" => max_parallelism: MaxParallelism,
         default "-1",
         doc "Upper bound for rescaling keyed state (key groups); -1 derives it per operator.";
+    "resourcemanager.start-worker.max-failure-rate" => kubernetes.max_failure_rate: FloatRange(0.0, 1_000_000.0),
+        default "10",
+        doc "TaskManager pods (Kubernetes) that may fail to start or crash within one minute before the JobManager gives up.";
     "resourcemanager.taskmanager-timeout" => yarn.taskmanager_timeout: POSITIVE_DURATION,
         default "30 s",
-        doc "A TaskManager container (YARN) whose slots have all been free this long is given back.";
+        doc "A TaskManager container (YARN) or pod (Kubernetes) whose slots have all been free this long is given back.";
     "rest.address" => rest.address: Text,
         default "localhost",
         doc "Address clients use to reach the REST API and web UI.";

@@ -1,35 +1,21 @@
-//! The YARN resource driver's decisions, with no I/O: how many TaskManager containers to ask
-//! for, which granted container to launch or give back, which idle TaskManager to release, and
-//! what a completed container means for the JobManager.
+//! The YARN side of the resource driver's decisions, with no I/O: the provider-neutral
+//! decisions (how many TaskManagers, which idle one to stop, what an ended one means, the
+//! failure limit) are [`WorkerPool`]'s; this adapter adds YARN's container matching (which
+//! granted container to launch or give back) and the absolute request YARN is told.
 //!
 //! Events and `now` (ms) go in, [`Command`]s come out; the I/O loop in `am.rs` carries them out
 //! against YARN and the Dispatcher. A TaskManager started by this pool registers with its
 //! container id as its resource id, which is how slots and containers are matched up.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use yarn_am::{AllocationMatcher, Container, ContainerId, ContainerStatus, Decision, Resource};
 
+use crate::resource::pool::{Action, FailureLimit, WorkerPool};
+pub use crate::resource::pool::{REGISTRATION_TIMEOUT_MS, SlotView};
+
 /// The one priority sluice asks TaskManager containers at (one resource profile, as in Flink).
 pub const TASKMANAGER_PRIORITY: i32 = 1;
-
-/// How long a started TaskManager container may take to register with the JobManager.
-pub const REGISTRATION_TIMEOUT_MS: u64 = 120_000;
-
-/// What the ResourceManager (sluice's, not YARN's) looks like at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SlotView {
-    /// Slots that jobs wait for.
-    pub pending_slots: u32,
-    /// Registered TaskManagers: resource id → (free slots, total slots).
-    pub taskmanagers: BTreeMap<String, (u32, u32)>,
-}
-
-impl SlotView {
-    fn free_slots(&self) -> u32 {
-        self.taskmanagers.values().map(|(free, _)| free).sum()
-    }
-}
 
 /// What the I/O loop must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,34 +39,15 @@ pub enum Command {
     Fail(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum WorkerState {
-    /// Granted and being started since `since` (ms); not registered with the JobManager yet.
-    Starting { since: u64 },
-    /// Registered; `idle_since` is when all its slots became free.
-    Registered { idle_since: Option<u64> },
-    /// Asked to stop; its completion is expected.
-    Stopping,
-}
-
-#[derive(Debug, Clone)]
-struct Worker {
-    container: Container,
-    state: WorkerState,
-}
-
 /// The TaskManager containers of one ApplicationMaster.
 #[derive(Debug)]
 pub struct TaskManagerPool {
     capability: Resource,
-    slots_per_taskmanager: u32,
-    idle_timeout_ms: u64,
-    registration_timeout_ms: u64,
-    max_failed: u32,
     matcher: AllocationMatcher<u64>,
-    workers: BTreeMap<ContainerId, Worker>,
-    failed: u32,
+    workers: WorkerPool<Container>,
     last_request: Option<i32>,
+    /// The latest time an event brought (ms), for failures YARN reports without one.
+    now: u64,
 }
 
 impl TaskManagerPool {
@@ -88,7 +55,7 @@ impl TaskManagerPool {
     /// TaskManagers idle for `idle_timeout_ms` are released; the application fails after
     /// `max_failed` containers ended without being asked to. A started container whose
     /// TaskManager has not registered within [`REGISTRATION_TIMEOUT_MS`] is stopped and
-    /// counted as failed (it would otherwise count as "coming" forever and block replacements).
+    /// counted as failed.
     pub fn new(
         capability: Resource,
         slots_per_taskmanager: u32,
@@ -97,14 +64,18 @@ impl TaskManagerPool {
     ) -> Self {
         TaskManagerPool {
             capability,
-            slots_per_taskmanager: slots_per_taskmanager.max(1),
-            idle_timeout_ms,
-            registration_timeout_ms: REGISTRATION_TIMEOUT_MS,
-            max_failed,
             matcher: AllocationMatcher::new(),
-            workers: BTreeMap::new(),
-            failed: 0,
+            workers: WorkerPool::new(
+                "TaskManager containers",
+                slots_per_taskmanager,
+                idle_timeout_ms,
+                FailureLimit::Total {
+                    max: max_failed,
+                    key: "yarn.maximum-failed-containers",
+                },
+            ),
             last_request: None,
+            now: 0,
         }
     }
 
@@ -120,111 +91,62 @@ impl TaskManagerPool {
 
     /// Containers asked for or started whose TaskManager has not registered yet.
     pub fn starting(&self) -> usize {
-        self.outstanding() as usize
-            + self
-                .workers
-                .values()
-                .filter(|w| matches!(w.state, WorkerState::Starting { .. }))
-                .count()
+        self.workers.starting()
     }
 
     /// Containers granted and not ended (starting, running or stopping).
     pub fn containers(&self) -> usize {
-        self.workers.len()
+        self.workers.workers()
     }
 
     /// The container of a TaskManager, by resource id.
     pub fn container_of(&self, resource_id: &str) -> Option<&Container> {
-        self.workers
-            .values()
-            .find(|w| w.container.id.to_string() == resource_id)
-            .map(|w| &w.container)
+        self.workers.worker(resource_id)
     }
 
     /// How many more containers the demand needs (negative: how many outstanding requests
-    /// are no longer needed). Slots already on their way (outstanding requests and started
-    /// containers whose TaskManager has not registered yet) count as coming.
+    /// are no longer needed).
     pub fn shortfall(&self, view: &SlotView) -> i64 {
-        let missing = view.pending_slots.saturating_sub(view.free_slots()) as i64;
-        let per = self.slots_per_taskmanager as i64;
-        let wanted = (missing + per - 1) / per;
-        let starting = self
-            .workers
-            .values()
-            .filter(|w| {
-                matches!(w.state, WorkerState::Starting { .. })
-                    && !view.taskmanagers.contains_key(&w.container.id.to_string())
-            })
-            .count() as i64;
-        wanted - starting - self.outstanding() as i64
+        self.workers.shortfall(view)
     }
 
     /// Time passes with the ResourceManager in `view`: registrations are noted, containers are
     /// requested or requests withdrawn, TaskManagers idle longer than the timeout are stopped.
     pub fn tick(&mut self, view: &SlotView, now: u64) -> Vec<Command> {
-        let mut out = Vec::new();
-        for w in self.workers.values_mut() {
-            if let Some(&(free, total)) = view.taskmanagers.get(&w.container.id.to_string()) {
-                let idle = free == total;
-                w.state = match (&w.state, idle) {
-                    (WorkerState::Stopping, _) => WorkerState::Stopping,
-                    (
-                        WorkerState::Registered {
-                            idle_since: Some(t),
-                        },
-                        true,
-                    ) => WorkerState::Registered {
-                        idle_since: Some(*t),
-                    },
-                    (_, true) => WorkerState::Registered {
-                        idle_since: Some(now),
-                    },
-                    (_, false) => WorkerState::Registered { idle_since: None },
-                };
-            }
-        }
-        let mut late = Vec::new();
-        for w in self.workers.values_mut() {
-            if let WorkerState::Starting { since } = w.state
-                && now.saturating_sub(since) >= self.registration_timeout_ms
-            {
-                w.state = WorkerState::Stopping;
-                out.push(Command::Stop(w.container.clone()));
-                late.push(w.container.id);
-            }
-        }
-        for id in late {
-            out.extend(self.count_failure(&format!(
-                "the TaskManager in {id} did not register within {} s",
-                self.registration_timeout_ms / 1000
-            )));
-        }
-        let shortfall = self.shortfall(view);
-        if shortfall > 0 {
-            for _ in 0..shortfall {
-                self.matcher
-                    .request(TASKMANAGER_PRIORITY, self.capability, now);
-            }
-        } else {
-            for _ in 0..(-shortfall).min(self.outstanding() as i64) {
-                self.matcher.cancel(TASKMANAGER_PRIORITY, self.capability);
-            }
-        }
-        // Release idle TaskManagers only while nothing waits for slots: a job about to be
-        // scheduled would otherwise ask for the very container just given back.
-        if view.pending_slots == 0 {
-            for w in self.workers.values_mut() {
-                if let WorkerState::Registered {
-                    idle_since: Some(t),
-                } = w.state
-                    && now.saturating_sub(t) >= self.idle_timeout_ms
-                {
-                    w.state = WorkerState::Stopping;
-                    out.push(Command::Stop(w.container.clone()));
-                }
-            }
-        }
+        self.now = self.now.max(now);
+        let actions = self.workers.tick(view, now);
+        let mut out = self.commands(actions, now);
         out.extend(self.request_if_changed());
+        out
+    }
+
+    /// The core's actions as YARN commands; requests and withdrawals go to the matcher.
+    fn commands(&mut self, actions: Vec<Action<Container>>, now: u64) -> Vec<Command> {
+        let mut out = Vec::new();
+        for action in actions {
+            match action {
+                Action::Request(n) => {
+                    for _ in 0..n {
+                        self.matcher
+                            .request(TASKMANAGER_PRIORITY, self.capability, now);
+                    }
+                }
+                Action::Withdraw(n) => {
+                    for _ in 0..n {
+                        self.matcher.cancel(TASKMANAGER_PRIORITY, self.capability);
+                    }
+                }
+                Action::Stop(container) => out.push(Command::Stop(container)),
+                Action::Lost {
+                    resource_id,
+                    reason,
+                } => out.push(Command::Lost {
+                    resource_id,
+                    reason,
+                }),
+                Action::Fail(diagnostics) => out.push(Command::Fail(diagnostics)),
+            }
+        }
         out
     }
 
@@ -238,17 +160,13 @@ impl TaskManagerPool {
 
     /// YARN granted containers: launch those a request waits for, give back the rest.
     pub fn on_allocated(&mut self, containers: Vec<Container>, now: u64) -> Vec<Command> {
+        self.now = self.now.max(now);
         let mut out = Vec::new();
         for decision in self.matcher.on_allocated(containers) {
             match decision {
                 Decision::Launch { container, .. } => {
-                    self.workers.insert(
-                        container.id,
-                        Worker {
-                            container: container.clone(),
-                            state: WorkerState::Starting { since: now },
-                        },
-                    );
+                    self.workers
+                        .started(container.id.to_string(), container.clone(), now);
                     out.push(Command::Launch(container));
                 }
                 Decision::Release { container } => out.push(Command::Release(container.id)),
@@ -265,22 +183,19 @@ impl TaskManagerPool {
     /// registration timeout like any other.
     pub fn adopt(&mut self, containers: Vec<Container>, now: u64) {
         for container in containers {
-            self.workers.insert(
-                container.id,
-                Worker {
-                    container,
-                    state: WorkerState::Starting { since: now },
-                },
-            );
+            self.workers.adopt(container.id.to_string(), container, now);
         }
     }
 
     /// A container could not be started through its NodeManager.
     pub fn on_launch_failed(&mut self, id: ContainerId, error: &str) -> Vec<Command> {
         let mut out = vec![Command::Release(id)];
-        if self.workers.remove(&id).is_some() {
-            out.extend(self.count_failure(&format!("starting {id} failed: {error}")));
-        }
+        let actions = self.workers.start_failed(
+            &id.to_string(),
+            &format!("starting {id} failed: {error}"),
+            self.now,
+        );
+        out.extend(self.commands(actions, self.now));
         out
     }
 
@@ -289,9 +204,6 @@ impl TaskManagerPool {
     pub fn on_completed(&mut self, statuses: &[ContainerStatus]) -> Vec<Command> {
         let mut out = Vec::new();
         for s in statuses {
-            let Some(w) = self.workers.remove(&s.id) else {
-                continue;
-            };
             let reason = format!(
                 "its YARN container {} ended with exit status {}{}",
                 s.id,
@@ -302,35 +214,20 @@ impl TaskManagerPool {
                     format!(": {}", s.diagnostics.trim())
                 }
             );
-            out.push(Command::Lost {
-                resource_id: s.id.to_string(),
-                reason: reason.clone(),
-            });
-            if w.state != WorkerState::Stopping {
-                out.extend(self.count_failure(&reason));
-            }
+            let actions = self.workers.ended(&s.id.to_string(), &reason, self.now);
+            out.extend(self.commands(actions, self.now));
         }
         out
     }
 
-    fn count_failure(&mut self, reason: &str) -> Option<Command> {
-        self.failed += 1;
-        (self.failed > self.max_failed).then(|| {
-            Command::Fail(format!(
-                "{} TaskManager containers failed (yarn.maximum-failed-containers is {}); the last: {reason}",
-                self.failed, self.max_failed
-            ))
-        })
-    }
-
     /// Every container the pool holds, to stop when the application ends.
     pub fn all_containers(&self) -> Vec<Container> {
-        self.workers.values().map(|w| w.container.clone()).collect()
+        self.workers.all()
     }
 
     /// Resource ids of TaskManagers that were granted (for tests and logs).
     pub fn resource_ids(&self) -> BTreeSet<String> {
-        self.workers.keys().map(ContainerId::to_string).collect()
+        self.workers.resource_ids()
     }
 }
 
