@@ -1231,13 +1231,7 @@ impl JobMaster {
         let rerun = batch.rerun.remove(&(v, s));
         match state {
             ExecutionState::Failed => {
-                let location = self.executions[v][s]
-                    .slot
-                    .as_ref()
-                    .map(|slot| slot.resource_id.clone());
-                let message = error.unwrap_or_else(|| "unknown failure".into());
-                self.executions[v][s].failure = Some(message.clone());
-                self.record_failure(message, (v, s), location, now);
+                self.task_failed((v, s), error, now);
                 self.region_failover(vec![(v, s)], now)
             }
             ExecutionState::Canceled if rerun => {
@@ -1250,6 +1244,18 @@ impl JobMaster {
                 actions
             }
         }
+    }
+
+    /// Subtask `s` of vertex `v` failed with `error`: noted on the subtask and in the job's
+    /// exception history, with where it ran.
+    fn task_failed(&mut self, (v, s): (usize, usize), error: Option<String>, now: u64) {
+        let location = self.executions[v][s]
+            .slot
+            .as_ref()
+            .map(|slot| slot.resource_id.clone());
+        let message = error.unwrap_or_else(|| "unknown failure".into());
+        self.executions[v][s].failure = Some(message.clone());
+        self.record_failure(message, (v, s), location, now);
     }
 
     /// Batch execution: restarts `failed` subtasks alone after the restart strategy's delay,
@@ -1571,13 +1577,7 @@ impl JobMaster {
         }
         match state {
             ExecutionState::Failed => {
-                let location = self.executions[v][s]
-                    .slot
-                    .as_ref()
-                    .map(|slot| slot.resource_id.clone());
-                let message = error.unwrap_or_else(|| "unknown failure".into());
-                self.executions[v][s].failure = Some(message.clone());
-                self.record_failure(message, (v, s), location, now);
+                self.task_failed((v, s), error, now);
                 self.fail(now)
             }
             _ => self.terminate_if_done(now),
