@@ -1234,7 +1234,7 @@ mod two_inputs {
             .await
             .unwrap();
         assert_eq!(wait_terminal(&cluster, second).await, JobStatus::Finished);
-        let report = crate::examples::check_counting_dir(records, keys, &output).unwrap();
+        let report = crate::examples::check_counting_dir(records, keys, None, &output).unwrap();
         assert!(report.is_exactly_once(), "{backend}: {report}");
         assert_eq!(report.lines, records, "{backend}");
         eprintln!("{backend}: {cut} of {records} lines before the savepoint, all exactly once");

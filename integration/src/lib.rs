@@ -555,14 +555,31 @@ impl StandaloneCluster {
 
     /// `sluice check-counting` of a `counting` output: whether it passed, and its report.
     pub fn check_counting(&self, records: u64, keys: u64, dir: &Path) -> (bool, String) {
-        let out = self.cli(&[
-            "check-counting",
-            "--records",
-            &records.to_string(),
-            "--keys",
-            &keys.to_string(),
-            &dir.display().to_string(),
-        ]);
+        self.check_windowed_counting(records, keys, None, dir)
+    }
+
+    /// `check-counting` of `counting`'s output, of its per-window lines with `window` (the
+    /// job's `--window-ms`).
+    pub fn check_windowed_counting(
+        &self,
+        records: u64,
+        keys: u64,
+        window: Option<u64>,
+        dir: &Path,
+    ) -> (bool, String) {
+        let mut args = vec![
+            "check-counting".to_string(),
+            "--records".into(),
+            records.to_string(),
+            "--keys".into(),
+            keys.to_string(),
+        ];
+        if let Some(window) = window {
+            args.extend(["--window-ms".into(), window.to_string()]);
+        }
+        args.push(dir.display().to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self.cli(&args);
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -1,7 +1,9 @@
 //! The chaos suite: `counting` under checkpoints on a standalone cluster of real processes while a
 //! seeded random schedule `kill -9`s TaskManagers (one, or two at once), starts replacements and
 //! freezes TaskManagers for a moment (SIGSTOP/SIGCONT); afterwards the job must finish and
-//! `check-counting` must find every record exactly once. Also: a job whose user code panics fails
+//! `check-counting` must find every record exactly once, and the same for its variant with
+//! event-time windows (`--window-ms`: every window's result once, holding exactly its records,
+//! on RocksDB, whose window state and timers are restored with each failover). Also: a job whose user code panics fails
 //! over per its restart strategy and then fails, while the TaskManagers and another job stay up;
 //! and (ignored, run on demand) the failover numbers: kill → RUNNING and records reprocessed.
 //!
@@ -84,7 +86,16 @@ fn live_taskmanagers(cluster: &StandaloneCluster) -> Vec<u32> {
 }
 
 fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) -> String {
-    let (ok, report) = cluster.check_counting(records, keys, dir);
+    check_windowed_counting(cluster, (records, keys, None), dir)
+}
+
+/// `check_counting` of `counting --window-ms W`'s output, with `Some(W)`.
+fn check_windowed_counting(
+    cluster: &StandaloneCluster,
+    (records, keys, window): (u64, u64, Option<u64>),
+    dir: &Path,
+) -> String {
+    let (ok, report) = cluster.check_windowed_counting(records, keys, window, dir);
     assert!(
         ok && report.starts_with("OK"),
         "not exactly once (chaos seed {}):
@@ -113,10 +124,14 @@ enum Event {
     StartExtra,
 }
 
-/// Runs `counting` through a random schedule of TaskManager failures and checks it finishes
-/// exactly once.
-fn counting_survives_chaos(backend: &str) {
-    let mut rng = rng_for(backend);
+/// Runs `counting` (with `window`, its per-window variant `--window-ms`) through a random
+/// schedule of TaskManager failures and checks it finishes exactly once.
+fn counting_survives_chaos(backend: &str, window: Option<u64>) {
+    let name = match window {
+        Some(w) => format!("{backend}-windows-{w}"),
+        None => backend.to_string(),
+    };
+    let mut rng = rng_for(&name);
     let secs = chaos_secs();
     eprintln!(
         "chaos seed {} ({backend}, {secs} s of chaos): replay with SLUICE_CHAOS_SEED={}",
@@ -133,7 +148,11 @@ fn counting_survives_chaos(backend: &str) {
     // when the schedule ends (checked below), and finishes some 15 s later if nothing failed.
     let rate = 2_000u64;
     let (records, keys) = (rate * (secs + 15), 13u64);
-    let id = cluster.submit_args(&counting_args(2, records, keys, &output, rate));
+    let mut args = counting_args(2, records, keys, &output, rate);
+    if let Some(window) = window {
+        args.extend(["--window-ms".to_string(), window.to_string()]);
+    }
+    let id = cluster.submit_args(&args);
     wait(Duration::from_secs(60), "the job to run", || {
         all_running(&cluster.job(&id)).then_some(())
     });
@@ -279,9 +298,9 @@ fn counting_survives_chaos(backend: &str) {
         seed(),
         log.join("\n")
     );
-    let report = check_counting(&cluster, records, keys, &output);
+    let report = check_windowed_counting(&cluster, (records, keys, window), &output);
     eprintln!(
-        "chaos ({backend}, seed {}): {events} events, {failovers} failures recorded, {:.1} s in all; {}",
+        "chaos ({name}, seed {}): {events} events, {failovers} failures recorded, {:.1} s in all; {}",
         seed(),
         started.elapsed().as_secs_f64(),
         report.lines().next().unwrap_or_default()
@@ -290,12 +309,19 @@ fn counting_survives_chaos(backend: &str) {
 
 #[test]
 fn counting_on_hashmap_is_exactly_once_through_random_taskmanager_failures() {
-    counting_survives_chaos("hashmap");
+    counting_survives_chaos("hashmap", None);
 }
 
 #[test]
 fn counting_on_rocksdb_is_exactly_once_through_random_taskmanager_failures() {
-    counting_survives_chaos("rocksdb");
+    counting_survives_chaos("rocksdb", None);
+}
+
+/// Event-time windows of 500 ms (a quarter of a second of the job at its rate): every window's
+/// result once, with exactly its records, through the same schedule of failures.
+#[test]
+fn windowed_counting_on_rocksdb_is_exactly_once_through_random_taskmanager_failures() {
+    counting_survives_chaos("rocksdb", Some(500));
 }
 
 /// The embedded cluster's test (`engine/src/embedded.rs`) checks the restart count; this one

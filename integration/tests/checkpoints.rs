@@ -8,9 +8,30 @@ use sluice_integration::{StandaloneCluster, counting_args, signal, wait_for};
 
 /// `check-counting` must pass; its report.
 fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) -> String {
-    let (ok, text) = cluster.check_counting(records, keys, dir);
+    check_windowed_counting(cluster, (records, keys, None), dir)
+}
+
+/// `check-counting` of `counting --window-ms W`'s output, with `Some(W)`, must pass.
+fn check_windowed_counting(
+    cluster: &StandaloneCluster,
+    (records, keys, window): (u64, u64, Option<u64>),
+    dir: &Path,
+) -> String {
+    let (ok, text) = cluster.check_windowed_counting(records, keys, window, dir);
     assert!(ok, "not exactly once:\n{text}");
     text
+}
+
+/// How a rescaled run of `counting` goes.
+struct Rescale {
+    backend: &'static str,
+    before: u32,
+    after: u32,
+    /// `state.storage.fs.memory-threshold` 0 and the savepoint moved before the restore.
+    operator_state_in_files: bool,
+    /// `counting --window-ms W`: event-time windows whose state and timers travel in the
+    /// savepoint.
+    window: Option<u64>,
 }
 
 /// The job's completed checkpoint directories (with their `_metadata`; a checkpoint being
@@ -41,7 +62,14 @@ fn config(backend: &str, checkpoints: &Path, retained: u32) -> String {
 /// With `operator_state_in_files`, `state.storage.fs.memory-threshold` is 0: every operator
 /// state (the source's positions, the sink's pending files) goes to a file of the snapshot, and
 /// the savepoint is moved to another directory before the restore.
-fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32, operator_state_in_files: bool) {
+fn stop_and_resume_rescaled(how: Rescale) {
+    let Rescale {
+        backend,
+        before,
+        after,
+        operator_state_in_files,
+        window,
+    } = how;
     let scratch = tempfile::tempdir().expect("scratch");
     let checkpoints = scratch.path().join("checkpoints");
     let mut conf = config(backend, &checkpoints, 1);
@@ -53,19 +81,11 @@ fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32, operator_sta
     let savepoints = scratch.path().join("savepoints");
     let (records, keys) = (60_000u64, 7u64);
     let args = |p: u32| {
-        vec![
-            "-p".to_string(),
-            p.to_string(),
-            "counting".into(),
-            "--records".into(),
-            records.to_string(),
-            "--keys".into(),
-            keys.to_string(),
-            "--output".into(),
-            output.display().to_string(),
-            "--rate".into(),
-            "8000".into(),
-        ]
+        let mut args = counting_args(p, records, keys, &output, 8_000);
+        if let Some(window) = window {
+            args.extend(["--window-ms".to_string(), window.to_string()]);
+        }
+        args
     };
     let first: Vec<String> = args(before);
     let first: Vec<&str> = first.iter().map(String::as_str).collect();
@@ -118,7 +138,7 @@ fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32, operator_sta
     let second: Vec<&str> = second.iter().map(String::as_str).collect();
     let id2 = cluster.submit_detached(&second);
     cluster.wait_state(&id2, "FINISHED", Duration::from_secs(60));
-    let report = check_counting(&cluster, records, keys, &output);
+    let report = check_windowed_counting(&cluster, (records, keys, window), &output);
     assert!(report.starts_with("OK"), "{report}");
     // A finished job's checkpoints are deleted (NO_EXTERNALIZED_CHECKPOINTS), also any
     // directory of a checkpoint that was being written.
@@ -133,17 +153,48 @@ fn stop_and_resume_rescaled(backend: &str, before: u32, after: u32, operator_sta
 
 #[test]
 fn rocksdb_stop_with_savepoint_then_resume_at_higher_parallelism_is_exactly_once() {
-    stop_and_resume_rescaled("rocksdb", 2, 3, false);
+    stop_and_resume_rescaled(Rescale {
+        backend: "rocksdb",
+        before: 2,
+        after: 3,
+        operator_state_in_files: false,
+        window: None,
+    });
 }
 
 #[test]
 fn hashmap_stop_with_savepoint_then_resume_at_lower_parallelism_is_exactly_once() {
-    stop_and_resume_rescaled("hashmap", 3, 1, false);
+    stop_and_resume_rescaled(Rescale {
+        backend: "hashmap",
+        before: 3,
+        after: 1,
+        operator_state_in_files: false,
+        window: None,
+    });
 }
 
 #[test]
 fn operator_state_in_files_survives_a_moved_savepoint_and_rescaling_exactly_once() {
-    stop_and_resume_rescaled("hashmap", 2, 3, true);
+    stop_and_resume_rescaled(Rescale {
+        backend: "hashmap",
+        before: 2,
+        after: 3,
+        operator_state_in_files: true,
+        window: None,
+    });
+}
+
+/// Windows open at the savepoint (their slices and timers in RocksDB, redistributed by key
+/// group to three subtasks) fire after the restore, each once, with exactly its records.
+#[test]
+fn windows_open_at_a_savepoint_fire_once_after_a_rescaled_restore_on_rocksdb() {
+    stop_and_resume_rescaled(Rescale {
+        backend: "rocksdb",
+        before: 2,
+        after: 3,
+        operator_state_in_files: false,
+        window: Some(700),
+    });
 }
 
 /// Any regular file below `dir` other than `_metadata`, largest first.

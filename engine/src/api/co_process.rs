@@ -704,6 +704,8 @@ struct KeyedCoProcess<WA, WB, WO: Carry<O>, A, B, O, K, F> {
     out: Vec<WO::Carried>,
     next: BoxOutput<WO::Carried>,
     sides: SideOutputs,
+    /// The timers firing now fire because the input ended.
+    firing_to_end: bool,
     _t: PhantomData<fn(WA, WB)>,
 }
 
@@ -740,6 +742,7 @@ where
             out: Vec::new(),
             next,
             sides,
+            firing_to_end: false,
             _t: PhantomData,
         })
     }
@@ -758,6 +761,7 @@ where
             timers: &mut self.timers,
             processing: &self.processing,
             firing,
+            ending: firing.is_some() && self.firing_to_end,
             sides: &mut self.sides,
         };
         body(
@@ -780,6 +784,8 @@ where
 
     /// Fires every timer of `domain` due at `time`, earliest first.
     fn fire(&mut self, domain: TimeDomain, time: i64) -> Result<(), TaskError> {
+        // Only the end of input fires timers up to the end of time.
+        self.firing_to_end = time == i64::MAX;
         while let Some(timestamp) = self.timers.pop(domain, time)? {
             let key: K = self.store.current_key()?;
             self.call(Some(timestamp), Some(domain), |f, ctx, out| {

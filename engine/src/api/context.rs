@@ -43,6 +43,9 @@ pub(crate) struct ProcessingTimeService {
     next: Arc<AtomicI64>,
     /// A manual clock (ms since the epoch) in place of the wall clock.
     manual: Option<Arc<AtomicI64>>,
+    /// How far the manual clock moves at each reading (tests of code that must read the
+    /// clock once).
+    tick: i64,
 }
 
 impl Default for ProcessingTimeService {
@@ -50,6 +53,7 @@ impl Default for ProcessingTimeService {
         ProcessingTimeService {
             next: Arc::new(AtomicI64::new(i64::MAX)),
             manual: None,
+            tick: 0,
         }
     }
 }
@@ -64,10 +68,19 @@ impl ProcessingTimeService {
         }
     }
 
+    /// A manual clock that moves `tick` ms after each reading.
+    #[cfg(test)]
+    pub(crate) fn with_ticking_clock(clock: Arc<AtomicI64>, tick: i64) -> Self {
+        ProcessingTimeService {
+            tick,
+            ..Self::with_manual_clock(clock)
+        }
+    }
+
     /// Processing time now, ms since the epoch.
     pub(crate) fn now(&self) -> i64 {
         match &self.manual {
-            Some(clock) => clock.load(Ordering::Relaxed),
+            Some(clock) => clock.fetch_add(self.tick, Ordering::Relaxed),
             None => now_ms(),
         }
     }

@@ -28,6 +28,7 @@ use super::stream_graph::{
     StreamGraph, StreamNode,
 };
 use super::time::{Stamped, WatermarkStrategy, restamped, unstamped};
+use super::triggers::Trigger;
 #[allow(unused_imports)] // named in the docs of `KeyedStream::window`
 use super::windows::TumblingEventTimeWindows;
 use super::windows::{
@@ -1228,6 +1229,7 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
 pub struct WindowedStream<T, K> {
     stream: KeyedStream<T, K>,
     windows: WindowAssigner,
+    trigger: Trigger,
     lateness: Lateness<T>,
 }
 
@@ -1251,6 +1253,7 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
         WindowedStream {
             stream: self.clone_keyed(),
             windows,
+            trigger: Trigger::DEFAULT,
             lateness: Lateness::default(),
         }
     }
@@ -1302,6 +1305,18 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
 }
 
 impl<T: Data, K: Data + Hash + Eq> WindowedStream<T, K> {
+    /// When the windows emit their results (Flink's `trigger`): by default once, at their
+    /// end; or [`CountTrigger`](super::CountTrigger),
+    /// [`ContinuousEventTimeTrigger`](super::ContinuousEventTimeTrigger),
+    /// [`ContinuousProcessingTimeTrigger`](super::ContinuousProcessingTimeTrigger), any of
+    /// them in [`PurgingTrigger`](super::PurgingTrigger). A trigger that cannot serve these
+    /// windows (a purging one on overlapping windows, an event-time one on processing-time
+    /// windows) fails the job when it starts, saying why.
+    pub fn trigger(mut self, trigger: Trigger) -> Self {
+        self.trigger = trigger;
+        self
+    }
+
     /// Keeps each window's state until the watermark passes its end by `lateness` (Flink's
     /// `allowedLateness`; none by default): a record that comes after the window fired but
     /// within that time updates the window, which fires again at once with the updated result
@@ -1385,11 +1400,12 @@ impl<T: Data, K: Data + Hash + Eq> WindowedStream<T, K> {
         name: &str,
         make: impl Fn() -> F + 'static,
     ) -> DataStream<O> {
-        let (windows, lateness) = (self.windows, self.lateness.clone());
+        let (windows, trigger, lateness) = (self.windows, self.trigger, self.lateness.clone());
         let processing = windows.time_domain() == crate::state::TimeDomain::ProcessingTime;
         let operator = move |ctx: &RuntimeContext, store: &KeyedStateStore| {
             WindowOperator::<T, F::Acc, F>::new(
                 windows,
+                trigger,
                 lateness.clone(),
                 make(),
                 store,

@@ -31,6 +31,7 @@ mod sinks;
 mod sources;
 pub(crate) mod stream_graph;
 mod time;
+mod triggers;
 mod window_join;
 mod windows;
 
@@ -55,6 +56,10 @@ pub use sources::{SourceContext, SourceFunction};
 pub use stream_graph::{JobFile, ShipStrategy};
 pub use time::{
     BoundedOutOfOrderness, Stamped, WatermarkGenerator, WatermarkOutput, WatermarkStrategy,
+};
+pub use triggers::{
+    ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger, EventTimeTrigger,
+    ProcessingTimeTrigger, PurgingTrigger, Trigger,
 };
 pub use window_join::{JoinEqual, JoinWhere, JoinedStreams, WindowedJoin};
 pub use windows::{

@@ -380,6 +380,7 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
             timers: &mut self.timers,
             processing: &self.processing,
             firing: None,
+            ending: false,
             sides: &mut self.sides,
         };
         let mut out = Collector { out: &mut self.out };
@@ -396,6 +397,9 @@ impl<T, O, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, F: KeyedProcessFunction<K, 
                 timers: &mut self.timers,
                 processing: &self.processing,
                 firing: Some(domain),
+                // Only the end of input fires timers up to the end of time (a final
+                // watermark, or the processing-time timers left).
+                ending: time == i64::MAX,
                 sides: &mut self.sides,
             };
             let mut out = Collector { out: &mut self.out };
@@ -463,6 +467,8 @@ pub struct Context<'a> {
     pub(crate) timers: &'a mut Timers,
     pub(crate) processing: &'a ProcessingTimeService,
     pub(crate) firing: Option<TimeDomain>,
+    /// The timers fire because the input ended, whether or not their time has come.
+    pub(crate) ending: bool,
     pub(crate) sides: &'a mut SideOutputs,
 }
 

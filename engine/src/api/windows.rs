@@ -21,6 +21,7 @@ use std::time::Duration;
 use super::operators::{Collector, Context, KeyedProcessFunction};
 use super::side::OutputTag;
 use super::time::Stamped;
+use super::triggers::{Fires, Trigger};
 use crate::common::error::TaskError;
 use crate::network::buffer::IoCounters;
 use crate::record::Data;
@@ -423,6 +424,11 @@ pub(crate) struct WindowOperator<T, A, F> {
     slices: MapState<i64, A>,
     /// Session windows: each key's sessions, start → (end, accumulator).
     sessions: MapState<i64, (i64, A)>,
+    /// When windows fire.
+    trigger: Trigger,
+    /// A count trigger's records per window since it last fired: each key's by window end
+    /// (sliding windows) or session start.
+    counts: MapState<i64, u64>,
     /// The subtask's counters (`late_records_dropped`).
     counters: Arc<IoCounters>,
 }
@@ -446,13 +452,20 @@ impl<T> Default for Lateness<T> {
 }
 
 impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
+    /// The operator of `windows` fired by `trigger`; an error naming the mismatch if the
+    /// trigger cannot serve these windows.
     pub(crate) fn new(
         windows: WindowAssigner,
+        trigger: Trigger,
         lateness: Lateness<T>,
         function: F,
         store: &KeyedStateStore,
         counters: Arc<IoCounters>,
     ) -> Result<Self, TaskError> {
+        let apart = matches!(windows.kind, Kind::Sliding(s) if s.size <= s.slide);
+        if let Some(why) = trigger.unfit_for(windows.domain, apart) {
+            return Err(TaskError::User(why));
+        }
         // Nothing is late in processing time: a record lands in the windows open now.
         let (allowed, late_data) = match windows.domain {
             TimeDomain::EventTime => (lateness.allowed.max(0), lateness.side_output),
@@ -465,6 +478,8 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
             function,
             slices: store.map_state("window-slices")?,
             sessions: store.map_state("window-sessions")?,
+            trigger,
+            counts: store.map_state("window-counts")?,
             counters,
         })
     }
@@ -488,15 +503,6 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
         }
     }
 
-    /// The time windows are fired by, and up to which they have fired: the watermark, or the
-    /// clock less 1 ms in processing time (a timer at the clock's time has yet to fire).
-    fn current(&self, ctx: &Context<'_>) -> i64 {
-        match self.windows.domain {
-            TimeDomain::EventTime => ctx.current_watermark(),
-            TimeDomain::ProcessingTime => ctx.current_processing_time().saturating_sub(1),
-        }
-    }
-
     /// The time of the timer that fires the window ending at `end`: its last instant, `end -
     /// 1`, in event time (the watermark promises nothing at or before it follows); `end` in
     /// processing time, so that once it fired the clock has left the window and no record can
@@ -517,10 +523,7 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
     }
 
     fn register_timer(&self, ctx: &mut Context<'_>, time: i64) -> Result<(), TaskError> {
-        match self.windows.domain {
-            TimeDomain::EventTime => ctx.register_event_time_timer(time),
-            TimeDomain::ProcessingTime => ctx.register_processing_time_timer(time),
-        }
+        register(ctx, self.windows.domain, time)
     }
 
     fn delete_timer(&self, ctx: &mut Context<'_>, time: i64) -> Result<(), TaskError> {
@@ -528,6 +531,14 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
             TimeDomain::EventTime => ctx.delete_event_time_timer(time),
             TimeDomain::ProcessingTime => ctx.delete_processing_time_timer(time),
         }
+    }
+}
+
+/// Sets a timer of the current key at `time` of `domain`.
+fn register(ctx: &mut Context<'_>, domain: TimeDomain, time: i64) -> Result<(), TaskError> {
+    match domain {
+        TimeDomain::EventTime => ctx.register_event_time_timer(time),
+        TimeDomain::ProcessingTime => ctx.register_processing_time_timer(time),
     }
 }
 
@@ -560,13 +571,14 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
 
     /// Opens `[timestamp, timestamp + gap)` for the current key and merges it with the key's
     /// sessions it overlaps or touches; too late if even the merged session's state is gone
-    /// (the watermark passed its end - 1 + lateness). A merged session that already fired
-    /// fires again at once with its updated result.
+    /// (`current`, the time windows have fired up to, passed its end - 1 + lateness). A merged
+    /// session that already fired fires again at once with its updated result, as does one
+    /// whose count trigger reaches its count.
     #[allow(clippy::too_many_arguments)]
     fn add_to_session<K, O>(
         &mut self,
         key: &K,
-        timestamp: i64,
+        (timestamp, current): (i64, i64),
         gap: i64,
         record: T,
         ctx: &mut Context<'_>,
@@ -589,12 +601,17 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
             merged.start = merged.start.min(*start);
             merged.end = merged.end.max(*end);
         }
-        let current = self.current(ctx);
         if self.cleanup_time(merged.max_timestamp()) <= current {
             return self.too_late(record, ctx);
         }
+        // A count trigger's counts merge with their sessions.
+        let mut count = 1;
         for (start, end, _) in &parts {
             self.sessions.remove(start)?;
+            if let Fires::Count(_) = self.trigger.fires {
+                count += self.counts.get(start)?.unwrap_or(0);
+                self.counts.remove(start)?;
+            }
             // Without lateness a timer serves one session: the merged-away ones' go. With
             // lateness a timer's time may also be another session's cleanup time, so stale
             // ones stay and find nothing to do.
@@ -616,40 +633,73 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
         if self.lateness > 0 {
             self.register_timer(ctx, self.cleanup_time(fire_at))?;
         }
-        if fire_at > current {
-            self.sessions.put(merged.start, (merged.end, value))?;
-            self.register_timer(ctx, self.timer_of(merged.end))
-        } else {
+        let ended = fire_at <= current;
+        if !ended {
+            // The session's end: it fires then (or, with a count trigger, only goes).
+            self.register_timer(ctx, self.timer_of(merged.end))?;
+        }
+        self.continue_later(ctx, (timestamp, current), self.timer_of(merged.end))?;
+        let fire_now = match self.trigger.fires {
+            Fires::Count(n) => {
+                if count < n {
+                    self.counts.put(merged.start, count)?;
+                }
+                count >= n
+            }
             // A late firing: the session fired already and is kept for its lateness.
+            _ => ended,
+        };
+        if fire_now {
             self.sessions
                 .put(merged.start, (merged.end, value.clone()))?;
             self.emit(key, merged, value, ctx, out)
+        } else {
+            Ok(self.sessions.put(merged.start, (merged.end, value))?)
         }
     }
 
-    /// The timer at `time` of the current key: fires the session that ends at `time + 1`, and
-    /// drops the one whose state is kept until `time` (the same one without lateness).
+    /// The timer at `time` of `domain` of the current key: fires the session that ends there
+    /// (unless a count trigger fires it), drops the one whose state is kept until then (the
+    /// same one without lateness), and fires the open sessions early if a continuous trigger
+    /// has a tick then.
     fn session_timer<K, O>(
         &mut self,
         key: &K,
-        time: i64,
-        ctx: &Context<'_>,
+        (time, domain): (i64, TimeDomain),
+        ctx: &mut Context<'_>,
         out: &mut Collector<'_, Stamped<O>>,
     ) -> Result<(), TaskError>
     where
         F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
     {
-        let end = self.end_of(time);
-        let cleanup_end = end.saturating_sub(self.lateness);
-        for (start, (e, value)) in self.sessions.entries()? {
-            if e == cleanup_end {
-                self.sessions.remove(&start)?;
-            }
-            if e == end {
-                self.emit(key, TimeWindow { start, end }, value, ctx, out)?;
+        if domain == self.windows.domain {
+            let end = self.end_of(time);
+            let cleanup_end = end.saturating_sub(self.lateness);
+            for (start, (e, value)) in self.sessions.entries()? {
+                if e == cleanup_end {
+                    self.sessions.remove(&start)?;
+                    self.counts.remove(&start)?;
+                }
+                if e == end && self.trigger.fires_at_end() {
+                    self.emit(key, TimeWindow { start, end }, value, ctx, out)?;
+                }
             }
         }
-        Ok(())
+        if !self.is_tick(domain, time) {
+            return Ok(());
+        }
+        let mut latest = None;
+        for (start, (end, value)) in self.sessions.entries()? {
+            let window = TimeWindow { start, end };
+            if self.fires_early(window, (time, domain), ctx) {
+                self.emit(key, window, value, ctx, out)?;
+                latest = latest.max(Some(self.timer_of(end)));
+            }
+        }
+        match latest {
+            Some(latest) => self.continue_after(ctx, (time, domain), latest),
+            None => Ok(()),
+        }
     }
 
     /// The accumulator of the current key's window ending at `end`, if it holds any record.
@@ -669,7 +719,8 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
         Ok(result)
     }
 
-    /// Emits the current key's window ending at `end`, if it holds any record.
+    /// Emits the current key's window ending at `end`, if it holds any record, and empties it
+    /// if the trigger purges; whether it held any.
     fn fire_window<K, O>(
         &mut self,
         windows: Sliding,
@@ -677,7 +728,7 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
         end: i64,
         ctx: &Context<'_>,
         out: &mut Collector<'_, Stamped<O>>,
-    ) -> Result<(), TaskError>
+    ) -> Result<bool, TaskError>
     where
         F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
     {
@@ -685,10 +736,125 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
             start: end - windows.size,
             end,
         };
-        match self.window_result::<K, O>(windows, end)? {
-            Some(acc) => self.emit(key, window, acc, ctx, out),
+        let Some(acc) = self.window_result::<K, O>(windows, end)? else {
+            return Ok(false);
+        };
+        self.emit(key, window, acc, ctx, out)?;
+        if self.trigger.purging {
+            // Only windows that do not overlap purge (checked when the operator was made):
+            // their slices are theirs alone.
+            for slice in windows.slices_of(end) {
+                self.slices.remove(&slice)?;
+            }
+            self.counts.remove(&end)?;
+        }
+        Ok(true)
+    }
+
+    /// Fires early every window of the current key that holds records and a continuous
+    /// trigger's tick at `time` falls in, and sets the next tick while any did.
+    fn fire_ticked<K, O>(
+        &mut self,
+        windows: Sliding,
+        key: &K,
+        (time, domain): (i64, TimeDomain),
+        ctx: &mut Context<'_>,
+        out: &mut Collector<'_, Stamped<O>>,
+    ) -> Result<(), TaskError>
+    where
+        F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
+    {
+        // The windows that hold records: those of the slices kept.
+        let mut ends = std::collections::BTreeSet::new();
+        for (slice, _) in self.slices.entries()? {
+            ends.extend(windows.window_ends(slice - 1));
+        }
+        let mut latest = None;
+        for end in ends {
+            let window = TimeWindow {
+                start: end - windows.size,
+                end,
+            };
+            if self.fires_early(window, (time, domain), ctx)
+                && self.fire_window(windows, key, end, ctx, out)?
+            {
+                latest = latest.max(Some(self.timer_of(end)));
+            }
+        }
+        match latest {
+            Some(latest) => self.continue_after(ctx, (time, domain), latest),
             None => Ok(()),
         }
+    }
+
+    /// Whether `time` of `domain` is a tick of the continuous trigger, if there is one.
+    fn is_tick(&self, domain: TimeDomain, time: i64) -> bool {
+        matches!(self.trigger.fires, Fires::Continuous { domain: d, interval }
+            if d == domain && time.rem_euclid(interval) == 0)
+    }
+
+    /// Whether a tick at `time` of `domain` fires `window` early. A tick of the windows' own
+    /// clock fires the windows it falls inside, before their end: ticks are only ever set
+    /// after the time windows have fired up to, and timers fire in time order, so a window a
+    /// tick falls inside has not fired at its end yet (one that did, kept for its lateness,
+    /// ends before the tick). A processing-time tick fires every event-time window the
+    /// watermark has not closed. At the end of input no window fires early: each is about to
+    /// fire its final result.
+    fn fires_early(
+        &self,
+        window: TimeWindow,
+        (time, domain): (i64, TimeDomain),
+        ctx: &Context<'_>,
+    ) -> bool {
+        if ctx.ending {
+            false
+        } else if domain == self.windows.domain {
+            window.start < time && time < self.timer_of(window.end)
+        } else {
+            window.max_timestamp() > ctx.current_watermark()
+        }
+    }
+
+    /// A continuous trigger's first tick after a record placed at `at` in the windows' time,
+    /// `current` being the time they have fired up to: set if it comes before `last`, the
+    /// latest end firing of the record's windows (a processing-time tick on event-time
+    /// windows: the clock's next tick, unbounded).
+    fn continue_later(
+        &self,
+        ctx: &mut Context<'_>,
+        (at, current): (i64, i64),
+        last: i64,
+    ) -> Result<(), TaskError> {
+        let Fires::Continuous { domain, interval } = self.trigger.fires else {
+            return Ok(());
+        };
+        // Never a tick at or before `current`: it would fire at once, beside windows that
+        // fired already.
+        let from = if domain == self.windows.domain {
+            at.max(current)
+        } else {
+            ctx.current_processing_time()
+        };
+        let floor = from - from.rem_euclid(interval);
+        self.continue_after(ctx, (floor, domain), last)
+    }
+
+    /// Sets the continuous trigger's tick after the one at `time` of `domain`, if it comes
+    /// before `last` (in the windows' own time; across clocks, always).
+    fn continue_after(
+        &self,
+        ctx: &mut Context<'_>,
+        (time, domain): (i64, TimeDomain),
+        last: i64,
+    ) -> Result<(), TaskError> {
+        let Fires::Continuous { interval, .. } = self.trigger.fires else {
+            return Ok(());
+        };
+        let next = time.saturating_add(interval);
+        if domain != self.windows.domain || next < last {
+            register(ctx, domain, next)?;
+        }
+        Ok(())
     }
 }
 
@@ -704,18 +870,23 @@ impl<K, T: Data, A: Data, O, F: WindowFunction<K, T, TimeWindow, O, Acc = A>>
     ) -> Result<(), TaskError> {
         // What goes to the late-data side output keeps its timestamp.
         ctx.timestamp = Some(timestamp);
-        // Where the record lands: its timestamp, or the clock now.
-        let timestamp = match self.windows.domain {
-            TimeDomain::EventTime => timestamp,
-            TimeDomain::ProcessingTime => ctx.current_processing_time(),
+        // Where the record lands (its timestamp, or the clock now) and how far windows have
+        // fired: the watermark, or the clock less 1 ms (a timer at the clock's time has yet to
+        // fire). The clock is read once: read again, it may have passed the end of the window
+        // the record was placed in, which would then count as fired and drop the record.
+        let (timestamp, current) = match self.windows.domain {
+            TimeDomain::EventTime => (timestamp, ctx.current_watermark()),
+            TimeDomain::ProcessingTime => {
+                let now = ctx.current_processing_time();
+                (now, now.saturating_sub(1))
+            }
         };
         let windows = match self.windows.kind {
             Kind::Sliding(windows) => windows,
             Kind::Session { gap } => {
-                return self.add_to_session(key, timestamp, gap, record, ctx, out);
+                return self.add_to_session(key, (timestamp, current), gap, record, ctx, out);
             }
         };
-        let current = self.current(ctx);
         let mut open = false;
         let mut fired = false;
         for end in windows.window_ends(timestamp) {
@@ -741,16 +912,35 @@ impl<K, T: Data, A: Data, O, F: WindowFunction<K, T, TimeWindow, O, Acc = A>>
         let slice = windows.slice_end(timestamp);
         let value = self.function.add(self.slices.get(&slice)?, record);
         self.slices.put(slice, value)?;
-        if fired {
-            // Late firings: each window that fired already and still keeps its state emits
-            // its updated result, earliest first.
-            let mut ends: Vec<i64> = windows
-                .window_ends(timestamp)
-                .filter(|end| end - 1 <= current && self.cleanup_time(end - 1) > current)
-                .collect();
-            ends.reverse();
-            for end in ends {
-                self.fire_window(windows, key, end, ctx, out)?;
+        // The windows the record went into whose state is kept, earliest first.
+        let mut kept: Vec<i64> = windows
+            .window_ends(timestamp)
+            .filter(|end| self.cleanup_time(end - 1) > current)
+            .collect();
+        kept.reverse();
+        match self.trigger.fires {
+            Fires::Count(n) => {
+                for end in kept {
+                    let count = self.counts.get(&end)?.unwrap_or(0) + 1;
+                    if count >= n {
+                        self.counts.remove(&end)?;
+                        self.fire_window(windows, key, end, ctx, out)?;
+                    } else {
+                        self.counts.put(end, count)?;
+                    }
+                }
+            }
+            _ => {
+                if fired {
+                    // Late firings: each window that fired already and still keeps its state
+                    // emits its updated result.
+                    for end in kept.into_iter().filter(|end| end - 1 <= current) {
+                        self.fire_window(windows, key, end, ctx, out)?;
+                    }
+                }
+                if let Some(last) = windows.window_ends(timestamp).next() {
+                    self.continue_later(ctx, (timestamp, current), self.timer_of(last))?;
+                }
             }
         }
         Ok(())
@@ -763,28 +953,37 @@ impl<K, T: Data, A: Data, O, F: WindowFunction<K, T, TimeWindow, O, Acc = A>>
         ctx: &mut Context<'_>,
         out: &mut Collector<'_, Stamped<O>>,
     ) -> Result<(), TaskError> {
-        if ctx.time_domain() != Some(self.windows.domain) {
+        let Some(domain) = ctx.time_domain() else {
             return Ok(());
-        }
+        };
         let windows = match self.windows.kind {
             Kind::Sliding(windows) => windows,
-            Kind::Session { .. } => return self.session_timer(key, timestamp, ctx, out),
-        };
-        // The timer may be a window's firing time (its end - 1), another's cleanup time (end -
-        // 1 + lateness), or both: a timer serves every purpose its time has.
-        let end = self.end_of(timestamp);
-        if windows.is_window_end(end) {
-            self.fire_window(windows, key, end, ctx, out)?;
-        }
-        let cleanup_end = end.saturating_sub(self.lateness);
-        if windows.is_window_end(cleanup_end) {
-            // The next window starts one slide later: the slices before that are done.
-            let start = cleanup_end - windows.size;
-            for slice in windows.slices_of(cleanup_end) {
-                if slice <= start + windows.slide {
-                    self.slices.remove(&slice)?;
-                }
+            Kind::Session { .. } => {
+                return self.session_timer(key, (timestamp, domain), ctx, out);
             }
+        };
+        if domain == self.windows.domain {
+            // The timer may be a window's end firing, another's cleanup time (end - 1 +
+            // lateness), or both: a timer serves every purpose its time has.
+            let end = self.end_of(timestamp);
+            if windows.is_window_end(end) && self.trigger.fires_at_end() {
+                self.fire_window(windows, key, end, ctx, out)?;
+            }
+            let cleanup_end = end.saturating_sub(self.lateness);
+            if windows.is_window_end(cleanup_end) {
+                // The next window starts one slide later: the slices before that are done.
+                let start = cleanup_end - windows.size;
+                for slice in windows.slices_of(cleanup_end) {
+                    if slice <= start + windows.slide {
+                        self.slices.remove(&slice)?;
+                    }
+                }
+                self.counts.remove(&cleanup_end)?;
+            }
+        }
+        // And a continuous trigger's tick.
+        if self.is_tick(domain, timestamp) {
+            self.fire_ticked(windows, key, (timestamp, domain), ctx, out)?;
         }
         Ok(())
     }
@@ -863,6 +1062,10 @@ mod tests {
     use crate::api::operators::testing::Collect;
     use crate::api::operators::{BoxOutput, KeyedProcess};
     use crate::api::side::{Side, SideBuffer, SideOutputs};
+    use crate::api::{
+        ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountTrigger,
+        EventTimeTrigger, ProcessingTimeTrigger, PurgingTrigger,
+    };
     use crate::network::valve::TimeSignal;
     use std::cell::RefCell;
     use std::rc::Rc;
@@ -884,6 +1087,12 @@ mod tests {
         store: KeyedStateStore,
         /// The operator's processing time.
         clock: Arc<AtomicI64>,
+    }
+
+    /// A subtask's keyed state store, empty.
+    fn fresh_store() -> KeyedStateStore {
+        let ctx = crate::api::RuntimeContext::standalone(0, 1);
+        ctx.keyed_state_store().unwrap()
     }
 
     /// `function` run by the keyed process operator, as in a job, all records under one key.
@@ -942,16 +1151,31 @@ mod tests {
 
     impl Harness {
         fn new(fun: Fun, windows: WindowAssigner, lateness_ms: i64, side_output: bool) -> Harness {
-            let ctx = crate::api::RuntimeContext::standalone(0, 1);
-            let store = ctx.keyed_state_store().unwrap();
-            Harness::on(fun, store, windows, lateness_ms, side_output)
+            let store = fresh_store();
+            Harness::on(
+                fun,
+                store,
+                (windows, Trigger::DEFAULT),
+                lateness_ms,
+                side_output,
+            )
+        }
+
+        /// The windows fired by `trigger`, without a late-data side output.
+        fn triggered(
+            fun: Fun,
+            windows: WindowAssigner,
+            trigger: Trigger,
+            lateness_ms: i64,
+        ) -> Harness {
+            Harness::on(fun, fresh_store(), (windows, trigger), lateness_ms, false)
         }
 
         /// The window over `store` (restored or fresh).
         fn on(
             fun: Fun,
             store: KeyedStateStore,
-            windows: WindowAssigner,
+            (windows, trigger): (WindowAssigner, Trigger),
             lateness_ms: i64,
             side_output: bool,
         ) -> Harness {
@@ -991,7 +1215,7 @@ mod tests {
                         emit: start,
                     };
                     keyed(
-                        WindowOperator::new(w, l, f, &store, c).unwrap(),
+                        WindowOperator::new(w, trigger, l, f, &store, c).unwrap(),
                         &store,
                         processing,
                         next,
@@ -1005,7 +1229,7 @@ mod tests {
                         _t: std::marker::PhantomData,
                     };
                     keyed(
-                        WindowOperator::new(w, l, f, &store, c).unwrap(),
+                        WindowOperator::new(w, trigger, l, f, &store, c).unwrap(),
                         &store,
                         processing,
                         next,
@@ -1017,7 +1241,7 @@ mod tests {
                         function: sum_of_records,
                     };
                     keyed(
-                        WindowOperator::new(w, l, f, &store, c).unwrap(),
+                        WindowOperator::new(w, trigger, l, f, &store, c).unwrap(),
                         &store,
                         processing,
                         next,
@@ -1227,7 +1451,13 @@ mod tests {
                         .unwrap()
                 };
                 let windows = || TumblingEventTimeWindows::of(Duration::from_millis(10));
-                let mut before = Harness::on(fun, open("before", &[], ""), windows(), 5, true);
+                let mut before = Harness::on(
+                    fun,
+                    open("before", &[], ""),
+                    (windows(), Trigger::DEFAULT),
+                    5,
+                    true,
+                );
                 before.ones(&[1, 5, 12]);
                 before.watermark(9);
                 assert_eq!(before.emitted(), [(9, (0, 2))]);
@@ -1245,7 +1475,7 @@ mod tests {
                 // Restored: [0, 10) fired but is kept until watermark 14, [10, 20) is open, and
                 // their timers came back with the state.
                 let store = open("after", std::slice::from_ref(&handle), &location.dir);
-                let mut after = Harness::on(fun, store, windows(), 5, true);
+                let mut after = Harness::on(fun, store, (windows(), Trigger::DEFAULT), 5, true);
                 after.watermark(9);
                 after.ones(&[3]);
                 assert_eq!(after.emitted(), [(9, (0, 3))], "{kind}: a late firing");
@@ -1339,6 +1569,324 @@ mod tests {
     }
 
     #[test]
+    fn a_count_trigger_fires_every_nth_record_of_a_window_and_never_at_its_end() {
+        let ms = Duration::from_millis;
+        for fun in FUNCTIONS {
+            let tumbling = TumblingEventTimeWindows::of(ms(10));
+            let mut h = Harness::triggered(fun, tumbling, CountTrigger::of(3), 0);
+            h.ones(&[1, 2]);
+            assert_eq!(h.emitted(), []);
+            h.ones(&[3, 4]);
+            assert_eq!(h.emitted(), [(9, (0, 3))], "{fun:?}");
+            // The window's end fires nothing; its state (one record past the count) goes.
+            h.watermark(20);
+            assert_eq!(h.emitted(), [(9, (0, 3))], "{fun:?}");
+            assert_eq!(h.state_entries("window-slices"), 0, "{fun:?}");
+            assert_eq!(h.state_entries("window-counts"), 0, "{fun:?}");
+            h.ones(&[21, 22, 23, 24, 25, 26]);
+            // Not purging: each firing covers every record so far.
+            assert_eq!(h.emitted()[1..], [(29, (20, 3)), (29, (20, 6))], "{fun:?}");
+
+            let purging = PurgingTrigger::of(CountTrigger::of(2));
+            let mut h = Harness::triggered(fun, tumbling, purging, 0);
+            h.ones(&[1, 2, 3, 4, 5]);
+            assert_eq!(h.emitted(), [(9, (0, 2)), (9, (0, 2))], "{fun:?}");
+            h.watermark(9);
+            assert_eq!(h.emitted().len(), 2, "{fun:?}");
+            assert_eq!(h.state_entries("window-slices"), 0, "{fun:?}");
+
+            // Sliding windows count apart: a record counts in each of its windows.
+            let sliding = SlidingEventTimeWindows::of(ms(10), ms(5));
+            let mut h = Harness::triggered(fun, sliding, CountTrigger::of(2), 0);
+            h.ones(&[6]);
+            h.ones(&[7]);
+            assert_eq!(h.emitted(), [(9, (0, 2)), (14, (5, 2))], "{fun:?}");
+            h.ones(&[12]);
+            assert_eq!(h.emitted().len(), 2, "{fun:?}");
+            // [5, 15) has 6, 7, 12 and 13, two since it fired; [10, 20) has 12 and 13.
+            h.ones(&[13]);
+            assert_eq!(h.emitted()[2..], [(14, (5, 4)), (19, (10, 2))], "{fun:?}");
+        }
+    }
+
+    #[test]
+    fn a_count_trigger_counts_across_merged_sessions() {
+        for fun in FUNCTIONS {
+            let sessions = EventTimeSessionWindows::with_gap(Duration::from_millis(10));
+            let mut h = Harness::triggered(fun, sessions, CountTrigger::of(3), 0);
+            h.ones(&[1]);
+            h.ones(&[8]);
+            h.ones(&[40]);
+            assert_eq!(h.emitted(), []);
+            // [1, 18) and [12, 22) merge into [1, 22) with three records.
+            h.ones(&[12]);
+            assert_eq!(h.emitted(), [(21, (1, 3))], "{fun:?}");
+            h.watermark(100);
+            assert_eq!(h.emitted().len(), 1, "{fun:?}");
+            assert_eq!(h.state_entries("window-sessions"), 0, "{fun:?}");
+            assert_eq!(h.state_entries("window-counts"), 0, "{fun:?}");
+        }
+    }
+
+    #[test]
+    fn a_continuous_event_time_trigger_fires_at_each_interval_inside_the_window_and_at_its_end() {
+        let ms = Duration::from_millis;
+        for fun in FUNCTIONS {
+            let tumbling = TumblingEventTimeWindows::of(ms(100));
+            let every_20 = ContinuousEventTimeTrigger::of(ms(20));
+            let mut h = Harness::triggered(fun, tumbling, every_20, 0);
+            h.ones(&[5]);
+            h.watermark(19);
+            assert_eq!(h.emitted(), []);
+            h.watermark(20);
+            assert_eq!(h.emitted(), [(99, (0, 1))], "{fun:?}");
+            h.ones(&[25]);
+            // Ticks at 40, 60 and 80 (each fires the window as it is), then its end.
+            h.watermark(50);
+            assert_eq!(h.emitted().len(), 2, "{fun:?}");
+            h.watermark(99);
+            assert_eq!(
+                h.emitted(),
+                [
+                    (99, (0, 1)),
+                    (99, (0, 2)),
+                    (99, (0, 2)),
+                    (99, (0, 2)),
+                    (99, (0, 2))
+                ],
+                "{fun:?}"
+            );
+            h.watermark(1_000);
+            assert_eq!(h.emitted().len(), 5, "{fun:?}");
+            assert_eq!(h.state_entries("window-slices"), 0, "{fun:?}");
+
+            // A late record fires the window once, at once, and sets no tick.
+            let mut h = Harness::triggered(fun, tumbling, every_20, 50);
+            h.ones(&[5]);
+            h.watermark(120);
+            assert_eq!(h.emitted(), [(99, (0, 1)); 5], "{fun:?}");
+            h.ones(&[30]);
+            h.watermark(140);
+            assert_eq!(h.emitted()[5..], [(99, (0, 2))], "{fun:?}");
+
+            // The end of input fires each window's final result once, no tick before it.
+            let mut h = Harness::triggered(fun, tumbling, every_20, 0);
+            h.ones(&[5, 150]);
+            h.watermark(i64::MAX);
+            assert_eq!(h.emitted(), [(99, (0, 1)), (199, (100, 1))], "{fun:?}");
+
+            // Sessions: ticks inside the session as it grows.
+            let sessions = EventTimeSessionWindows::with_gap(ms(50));
+            let mut h = Harness::triggered(fun, sessions, every_20, 0);
+            h.ones(&[5]);
+            h.watermark(20);
+            assert_eq!(h.emitted(), [(54, (5, 1))], "{fun:?}");
+            h.ones(&[30]);
+            h.watermark(40);
+            h.watermark(79);
+            assert_eq!(
+                h.emitted(),
+                [(54, (5, 1)), (79, (5, 2)), (79, (5, 2)), (79, (5, 2))],
+                "{fun:?}"
+            );
+            assert_eq!(h.state_entries("window-sessions"), 0, "{fun:?}");
+        }
+    }
+
+    #[test]
+    fn a_continuous_processing_time_trigger_fires_event_time_and_processing_time_windows_early() {
+        let ms = Duration::from_millis;
+        for fun in FUNCTIONS {
+            let every_10 = ContinuousProcessingTimeTrigger::of(ms(10));
+            // Event-time windows: every 10 ms of the clock while open, and at the watermark.
+            let mut h = Harness::triggered(fun, TumblingEventTimeWindows::of(ms(100)), every_10, 0);
+            h.clock(3);
+            h.ones(&[5]);
+            h.clock(10);
+            assert_eq!(h.emitted(), [(99, (0, 1))], "{fun:?}");
+            h.ones(&[50]);
+            h.clock(20);
+            h.watermark(99);
+            assert_eq!(
+                h.emitted(),
+                [(99, (0, 1)), (99, (0, 2)), (99, (0, 2))],
+                "{fun:?}"
+            );
+            // The window is gone: the ticks stop.
+            h.clock(30);
+            h.clock(40);
+            assert_eq!(h.emitted().len(), 3, "{fun:?}");
+
+            // Processing-time windows, ending at the end of input: no early tick then.
+            let every_30 = ContinuousProcessingTimeTrigger::of(ms(30));
+            let windows = TumblingProcessingTimeWindows::of(ms(100));
+            let mut h = Harness::triggered(fun, windows, every_30, 0);
+            h.clock(5);
+            h.ones(&[0]);
+            h.clock(30);
+            assert_eq!(h.emitted(), [(99, (0, 1))], "{fun:?}");
+            h.clock(40);
+            h.ones(&[0]);
+            h.clock(60);
+            h.clock(100);
+            assert_eq!(
+                h.emitted(),
+                [(99, (0, 1)), (99, (0, 2)), (99, (0, 2)), (99, (0, 2))],
+                "{fun:?}"
+            );
+            h.clock(105);
+            h.ones(&[0]);
+            h.finish();
+            assert_eq!(h.emitted()[4..], [(199, (100, 1))], "{fun:?}");
+        }
+    }
+
+    #[test]
+    fn a_purging_trigger_empties_a_tumbling_window_at_each_firing() {
+        let ms = Duration::from_millis;
+        for fun in FUNCTIONS {
+            let tumbling = TumblingEventTimeWindows::of(ms(100));
+            let trigger = PurgingTrigger::of(ContinuousEventTimeTrigger::of(ms(50)));
+            let mut h = Harness::triggered(fun, tumbling, trigger, 0);
+            h.ones(&[1, 2]);
+            h.watermark(50);
+            h.ones(&[60]);
+            h.watermark(99);
+            // Each firing emits what came since the one before.
+            assert_eq!(h.emitted(), [(99, (0, 2)), (99, (0, 1))], "{fun:?}");
+            // With lateness, a late record fires alone.
+            let purging = PurgingTrigger::of(EventTimeTrigger::create());
+            let mut h = Harness::triggered(fun, tumbling, purging, 50);
+            h.ones(&[1, 2]);
+            h.watermark(120);
+            h.ones(&[3]);
+            assert_eq!(h.emitted(), [(99, (0, 2)), (99, (0, 1))], "{fun:?}");
+        }
+    }
+
+    #[test]
+    fn a_trigger_that_cannot_serve_the_windows_fails_the_operator_saying_why() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (
+                SlidingEventTimeWindows::of(ms(10), ms(5)),
+                PurgingTrigger::of(CountTrigger::of(2)),
+                "PurgingTrigger on sliding or session windows",
+            ),
+            (
+                EventTimeSessionWindows::with_gap(ms(5)),
+                PurgingTrigger::of(EventTimeTrigger::create()),
+                "PurgingTrigger on sliding or session windows",
+            ),
+            (
+                TumblingProcessingTimeWindows::of(ms(10)),
+                EventTimeTrigger::create(),
+                "EventTimeTrigger on processing-time windows",
+            ),
+            (
+                TumblingEventTimeWindows::of(ms(10)),
+                ProcessingTimeTrigger::create(),
+                "ProcessingTimeTrigger on event-time windows",
+            ),
+            (
+                TumblingProcessingTimeWindows::of(ms(10)),
+                ContinuousEventTimeTrigger::of(ms(5)),
+                "ContinuousEventTimeTrigger on processing-time windows",
+            ),
+        ];
+        for (windows, trigger, why) in cases {
+            let store = fresh_store();
+            let counters = Arc::new(IoCounters::default());
+            let function = Reduce {
+                reduce: |a: u64, b: u64| a + b,
+                emit: |_: &u8, _: TimeWindow, sum: u64| sum,
+            };
+            let made = WindowOperator::<u64, u64, _>::new(
+                windows,
+                trigger,
+                Lateness::default(),
+                function,
+                &store,
+                counters,
+            );
+            match made {
+                Err(TaskError::User(message)) => assert!(message.starts_with(why), "{message}"),
+                Err(other) => panic!("{other:?}"),
+                Ok(_) => panic!("{windows:?} with {trigger:?} was accepted"),
+            }
+        }
+        // Windows that do not overlap can purge, whatever their clock.
+        let gaps = SlidingProcessingTimeWindows::of(ms(5), ms(10));
+        let function = Reduce {
+            reduce: |a: u64, b: u64| a + b,
+            emit: |_: &u8, _: TimeWindow, sum: u64| sum,
+        };
+        let purging = PurgingTrigger::of(ProcessingTimeTrigger::create());
+        let made = WindowOperator::<u64, u64, _>::new(
+            gaps,
+            purging,
+            Lateness::default(),
+            function,
+            &fresh_store(),
+            Default::default(),
+        );
+        assert!(made.is_ok());
+    }
+
+    #[test]
+    fn a_processing_time_window_places_a_record_by_one_reading_of_the_clock() {
+        // A clock that moves 2 ms at every reading: read twice for one record, it would place
+        // the record taken at 8 in [0, 10) and then say that window fired at 10 - 1, so the
+        // record would be dropped as late. Each window kind, records one at a time.
+        let ms = Duration::from_millis;
+        let kinds = [
+            TumblingProcessingTimeWindows::of(ms(10)),
+            SlidingProcessingTimeWindows::of(ms(10), ms(5)),
+            ProcessingTimeSessionWindows::with_gap(ms(5)),
+        ];
+        for windows in kinds {
+            let ctx = crate::api::RuntimeContext::standalone(0, 1);
+            let store = ctx.keyed_state_store().unwrap();
+            let clock = Arc::new(AtomicI64::new(0));
+            let processing =
+                crate::api::ProcessingTimeService::with_ticking_clock(clock.clone(), 2);
+            let function = Aggregate {
+                function: Sum,
+                emit: |_: &u8, w: TimeWindow, sum: u64| (w.start, sum),
+                _t: std::marker::PhantomData,
+            };
+            let op = WindowOperator::new(
+                windows,
+                Trigger::DEFAULT,
+                Lateness::default(),
+                function,
+                &store,
+                ctx.counters.clone(),
+            )
+            .unwrap();
+            let got = Rc::new(RefCell::new(Vec::new()));
+            let next: BoxOutput<Firing> =
+                Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
+            let mut op = keyed(op, &store, processing, next, SideOutputs::new(Vec::new()));
+            for _ in 0..100 {
+                op.push((0, 1)).unwrap();
+            }
+            op.finish().unwrap();
+            assert_eq!(
+                ctx.counters.late_records_dropped.load(Ordering::Relaxed),
+                0,
+                "{windows:?}"
+            );
+            let size = match windows.kind {
+                Kind::Sliding(s) => s.size / s.slide,
+                Kind::Session { .. } => 1,
+            } as u64;
+            let counted: u64 = got.borrow().iter().map(|(_, (_, n))| n).sum();
+            assert_eq!(counted, 100 * size, "{windows:?}");
+        }
+    }
+
+    #[test]
     fn a_process_window_function_sees_the_records_slices_in_time_order_kept_once() {
         use crate::api::operators::Output;
         let ctx = crate::api::RuntimeContext::standalone(0, 1);
@@ -1355,6 +1903,7 @@ mod tests {
             };
         let op = WindowOperator::new(
             windows,
+            Trigger::DEFAULT,
             Lateness::default(),
             Process { function },
             &store,

@@ -131,6 +131,9 @@ pub enum Command {
         /// The number of keys.
         #[arg(long)]
         keys: u64,
+        /// The job ran with `--window-ms W`: check its per-window lines.
+        #[arg(long = "window-ms", value_name = "W")]
+        window_ms: Option<u64>,
         /// The job's output directory.
         dir: PathBuf,
     },
@@ -356,8 +359,13 @@ async fn execute(
             Ok(std::process::ExitCode::from(code))
         }
         Command::KubernetesSession(args) => super::kubernetes::session(config, args).await,
-        Command::CheckCounting { records, keys, dir } => {
-            let report = crate::examples::check_counting_dir(records, keys, &dir)
+        Command::CheckCounting {
+            records,
+            keys,
+            window_ms,
+            dir,
+        } => {
+            let report = crate::examples::check_counting_dir(records, keys, window_ms, &dir)
                 .with_context(|| format!("cannot read the output directory {}", dir.display()))?;
             print!("{report}");
             Ok(if report.is_exactly_once() {

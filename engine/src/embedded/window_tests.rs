@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use super::two_inputs::output_with;
 use crate::api::{
-    AggregateFunction, Collector, CountWindow, EventTimeSessionWindows, JobProgram,
-    ProgramRegistry, SlidingEventTimeWindows, StreamExecutionEnvironment,
-    TumblingProcessingTimeWindows, WatermarkStrategy, WindowContext,
+    AggregateFunction, Collector, CountTrigger, CountWindow, EventTimeSessionWindows, JobProgram,
+    ProgramRegistry, PurgingTrigger, SlidingEventTimeWindows, StreamExecutionEnvironment,
+    TumblingEventTimeWindows, TumblingProcessingTimeWindows, WatermarkStrategy, WindowContext,
 };
 use crate::config::Config;
 
@@ -104,6 +104,14 @@ impl JobProgram for WindowKinds {
                 format!("processing,{key},{},{},{n}", window.start, window.end)
             })
             .write_as_text(output.join("processing"));
+        // Tumbling windows fired by every tenth record of a key, purged each time.
+        numbers
+            .window(TumblingEventTimeWindows::of(Duration::from_millis(100)))
+            .trigger(PurgingTrigger::of(CountTrigger::of(10)))
+            .aggregate_with(Count, |key, window, n| {
+                format!("count-trigger,{key},{},{n}", window.start)
+            })
+            .write_as_text(output.join("count-trigger"));
         // Count windows, tumbling (a sum) and sliding (a process function).
         numbers
             .count_window(100)
@@ -174,11 +182,12 @@ fn check_processing_time(lines: &[String], backend: &str) {
     assert_eq!(counted, all, "{backend}: processing-time counts");
 }
 
-/// The processing-time branch alone, many runs. Kept apart because with RocksDB it now and
-/// then counts one number short (seen in about one run of six on a loaded machine, with
-/// checkpoints every 100 ms); the cause is not found yet.
+/// The processing-time branch over many runs: a record that came as the clock crossed a
+/// window's end was once dropped as late (the operator read the clock twice), about one run
+/// in six. A stress run of a minute or two, apart from the suite:
+/// `cargo test -p sluice --lib processing_time_windows -- --ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "with RocksDB a processing-time window now and then misses one record; cause not found yet"]
+#[ignore = "a stress run of many jobs; the suite checks the same in one run per backend"]
 async fn processing_time_windows_count_every_record_once_over_many_runs() {
     for _ in 0..10 {
         for backend in ["hashmap", "rocksdb"] {
@@ -220,6 +229,12 @@ async fn every_window_kind_and_function_is_exact_on_two_taskmanagers_in_both_bac
         sessions.insert(vec![key as i64, start, last + 100, n as i64, sum as i64]);
     }
     assert_eq!(sessions.len(), 27, "nine sessions per key");
+    // Records per key and tumbling window of 100 ms.
+    let mut per_window: BTreeMap<(u64, i64), u64> = BTreeMap::new();
+    for i in 0..RECORDS {
+        let window = event_time(i).div_euclid(100) * 100;
+        *per_window.entry((i % KEYS, window)).or_default() += 1;
+    }
     let per_key_count = RECORDS / KEYS;
     let per_key_sum = |key: u64| -> u64 { (0..RECORDS).filter(|i| i % KEYS == key).sum() };
 
@@ -239,8 +254,21 @@ async fn every_window_kind_and_function_is_exact_on_two_taskmanagers_in_both_bac
         let got: BTreeSet<Vec<i64>> = of_kind(&lines, "process").into_iter().collect();
         assert_eq!(got, sessions, "{backend}: session process");
 
-        // The processing-time branch is checked apart, in
-        // `processing_time_windows_count_every_record_once_over_many_runs`.
+        check_processing_time(&lines, backend);
+
+        // Purging count triggers on tumbling windows: every full ten of a key's records in a
+        // window fire once, with exactly ten; the rest of each window never fires.
+        let mut firings: BTreeMap<(i64, i64), Vec<i64>> = BTreeMap::new();
+        for r in of_kind(&lines, "count-trigger") {
+            firings.entry((r[0], r[1])).or_default().push(r[2]);
+        }
+        let mut expected: BTreeMap<(i64, i64), Vec<i64>> = BTreeMap::new();
+        for ((key, start), n) in &per_window {
+            if n / 10 > 0 {
+                expected.insert((*key as i64, *start), vec![10; (n / 10) as usize]);
+            }
+        }
+        assert_eq!(firings, expected, "{backend}: count trigger");
 
         // Tumbling count windows: 120 per key, of 100 numbers each, summing to the key's sum
         // (which numbers fall in which window depends on how the two sources interleave).

@@ -6,6 +6,12 @@
 //! seq appears in exactly one line, and for each key the counts are exactly `1, 2, ..., n_key`.
 //! `sluice check-counting` verifies that and says what is missing or duplicated.
 //!
+//! With `--window-ms W` each seq is also its event time in ms, and per key and tumbling
+//! event-time window of `W` ms the job writes one line `start key n sum` instead: the
+//! window's start, its key, how many seqs it holds and their sum. Exactly-once output then
+//! means one line per key and window with exactly the window's seqs: a lost or replayed record
+//! changes `n` or `sum`, a window fired twice shows as two lines.
+//!
 //! With `--input-topic` the seqs come from a Kafka topic (each record's value is a seq) instead
 //! of the generator, and with `--output-topic` the lines go to a Kafka topic (keyed by the key)
 //! instead of a directory, at least or exactly once: Kafka → counting → Kafka.
@@ -15,8 +21,11 @@ use std::path::Path;
 
 use super::kafka_wordcount::{SINK_OPTIONS, sink_options};
 use super::{JobProgram, Params};
+use std::time::Duration;
+
 use crate::api::{
-    Collector, Context, DataStream, KeyedProcessFunction, StreamExecutionEnvironment, TaskError,
+    AggregateFunction, Collector, Context, DataStream, KeyedProcessFunction,
+    StreamExecutionEnvironment, TaskError, TimeWindow, TumblingEventTimeWindows, WatermarkStrategy,
 };
 use crate::connectors::kafka::{KafkaSink, KafkaSource, ProducedRecord};
 use crate::state::ValueState;
@@ -31,7 +40,7 @@ impl JobProgram for Counting {
         "emits 0..N-1 once, counts per key (seq % K) and writes 'seq key count' lines; check the output with `sluice check-counting`"
     }
     fn usage(&self) -> &'static str {
-        "--records N --keys K --output DIR [--rate R (records/s over all sources; default unlimited)] | Kafka instead of the generator or the directory: [--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (seqs as UTF-8 values, instead of --records/--rate)] [--output-topic T (instead of --output)] [--delivery-guarantee at-least-once|exactly-once] [--transactional-id-prefix P (default counting-OUTPUT)] [--transaction-timeout-ms MS]"
+        "--records N --keys K --output DIR [--rate R (records/s over all sources; default unlimited)] [--window-ms W (per key and event-time window of W ms: 'start key n sum' lines)] | Kafka instead of the generator or the directory: [--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (seqs as UTF-8 values, instead of --records/--rate)] [--output-topic T (instead of --output)] [--delivery-guarantee at-least-once|exactly-once] [--transactional-id-prefix P (default counting-OUTPUT)] [--transaction-timeout-ms MS]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
         let mut known = vec![
@@ -42,6 +51,7 @@ impl JobProgram for Counting {
             "bootstrap-servers",
             "input-topic",
             "output-topic",
+            "window-ms",
         ];
         known.extend(SINK_OPTIONS);
         let params = Params::parse(args, &known)?;
@@ -79,6 +89,14 @@ impl JobProgram for Counting {
                 (seqs, format!("{records} records"))
             }
         };
+        let window = params.number("window-ms", 0)?;
+        if window > 0 {
+            let lines = count_windows(&seqs, window);
+            let output = write_lines(&params, servers, &lines)?;
+            return Ok(format!(
+                "Counting ({input}, {keys} keys, windows of {window} ms) -> {output}"
+            ));
+        }
         let lines = seqs
             .key_by(|r: &(u64, u64)| r.1)
             .process(|state| {
@@ -92,20 +110,56 @@ impl JobProgram for Counting {
     }
 }
 
-/// Writes `seq key count` lines to the output directory or topic; names it.
-fn write_lines(
+/// Per key and tumbling window of `window` ms of event time (a seq's time is the seq):
+/// `(start, key, n, sum)`. Each source subtask emits its seqs in order, so their times only
+/// grow.
+fn count_windows(seqs: &DataStream<(u64, u64)>, window: u64) -> DataStream<(u64, u64, u64, u64)> {
+    seqs.assign_timestamps_and_watermarks(
+        WatermarkStrategy::for_monotonous_timestamps()
+            .with_timestamp_assigner(|r: &(u64, u64), _| r.0.min(i64::MAX as u64) as i64),
+    )
+    .key_by(|r: &(u64, u64)| r.1)
+    .window(TumblingEventTimeWindows::of(Duration::from_millis(window)))
+    .aggregate_with(
+        CountAndSum,
+        |key: &u64, window: TimeWindow, (n, sum): (u64, u64)| (window.start as u64, *key, n, sum),
+    )
+    .name("Count per Key and Window")
+}
+
+/// How many seqs a window holds, and their sum.
+struct CountAndSum;
+
+impl AggregateFunction<(u64, u64), (u64, u64), (u64, u64)> for CountAndSum {
+    fn create_accumulator(&self) -> (u64, u64) {
+        (0, 0)
+    }
+    fn add(&self, (seq, _): (u64, u64), (n, sum): (u64, u64)) -> (u64, u64) {
+        (n + 1, sum.wrapping_add(seq))
+    }
+    fn get_result(&self, acc: (u64, u64)) -> (u64, u64) {
+        acc
+    }
+    fn merge(&self, a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+        (a.0 + b.0, a.1.wrapping_add(b.1))
+    }
+}
+
+/// Writes `seq key count` lines (or a window's `start key n sum`) to the output directory or
+/// topic; names it.
+fn write_lines<L: Line>(
     params: &Params,
     servers: &str,
-    lines: &DataStream<(u64, u64, u64)>,
+    lines: &DataStream<L>,
 ) -> Result<String, String> {
     if let Some(topic) = params.get("output-topic") {
-        let sink = KafkaSink::<(u64, u64, u64)>::builder()
+        let sink = KafkaSink::<L>::builder()
             .bootstrap_servers(servers)
             .topic(topic)
-            .serializer(|(seq, key, count): &(u64, u64, u64)| ProducedRecord {
+            .serializer(|line: &L| ProducedRecord {
                 topic: None,
-                key: Some(key.to_string().into_bytes()),
-                value: format!("{seq} {key} {count}").into_bytes(),
+                key: Some(line.key().to_string().into_bytes()),
+                value: line.text().into_bytes(),
             });
         let sink = sink_options(params, &format!("counting-{topic}"), sink)?
             .build()
@@ -118,9 +172,35 @@ fn write_lines(
         None => return Err("--output DIR (or --output-topic) is required".into()),
     };
     lines
-        .map(|(seq, key, count): (u64, u64, u64)| format!("{seq} {key} {count}"))
+        .map(|line: L| line.text())
         .sink_to_directory(output.clone());
     Ok(output)
+}
+
+/// A line of `counting`'s output: its key and its text.
+trait Line: crate::record::Data {
+    fn key(&self) -> u64;
+    fn text(&self) -> String;
+}
+
+/// `seq key count`.
+impl Line for (u64, u64, u64) {
+    fn key(&self) -> u64 {
+        self.1
+    }
+    fn text(&self) -> String {
+        format!("{} {} {}", self.0, self.1, self.2)
+    }
+}
+
+/// A window's `start key n sum`.
+impl Line for (u64, u64, u64, u64) {
+    fn key(&self) -> u64 {
+        self.1
+    }
+    fn text(&self) -> String {
+        format!("{} {} {} {}", self.0, self.1, self.2, self.3)
+    }
 }
 
 /// Counts the records of each key in keyed state and emits `(seq, key, count)`: `counting`'s
@@ -189,7 +269,7 @@ impl std::fmt::Display for CountingReport {
         if self.is_exactly_once() {
             return writeln!(
                 f,
-                "OK: {} lines, every record exactly once, every key counted 1..n",
+                "OK: {} lines, every record counted exactly once",
                 self.lines
             );
         }
@@ -283,8 +363,69 @@ pub fn check_counting<'a>(
     report
 }
 
-/// Reads the visible files of an output directory (hidden `.`-files are in progress) and checks them.
-pub fn check_counting_dir(records: u64, keys: u64, dir: &Path) -> std::io::Result<CountingReport> {
+/// Checks the lines of `counting --window-ms window` against `records` and `keys`: one line
+/// per key and window, holding exactly its seqs. A window without a line has its seqs
+/// missing; a window with two, its seqs duplicated; a line with other counts or sums is a
+/// wrong count for its key.
+pub fn check_windowed_counting<'a>(
+    records: u64,
+    keys: u64,
+    window: u64,
+    lines: impl IntoIterator<Item = &'a str>,
+) -> CountingReport {
+    let mut report = CountingReport::default();
+    if keys == 0 || window == 0 {
+        report.malformed.push("no keys or no window length".into());
+        return report;
+    }
+    // (start, key) -> (n, sum) of the seqs of the window.
+    let mut expected: BTreeMap<(u64, u64), (u64, u64)> = BTreeMap::new();
+    for seq in 0..records {
+        let w = expected
+            .entry((seq - seq % window, seq % keys))
+            .or_default();
+        *w = (w.0 + 1, w.1.wrapping_add(seq));
+    }
+    let mut got: BTreeMap<(u64, u64), Vec<(u64, u64)>> = BTreeMap::new();
+    for line in lines {
+        report.lines += 1;
+        let parts: Vec<Option<u64>> = line.split_whitespace().map(|p| p.parse().ok()).collect();
+        match parts[..] {
+            [Some(start), Some(key), Some(n), Some(sum)]
+                if expected.contains_key(&(start, key)) =>
+            {
+                got.entry((start, key)).or_default().push((n, sum));
+            }
+            _ => report.malformed.push(line.to_string()),
+        }
+    }
+    for ((start, key), (n, sum)) in expected {
+        let seqs = (start..(start + window).min(records)).filter(|s| s % keys == key);
+        match got.remove(&(start, key)).as_deref() {
+            None => report.missing.extend(seqs),
+            Some([one]) if *one == (n, sum) => {}
+            Some([(got_n, got_sum)]) => report.bad_counts.push((
+                key,
+                format!(
+                    "window {start}: {got_n} records summing to {got_sum}, expected {n} summing to {sum}"
+                ),
+            )),
+            Some(many) => report
+                .duplicated
+                .extend(seqs.map(|seq| (seq, many.len() as u64))),
+        }
+    }
+    report
+}
+
+/// Reads the visible files of an output directory (hidden `.`-files are in progress) and checks
+/// them: `counting`'s lines, or with `window` those of `counting --window-ms window`.
+pub fn check_counting_dir(
+    records: u64,
+    keys: u64,
+    window: Option<u64>,
+    dir: &Path,
+) -> std::io::Result<CountingReport> {
     let mut text = String::new();
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
@@ -297,7 +438,10 @@ pub fn check_counting_dir(records: u64, keys: u64, dir: &Path) -> std::io::Resul
             text.push('\n');
         }
     }
-    Ok(check_counting(records, keys, text.lines()))
+    Ok(match window {
+        Some(window) => check_windowed_counting(records, keys, window, text.lines()),
+        None => check_counting(records, keys, text.lines()),
+    })
 }
 
 #[cfg(test)]
@@ -341,6 +485,34 @@ mod tests {
 
         let r = check_counting(100, 7, ["1 2 1", "garbage", "5 5"]);
         assert_eq!(r.malformed.len(), 3);
+    }
+
+    #[test]
+    fn windowed_output_is_checked_window_by_window() {
+        // 10 seqs, 2 keys, windows of 4: [0, 4) [4, 8) [8, 10).
+        let exact = [
+            "0 0 2 2", "0 1 2 4", "4 0 2 10", "4 1 2 12", "8 0 1 8", "8 1 1 9",
+        ];
+        let r = check_windowed_counting(10, 2, 4, exact);
+        assert!(r.is_exactly_once(), "{r}");
+        let r =
+            check_windowed_counting(10, 2, 4, exact.iter().copied().filter(|l| *l != "4 1 2 12"));
+        assert_eq!(r.missing, vec![5, 7], "{r}");
+        let twice = exact.iter().copied().chain(["8 1 1 9"]);
+        assert_eq!(
+            check_windowed_counting(10, 2, 4, twice).duplicated,
+            vec![(9, 2)]
+        );
+        let short = exact.map(|l| if l == "0 1 2 4" { "0 1 1 3" } else { l });
+        let r = check_windowed_counting(10, 2, 4, short);
+        assert_eq!(r.bad_counts.len(), 1, "{r}");
+        assert!(
+            r.to_string()
+                .contains("window 0: 1 records summing to 3, expected 2 summing to 4"),
+            "{r}"
+        );
+        let r = check_windowed_counting(10, 2, 4, ["1 0 2 2", "0 0 2"]);
+        assert_eq!(r.malformed.len(), 2, "{r}");
     }
 
     #[test]

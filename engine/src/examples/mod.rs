@@ -23,7 +23,9 @@ pub fn wordcount_tokens(line: &str) -> Vec<String> {
 }
 
 pub use auction_bids::expected_lines as expected_auction_bids;
-pub use counting::{CountPerKey, CountingReport, check_counting, check_counting_dir};
+pub use counting::{
+    CountPerKey, CountingReport, check_counting, check_counting_dir, check_windowed_counting,
+};
 pub use latency::{LatencyHistogram, warmup_records};
 
 /// The bundled programs, as a registry to give a JobManager or TaskManager.

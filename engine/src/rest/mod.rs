@@ -529,7 +529,8 @@ async fn stop_job(
 ) -> Result<Response, ApiError> {
     if request.drain {
         return Err(ApiError::bad_request(
-            "Bad request: drain is not supported (sluice has no event time yet): stop without it",
+            "Bad request: drain is not supported yet: stop without it (event-time windows and \
+             timers then stay in the savepoint and fire once the job resumes from it)",
         ));
     }
     savepoint_answer(&shared, id, request.target_directory, true)
