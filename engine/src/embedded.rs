@@ -112,6 +112,7 @@ impl Drop for EmbeddedCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::AfterSavepoint;
     use crate::jobmanager::jobmaster::JobStatus;
     use crate::rpc::messages::ProgramSpec;
     use std::collections::BTreeMap;
@@ -353,7 +354,9 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let target = format!("file:{}", savepoints.display());
-        let request = shared.trigger_savepoint(job, Some(target), true).unwrap();
+        let request = shared
+            .trigger_savepoint(job, Some(target), AfterSavepoint::Stop)
+            .unwrap();
         let path = loop {
             let result = shared
                 .view()
@@ -372,7 +375,8 @@ mod tests {
         assert!(std::path::Path::new(&path).join("_metadata").exists());
         assert!(!std::path::Path::new("file:").exists());
         // hdfs:// targets are storage paths now; a scheme no file system serves is refused.
-        let refused = shared.trigger_savepoint(job, Some("s3://bucket/sp".into()), false);
+        let refused =
+            shared.trigger_savepoint(job, Some("s3://bucket/sp".into()), AfterSavepoint::Run);
         assert!(
             matches!(&refused, Err(crate::jobmanager::dispatcher::SavepointError::BadTarget(e)) if e.contains("scheme 's3'")),
             "{refused:?}"
@@ -943,10 +947,12 @@ mod two_inputs {
         Collector, Context, JobProgram, KeyedCoProcessFunction, ProgramRegistry,
         StreamExecutionEnvironment,
     };
+    use crate::checkpoint::AfterSavepoint;
     use crate::common::ids::JobId;
     use crate::jobmanager::jobmaster::JobStatus;
     use crate::rpc::messages::ProgramSpec;
     use crate::state::ValueState;
+    use std::collections::BTreeMap;
 
     async fn wait_terminal(cluster: &EmbeddedCluster, job: JobId) -> JobStatus {
         let deadline = Instant::now() + Duration::from_secs(90);
@@ -1154,6 +1160,112 @@ mod two_inputs {
         }
     }
 
+    /// Takes a savepoint of `job` into `dir` (the job then runs on, stops, or drains and
+    /// stops, as `after` says) and waits for its path; panics with the job's exceptions if it
+    /// fails.
+    async fn savepoint(
+        cluster: &EmbeddedCluster,
+        job: JobId,
+        dir: &std::path::Path,
+        after: AfterSavepoint,
+    ) -> String {
+        let shared = &cluster.jobmanager.shared;
+        let target = dir.display().to_string();
+        let request = shared.trigger_savepoint(job, Some(target), after).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let view = shared.view();
+            let result = view
+                .job(job)
+                .and_then(|jm| jm.savepoint(&request).and_then(|r| r.result.clone()));
+            if let Some(result) = result {
+                let failures = view
+                    .job(job)
+                    .map(|jm| format!("{:?}", jm.exceptions()))
+                    .unwrap_or_default();
+                return result.unwrap_or_else(|e| panic!("the savepoint failed: {e}; {failures}"));
+            }
+            drop(view);
+            assert!(Instant::now() < deadline, "the savepoint did not complete");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `counting --window-ms` with windows of an hour of event time (each seq is its ms, so
+    /// every record is in the first window), stopped with a savepoint a second in and resumed
+    /// from it: a plain stop keeps the open windows in the savepoint, so they fire once, after
+    /// the resume; a drained stop fires them into the savepoint, and the resumed job fires
+    /// what came after in a second result. Either way every record counts exactly once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stop_keeps_open_windows_in_the_savepoint_and_a_drained_stop_fires_them_first() {
+        let (records, keys, window) = (40_000u64, 3u64, 3_600_000u64);
+        for after in [AfterSavepoint::Stop, AfterSavepoint::Drain] {
+            let dir = tempfile::tempdir().unwrap();
+            let output = dir.path().join("out");
+            let mut config = Config::default();
+            config
+                .set("execution.checkpointing.interval", "200 ms")
+                .unwrap();
+            let checkpoints = dir.path().join("chk").display().to_string();
+            config
+                .set("execution.checkpointing.dir", &checkpoints)
+                .unwrap();
+            config.set("state.backend.type", "rocksdb").unwrap();
+            let cluster = EmbeddedCluster::start_running(config, 2, 1, crate::examples::bundled())
+                .await
+                .unwrap();
+            let shared = &cluster.jobmanager.shared;
+            let args = |rate: u64| -> Vec<String> {
+                format!(
+                    "--records {records} --keys {keys} --rate {rate} --window-ms {window} --output {}",
+                    output.display()
+                )
+                .split(' ')
+                .map(String::from)
+                .collect()
+            };
+            let spec = |rate| ProgramSpec::new("counting", args(rate));
+            let first = shared
+                .submit(spec(8_000), Some(2), &[], None)
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let path = savepoint(&cluster, first, &dir.path().join("sp"), after).await;
+            assert_eq!(wait_terminal(&cluster, first).await, JobStatus::Finished);
+            let before = lines_in(&output);
+            match after {
+                AfterSavepoint::Drain => assert_eq!(before.len() as u64, keys, "{before:?}"),
+                _ => assert_eq!(before, Vec::<String>::new()),
+            }
+            let second = shared
+                .submit(spec(0), Some(2), &[], Some(path))
+                .await
+                .unwrap();
+            assert_eq!(wait_terminal(&cluster, second).await, JobStatus::Finished);
+            // A window's results added up: all of its records, each once.
+            let mut per_window: BTreeMap<(u64, u64), (u64, u64)> = BTreeMap::new();
+            let lines = lines_in(&output);
+            for line in &lines {
+                let f: Vec<u64> = line.split(' ').map(|f| f.parse().unwrap()).collect();
+                let w = per_window.entry((f[0], f[1])).or_default();
+                *w = (w.0 + f[2], w.1 + f[3]);
+            }
+            let added: Vec<String> = per_window
+                .iter()
+                .map(|((start, key), (n, sum))| format!("{start} {key} {n} {sum}"))
+                .collect();
+            let report = crate::examples::check_windowed_counting(
+                records,
+                keys,
+                window,
+                added.iter().map(String::as_str),
+            );
+            assert!(report.is_exactly_once(), "{after:?}: {report}");
+            let expected = if after == AfterSavepoint::Drain { 2 } else { 1 };
+            assert_eq!(lines.len() as u64, expected * keys, "{after:?}: {lines:?}");
+        }
+    }
+
     async fn co_counting_through_a_rescaled_savepoint(backend: &str) {
         let dir = tempfile::tempdir().unwrap();
         let output = dir.path().join("out");
@@ -1199,24 +1311,13 @@ mod two_inputs {
             assert!(Instant::now() < deadline, "no output committed");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let target = dir.path().join("sp").display().to_string();
-        let request = shared.trigger_savepoint(first, Some(target), true).unwrap();
-        let savepoint = loop {
-            let result = shared
-                .view()
-                .job(first)
-                .and_then(|jm| jm.savepoint(&request).and_then(|r| r.result.clone()));
-            if let Some(result) = result {
-                let failures = shared
-                    .view()
-                    .job(first)
-                    .map(|jm| format!("{:?}", jm.exceptions()))
-                    .unwrap_or_default();
-                break result.unwrap_or_else(|e| panic!("the savepoint failed: {e}; {failures}"));
-            }
-            assert!(Instant::now() < deadline, "the savepoint did not complete");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let savepoint = savepoint(
+            &cluster,
+            first,
+            &dir.path().join("sp"),
+            AfterSavepoint::Stop,
+        )
+        .await;
         assert_eq!(wait_terminal(&cluster, first).await, JobStatus::Finished);
         let cut = lines_in(&output).len() as u64;
         assert!(

@@ -558,6 +558,23 @@ impl StandaloneCluster {
         self.check_windowed_counting(records, keys, None, dir)
     }
 
+    /// `check-counting` of `counting`'s output (of its per-window lines with `window`, the
+    /// job's `--window-ms`), which must find every record exactly once: its report. A failure
+    /// panics with the report and `context` (what replays the run, such as a seed).
+    pub fn expect_exactly_once(
+        &self,
+        (records, keys, window): (u64, u64, Option<u64>),
+        dir: &Path,
+        context: &str,
+    ) -> String {
+        let (ok, report) = self.check_windowed_counting(records, keys, window, dir);
+        assert!(
+            ok && report.starts_with("OK"),
+            "not exactly once ({context}):\n{report}"
+        );
+        report
+    }
+
     /// `check-counting` of `counting`'s output, of its per-window lines with `window` (the
     /// job's `--window-ms`).
     pub fn check_windowed_counting(

@@ -86,23 +86,11 @@ fn live_taskmanagers(cluster: &StandaloneCluster) -> Vec<u32> {
 }
 
 fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) -> String {
-    check_windowed_counting(cluster, (records, keys, None), dir)
-}
-
-/// `check_counting` of `counting --window-ms W`'s output, with `Some(W)`.
-fn check_windowed_counting(
-    cluster: &StandaloneCluster,
-    (records, keys, window): (u64, u64, Option<u64>),
-    dir: &Path,
-) -> String {
-    let (ok, report) = cluster.check_windowed_counting(records, keys, window, dir);
-    assert!(
-        ok && report.starts_with("OK"),
-        "not exactly once (chaos seed {}):
-{report}",
-        seed()
-    );
-    report
+    cluster.expect_exactly_once(
+        (records, keys, None),
+        dir,
+        &format!("chaos seed {}", seed()),
+    )
 }
 
 /// Restart every time, at once: the schedule, not the strategy, decides how often the job fails.
@@ -298,7 +286,11 @@ fn counting_survives_chaos(backend: &str, window: Option<u64>) {
         seed(),
         log.join("\n")
     );
-    let report = check_windowed_counting(&cluster, (records, keys, window), &output);
+    let report = cluster.expect_exactly_once(
+        (records, keys, window),
+        &output,
+        &format!("chaos seed {}", seed()),
+    );
     eprintln!(
         "chaos ({name}, seed {}): {events} events, {failovers} failures recorded, {:.1} s in all; {}",
         seed(),

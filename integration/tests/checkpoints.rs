@@ -6,22 +6,6 @@ use std::time::Duration;
 
 use sluice_integration::{StandaloneCluster, counting_args, signal, wait_for};
 
-/// `check-counting` must pass; its report.
-fn check_counting(cluster: &StandaloneCluster, records: u64, keys: u64, dir: &Path) -> String {
-    check_windowed_counting(cluster, (records, keys, None), dir)
-}
-
-/// `check-counting` of `counting --window-ms W`'s output, with `Some(W)`, must pass.
-fn check_windowed_counting(
-    cluster: &StandaloneCluster,
-    (records, keys, window): (u64, u64, Option<u64>),
-    dir: &Path,
-) -> String {
-    let (ok, text) = cluster.check_windowed_counting(records, keys, window, dir);
-    assert!(ok, "not exactly once:\n{text}");
-    text
-}
-
 /// How a rescaled run of `counting` goes.
 struct Rescale {
     backend: &'static str,
@@ -138,7 +122,7 @@ fn stop_and_resume_rescaled(how: Rescale) {
     let second: Vec<&str> = second.iter().map(String::as_str).collect();
     let id2 = cluster.submit_detached(&second);
     cluster.wait_state(&id2, "FINISHED", Duration::from_secs(60));
-    let report = check_windowed_counting(&cluster, (records, keys, window), &output);
+    let report = cluster.expect_exactly_once((records, keys, window), &output, backend);
     assert!(report.starts_with("OK"), "{report}");
     // A finished job's checkpoints are deleted (NO_EXTERNALIZED_CHECKPOINTS), also any
     // directory of a checkpoint that was being written.

@@ -13,6 +13,7 @@ use super::operators::Output;
 use crate::checkpoint::SubtaskState;
 use crate::common::error::TaskError;
 use crate::network::buffer::CheckpointBarrier;
+use crate::network::valve::TimeSignal;
 
 /// How a running task lets a source flush buffers on time, notice cancellation and take part
 /// in checkpoints.
@@ -92,7 +93,7 @@ impl<'a, T> SourceContext<'a, T> {
     /// chain when a processing-time deadline is due and takes in checkpoint messages.
     fn poll(&mut self) -> Result<(), TaskError> {
         self.flush()?;
-        self.hooks.tick()?;
+        self.tick()?;
         // The clock is read only while some operator waits for a deadline.
         if self.runtime.timers.next_deadline().is_some() {
             let now = super::context::now_ms();
@@ -104,6 +105,23 @@ impl<'a, T> SourceContext<'a, T> {
             self.handle(message)?;
         }
         Ok(())
+    }
+
+    /// The hooks' tick. Cancelled, the chain first commits what checkpoints that completed
+    /// before the cancellation cover (a stop with a savepoint notifies its completion just
+    /// before it cancels: the output up to the savepoint becomes visible then).
+    fn tick(&mut self) -> Result<(), TaskError> {
+        match self.hooks.tick() {
+            Err(TaskError::Cancelled) => {
+                while let Some(message) = self.hooks.control() {
+                    if let TaskControl::Complete(id) = message {
+                        self.out.checkpoint_complete(id)?;
+                    }
+                }
+                Err(TaskError::Cancelled)
+            }
+            other => other,
+        }
     }
 
     fn handle(&mut self, message: TaskControl) -> Result<(), TaskError> {
@@ -157,13 +175,18 @@ impl<'a, T> SourceContext<'a, T> {
         }
     }
 
-    /// Snapshots the chain with `state` as the source's operator state and acknowledges.
+    /// Snapshots the chain with `state` as the source's operator state and acknowledges. A
+    /// draining barrier (a stop with drain) first sends the watermark to the end of time, so
+    /// that every event-time window and timer downstream fires before the snapshot.
     pub(crate) fn snapshot(
         &mut self,
         barrier: &Arc<CheckpointBarrier>,
         state: Vec<Vec<u8>>,
     ) -> Result<(), TaskError> {
         self.flush()?;
+        if barrier.drain {
+            self.out.time(TimeSignal::Watermark(i64::MAX))?;
+        }
         let mut snap = SnapshotContext::new(barrier, self.hooks.storage());
         let result = snap
             .set_operator_state(self.runtime.operator_id, state)
@@ -192,7 +215,7 @@ impl<'a, T> SourceContext<'a, T> {
             return Ok(());
         }
         loop {
-            self.hooks.tick()?;
+            self.tick()?;
             if let Some(barrier) = self.pending.take() {
                 return self.snapshot(&barrier, Vec::new());
             }
@@ -594,6 +617,7 @@ mod tests {
                     dir: "/unused".into(),
                     shared_dir: None,
                 },
+                drain: false,
             })))
         }
         fn wait_control(&mut self, _timeout: Duration) -> Option<TaskControl> {

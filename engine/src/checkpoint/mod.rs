@@ -44,6 +44,21 @@ pub fn overtaken_reason(checkpoint_id: u64) -> String {
 /// The part of [`overtaken_reason`] that tells such a decline apart.
 pub const OVERTAKEN: &str = "was overtaken by a newer barrier";
 
+/// What becomes of a job when it takes a savepoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterSavepoint {
+    /// It runs on.
+    Run,
+    /// It stops once the savepoint completes (`sluice stop`; a savepoint with `cancel-job`).
+    /// Event-time windows and timers not yet fired stay in the savepoint.
+    Stop,
+    /// Its sources first send the watermark to the end of time, so that every event-time
+    /// window and timer fires and its results are part of the savepoint; then it stops
+    /// (`sluice stop --drain`, Flink's drain). For a job that ends for good: resumed from the
+    /// savepoint, it has no open windows left.
+    Drain,
+}
+
 /// What one operator of one subtask contributes to a checkpoint.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorSubtaskState {

@@ -1,5 +1,6 @@
 //! The `sluice` command line: the two process kinds and Flink's client verbs.
 
+use crate::checkpoint::AfterSavepoint;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,10 @@ pub enum Command {
         /// Where the savepoint goes (default: execution.checkpointing.savepoint-dir).
         #[arg(short = 'p', long = "savepointPath", value_name = "DIR")]
         savepoint_path: Option<String>,
+        /// Sends the watermark to the end of time before the savepoint, so that every
+        /// event-time window and timer fires (for a job that ends for good).
+        #[arg(short = 'd', long)]
+        drain: bool,
         /// The job's id.
         job_id: String,
     },
@@ -415,7 +420,7 @@ async fn execute(
                 .trigger_savepoint(
                     id,
                     target_directory.as_deref().map(absolute_path).as_deref(),
-                    false,
+                    AfterSavepoint::Run,
                 )
                 .await?;
             println!("Waiting for response...");
@@ -424,6 +429,7 @@ async fn execute(
         Command::Stop {
             target,
             savepoint_path,
+            drain,
             job_id,
         } => {
             let id: JobId = job_id.parse().map_err(|e: String| anyhow!(e))?;
@@ -434,7 +440,11 @@ async fn execute(
                 .trigger_savepoint(
                     id,
                     savepoint_path.as_deref().map(absolute_path).as_deref(),
-                    true,
+                    if drain {
+                        AfterSavepoint::Drain
+                    } else {
+                        AfterSavepoint::Stop
+                    },
                 )
                 .await?;
             savepoint_outcome(client.await_savepoint(id, &request).await?)

@@ -516,14 +516,14 @@ impl Dispatcher {
         self.run(actions, now)
     }
 
-    /// Triggers a savepoint of a running job (and stops it afterwards with `stop`) under
-    /// `request_id`, the caller's random id that REST polls.
+    /// Triggers a savepoint of a running job (and stops it afterwards, draining it first, as
+    /// `after` says) under `request_id`, the caller's random id that REST polls.
     pub fn trigger_savepoint(
         &mut self,
         job: JobId,
         request_id: String,
         target: Option<String>,
-        stop: bool,
+        after: crate::checkpoint::AfterSavepoint,
         now: u64,
     ) -> Result<Outbox, SavepointError> {
         let jm = self
@@ -531,7 +531,7 @@ impl Dispatcher {
             .get_mut(&job)
             .ok_or(SavepointError::NotFound(job))?;
         let actions = jm
-            .trigger_savepoint(request_id, target, stop, now)
+            .trigger_savepoint(request_id, target, after, now)
             .map_err(SavepointError::Refused)?;
         Ok(self.run(actions, now))
     }
@@ -708,12 +708,14 @@ impl Dispatcher {
                     execution,
                     timestamp,
                     location,
+                    drain,
                 } => out.send(
                     resource_id,
                     JmToTm::TriggerCheckpoint {
                         execution,
                         timestamp,
                         location,
+                        drain,
                     },
                 ),
                 Action::NotifyCheckpoint {

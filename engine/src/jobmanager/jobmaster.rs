@@ -14,9 +14,9 @@ use super::restart::{RestartPolicy, RestartTracker};
 use crate::api::ShipStrategy;
 use crate::checkpoint::io::RetainedEntries;
 use crate::checkpoint::{
-    CheckpointAction, CheckpointCoordinator, CheckpointMetadata, RestoreError, RestoreVerdicts,
-    StorageWork, SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal, TopologyOperator,
-    VertexTopology,
+    AfterSavepoint, CheckpointAction, CheckpointCoordinator, CheckpointMetadata, RestoreError,
+    RestoreVerdicts, StorageWork, SubtaskState, TaskKey, TaskPhase, TaskRestore, Terminal,
+    TopologyOperator, VertexTopology,
 };
 use crate::common::ids::{ExecutionId, JobId, ResourceId};
 use crate::graph::JobGraph;
@@ -173,6 +173,8 @@ pub enum Action {
         timestamp: u64,
         /// Where its snapshot goes.
         location: SnapshotLocation,
+        /// A source first sends the watermark to the end of time (a stop with drain).
+        drain: bool,
     },
     /// Tell a subtask that a checkpoint completed (`complete`) or was given up.
     NotifyCheckpoint {
@@ -358,6 +360,8 @@ impl std::fmt::Debug for Checkpoints {
 pub struct SavepointRequest {
     /// Whether the job stops once the savepoint completes (`sluice stop`).
     pub stop: bool,
+    /// Whether the sources sent the watermark to the end of time first (`stop --drain`).
+    pub drain: bool,
     /// `None` while in progress; then the savepoint's path or why it failed.
     pub result: Option<Result<String, String>>,
 }
@@ -744,6 +748,7 @@ impl JobMaster {
                                 execution,
                                 timestamp,
                                 location: location.clone(),
+                                drain: false,
                             });
                         }
                     }
@@ -757,12 +762,27 @@ impl JobMaster {
                     tasks,
                 } => actions.extend(self.notify(checkpoint_id, tasks, false)),
                 CheckpointAction::SavepointDone { request_id, result } => {
+                    let mut drained = false;
                     if let Some(r) = self.savepoints.get_mut(&request_id) {
                         r.result = Some(result.clone());
+                        drained = r.drain;
                     }
                     if self.stop_request.as_deref() == Some(request_id.as_str()) {
                         match result {
                             Ok(_) => actions.extend(self.cancel(now)),
+                            Err(why) if drained && self.status == JobStatus::Running => {
+                                // Its sources sent the end of event time: running on, every
+                                // record would be late. It restarts from its last checkpoint.
+                                self.job_exception(
+                                    format!(
+                                        "stop with drain failed, so the job restarts from its \
+                                         latest checkpoint (its sources had ended event time): \
+                                         {why}"
+                                    ),
+                                    now,
+                                );
+                                actions.extend(self.fail(now));
+                            }
                             Err(_) => self.stop_request = None,
                         }
                     }
@@ -855,16 +875,18 @@ impl JobMaster {
         self.checkpoint_actions(decisions, now)
     }
 
-    /// Asks for a savepoint into `target` (or the configured savepoint directory); with `stop`
-    /// the job stops once it completes. `request_id` (drawn at random by the caller, 32 hex
-    /// digits) is what REST polls; the savepoint's directory name takes its random part from it.
+    /// Asks for a savepoint into `target` (or the configured savepoint directory); `after` says
+    /// whether the job runs on, stops once it completes, or drains first. `request_id` (drawn
+    /// at random by the caller, 32 hex digits) is what REST polls; the savepoint's directory
+    /// name takes its random part from it.
     pub fn trigger_savepoint(
         &mut self,
         request_id: String,
         target: Option<String>,
-        stop: bool,
+        after: AfterSavepoint,
         now: u64,
     ) -> Result<Vec<Action>, String> {
+        let (stop, drain) = (after != AfterSavepoint::Run, after == AfterSavepoint::Drain);
         if self.status != JobStatus::Running {
             return Err(format!(
                 "the job is {}; savepoints are taken of running jobs",
@@ -887,12 +909,27 @@ impl JobMaster {
             .checkpoints
             .0
             .trigger_savepoint(now, target, request_id.clone())?;
-        self.savepoints
-            .insert(request_id.clone(), SavepointRequest { stop, result: None });
+        self.savepoints.insert(
+            request_id.clone(),
+            SavepointRequest {
+                stop,
+                drain,
+                result: None,
+            },
+        );
         if stop {
             self.stop_request = Some(request_id.clone());
         }
-        Ok(self.checkpoint_actions(decisions, now))
+        let mut actions = self.checkpoint_actions(decisions, now);
+        if drain {
+            // The savepoint's triggers go to the sources (and tasks whose inputs ended) now.
+            for action in &mut actions {
+                if let Action::TriggerCheckpoint { drain, .. } = action {
+                    *drain = true;
+                }
+            }
+        }
+        Ok(actions)
     }
 
     /// The `_metadata` of checkpoint `checkpoint_id` was written, or could not be.
@@ -2519,7 +2556,7 @@ mod tests {
         jm.start(0);
         jm.slots_allocated(slots(1), 1);
         assert!(
-            jm.trigger_savepoint("a".repeat(32), None, false, 2)
+            jm.trigger_savepoint("a".repeat(32), None, AfterSavepoint::Run, 2)
                 .unwrap_err()
                 .contains("batch")
         );

@@ -439,12 +439,13 @@ impl JobManagerShared {
         Ok(job_id)
     }
 
-    /// Triggers a savepoint (and a stop after it with `stop`); returns the request id.
+    /// Triggers a savepoint (and a stop after it, or a drain and a stop, as `after` says);
+    /// returns the request id.
     pub fn trigger_savepoint(
         self: &Arc<Self>,
         job: JobId,
         target: Option<String>,
-        stop: bool,
+        after: crate::checkpoint::AfterSavepoint,
     ) -> Result<String, SavepointError> {
         // A target is a path, a file: or an hdfs: URI, parsed as every configured storage path
         // is, and one clients may name (the configured default is the operator's own choice).
@@ -461,10 +462,14 @@ impl JobManagerShared {
             })
             .transpose()?;
         let request_id = format!("{:032x}", rand::random::<u128>());
-        let outbox =
-            self.dispatcher()
-                .trigger_savepoint(job, request_id.clone(), target, stop, now_ms())?;
-        info!(job_id = %job, %request_id, stop, "savepoint triggered");
+        let outbox = self.dispatcher().trigger_savepoint(
+            job,
+            request_id.clone(),
+            target,
+            after,
+            now_ms(),
+        )?;
+        info!(job_id = %job, %request_id, ?after, "savepoint triggered");
         self.deliver(outbox);
         Ok(request_id)
     }

@@ -51,6 +51,11 @@ pub(crate) struct CheckpointBarrier {
     pub(crate) timestamp: u64,
     /// Where the snapshot's files go, with the checkpoint id and kind.
     pub(crate) location: crate::state::SnapshotLocation,
+    /// A source sends the watermark to the end of time before it takes this snapshot, so that
+    /// every event-time window and timer downstream fires into it (a stop with drain). Only
+    /// sources see it: barriers between tasks do not carry it.
+    #[serde(skip)]
+    pub(crate) drain: bool,
 }
 
 impl CheckpointBarrier {

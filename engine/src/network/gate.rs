@@ -372,6 +372,7 @@ mod tests {
                 dir: format!("/c/chk-{id}"),
                 shared_dir: None,
             },
+            drain: false,
         })
     }
 

@@ -712,6 +712,7 @@ mod tests {
                 dir: "/unused".into(),
                 shared_dir: None,
             },
+            drain: false,
         })
     }
 

@@ -1,6 +1,7 @@
 //! A client of the JobManager's REST API, as the CLI verbs use it (`sluice run/list/cancel -m
 //! host:port`). It shares nothing with the server's code but the wire format.
 
+use crate::checkpoint::AfterSavepoint;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -336,24 +337,23 @@ impl RestClient {
             .map_err(ClientError::Malformed)
     }
 
-    /// Triggers a savepoint (`POST /jobs/:id/savepoints`) or a stop with savepoint
-    /// (`POST /jobs/:id/stop`); returns the request id.
+    /// Triggers a savepoint (`POST /jobs/:id/savepoints`) or a stop with savepoint, drained
+    /// or not (`POST /jobs/:id/stop`); returns the request id.
     pub async fn trigger_savepoint(
         &self,
         id: JobId,
         target: Option<&str>,
-        stop: bool,
+        after: AfterSavepoint,
     ) -> Result<String, ClientError> {
-        let (path, body) = if stop {
-            (
-                format!("/v1/jobs/{id}/stop"),
-                json!({ "targetDirectory": target, "drain": false }),
-            )
-        } else {
-            (
+        let (path, body) = match after {
+            AfterSavepoint::Run => (
                 format!("/v1/jobs/{id}/savepoints"),
                 json!({ "target-directory": target, "cancel-job": false }),
-            )
+            ),
+            AfterSavepoint::Stop | AfterSavepoint::Drain => (
+                format!("/v1/jobs/{id}/stop"),
+                json!({ "targetDirectory": target, "drain": after == AfterSavepoint::Drain }),
+            ),
         };
         let answer = self.call(reqwest::Method::POST, &path, Some(body)).await?;
         field_str(&answer, "request-id").map(str::to_string)

@@ -18,6 +18,7 @@ mod views;
 #[cfg(test)]
 mod tests;
 
+use crate::checkpoint::AfterSavepoint;
 use std::sync::Arc;
 
 use axum::Router;
@@ -494,10 +495,10 @@ fn savepoint_answer(
     shared: &Shared,
     id: crate::common::ids::JobId,
     target: Option<String>,
-    stop: bool,
+    after: AfterSavepoint,
 ) -> Result<Response, ApiError> {
     switched_on(shared.config().rest.cancel_enabled, "web.cancel.enable")?;
-    match shared.trigger_savepoint(id, target, stop) {
+    match shared.trigger_savepoint(id, target, after) {
         Ok(request_id) => Ok((
             StatusCode::ACCEPTED,
             Json(json!({ "request-id": request_id })),
@@ -519,7 +520,12 @@ async fn trigger_savepoint(
     JobIdParam(id): JobIdParam,
     ApiJson(request): ApiJson<SavepointTrigger>,
 ) -> Result<Response, ApiError> {
-    savepoint_answer(&shared, id, request.target_directory, request.cancel_job)
+    let after = if request.cancel_job {
+        AfterSavepoint::Stop
+    } else {
+        AfterSavepoint::Run
+    };
+    savepoint_answer(&shared, id, request.target_directory, after)
 }
 
 async fn stop_job(
@@ -527,13 +533,12 @@ async fn stop_job(
     JobIdParam(id): JobIdParam,
     ApiJson(request): ApiJson<StopRequest>,
 ) -> Result<Response, ApiError> {
-    if request.drain {
-        return Err(ApiError::bad_request(
-            "Bad request: drain is not supported yet: stop without it (event-time windows and \
-             timers then stay in the savepoint and fire once the job resumes from it)",
-        ));
-    }
-    savepoint_answer(&shared, id, request.target_directory, true)
+    let after = if request.drain {
+        AfterSavepoint::Drain
+    } else {
+        AfterSavepoint::Stop
+    };
+    savepoint_answer(&shared, id, request.target_directory, after)
 }
 
 async fn savepoint_status(

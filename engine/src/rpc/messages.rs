@@ -395,6 +395,9 @@ pub enum JmToTm {
         timestamp: u64,
         /// Where the snapshot goes, with the checkpoint's id.
         location: SnapshotLocation,
+        /// A source first sends the watermark to the end of time (a stop with drain).
+        #[serde(default)]
+        drain: bool,
     },
     /// A checkpoint completed: commit what it covers.
     NotifyCheckpointComplete {

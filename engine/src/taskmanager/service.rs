@@ -664,10 +664,12 @@ impl TaskManager {
                 execution,
                 timestamp,
                 location,
+                drain,
             } => {
                 let barrier = crate::network::buffer::CheckpointBarrier {
                     timestamp,
                     location,
+                    drain,
                 };
                 self.control(execution, TaskControl::Trigger(Arc::new(barrier)), tx);
             }

@@ -633,6 +633,9 @@ fn run(
             };
             input.run(&mut hooks, &ctx.timers)?;
             input.processor.finish()?;
+            // The end of input may emit (windows of processing time fire, batch aggregates
+            // go out), after the last barrier this task saw.
+            input.dirty = true;
             // Waiting for the final checkpoint is neither busy nor idle on input.
             counters.stop_running();
             if hooks.checkpoints.enabled && !has_network_outputs {
@@ -652,6 +655,8 @@ struct Input<'a> {
     /// The processor is a two-input operator's: tell it each buffer's input.
     two_inputs: bool,
     counters: &'a Arc<IoCounters>,
+    /// Whether the chain may have emitted since the last snapshot (records, time, the end of
+    /// input): a sink then waits for a checkpoint that covers it.
     dirty: bool,
     last_snapshot: Option<u64>,
     last_completed: Option<u64>,
@@ -667,6 +672,23 @@ impl Input<'_> {
         self.dirty = false;
         self.last_snapshot = Some(barrier.id());
         Ok(())
+    }
+
+    /// The task ends with `error`. Cancelled, it first commits what checkpoints that
+    /// completed before the cancellation cover: a stop with a savepoint notifies the
+    /// savepoint's completion just before it cancels, and the sinks' output up to the
+    /// savepoint becomes visible then, not only when a job resumes from it.
+    fn ending(&mut self, hooks: &mut Hooks, error: TaskError) -> TaskError {
+        if matches!(error, TaskError::Cancelled) {
+            while let Some(message) = hooks.control() {
+                if let TaskControl::Complete(id) = message
+                    && let Err(e) = self.processor.checkpoint_complete(id)
+                {
+                    return e;
+                }
+            }
+        }
+        error
     }
 
     /// Handles the checkpoint messages waiting for this task.
@@ -734,6 +756,9 @@ impl Input<'_> {
                         self.counters.input_watermark.set(w);
                     }
                     self.processor.time(signal)?;
+                    // Event-time windows and timers emit on watermarks: the final one comes
+                    // after the sources' last barrier.
+                    self.dirty = true;
                 }
                 GateEvent::Aborted(id) => {
                     hooks
@@ -749,11 +774,14 @@ impl Input<'_> {
                     )));
                 }
             }
-            hooks.tick()?;
+            if let Err(e) = hooks.tick() {
+                return Err(self.ending(hooks, e));
+            }
             if timers.next_deadline().is_some() {
                 let now = now_ms();
                 if timers.take_due(now) {
                     self.processor.processing_time(now)?;
+                    self.dirty = true;
                 }
             }
             while let Some(message) = hooks.control() {
@@ -773,7 +801,9 @@ impl Input<'_> {
             if covered {
                 return Ok(());
             }
-            hooks.cancelled()?;
+            if let Err(e) = hooks.cancelled() {
+                return Err(self.ending(hooks, e));
+            }
             if let Some(message) = hooks.wait_control(Duration::from_millis(50)) {
                 self.control(hooks, message)?;
             }
