@@ -497,7 +497,7 @@ mod tests {
             state: "FAILED".into(),
             causes: vec!["boom".into(); 3]
                 .into_iter()
-                .chain([long.clone(); 4])
+                .chain(std::iter::repeat_n(long.clone(), 4))
                 .collect(),
         };
         for patch in [job_id_patch("00ff"), job_end_patch(&end)] {
