@@ -5,7 +5,9 @@
 //! a deleted Deployment's pods. On it, `sluice kubernetes-session` runs a session: TaskManager
 //! pods grow with a job's demand and go when idle, a lost TaskManager is replaced, pods that
 //! cannot be scheduled make the JobManager give up with a clear diagnostic, and deleting the
-//! session's Deployment removes every pod. Prints the measured numbers (`MEASURED ...`).
+//! session's Deployment removes every pod. `run -t kubernetes-application` runs one job on a
+//! cluster of its own, bundled or a job artifact in the image (`local://`), reports its end
+//! and leaves nothing behind. Prints the measured numbers (`MEASURED ...`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,7 +16,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sluice_integration::kube::{self, Api, ControlPlane, Kubelet};
-use sluice_integration::{alive, free_port, job_id_of, signal, sluice_bin, wait_for};
+use sluice_integration::{
+    alive, counting_args, final_sums, free_port, job_id_of, make_text, read_counts,
+    reference_counts, signal, sluice_bin, test_job_bin, wait_for,
+};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -480,5 +485,295 @@ fn taskmanager_pods_that_cannot_be_scheduled_make_the_jobmanager_give_up_clearly
     assert!(kill.status.success(), "{}", text(&kill));
     wait_for(WAIT, "every pod gone", || {
         pods(&api, &ns).is_empty().then_some(())
+    });
+}
+
+/// Whether nothing of the cluster `id` is left in `ns`: no Deployment, Service, Secret or pod.
+fn cluster_gone(api: &Api, ns: &str, id: &str) -> bool {
+    let gone = |path: String| api.get(&path).is_err();
+    pods(api, ns).is_empty()
+        && gone(format!("/apis/apps/v1/namespaces/{ns}/deployments/{id}"))
+        && gone(format!("/api/v1/namespaces/{ns}/services/{id}-rest"))
+        && gone(format!("/api/v1/namespaces/{ns}/secrets/{id}-secret"))
+}
+
+/// The names of the TaskManager pods of cluster `id` the stand-in ran (it keeps their logs).
+fn taskmanagers_run(kubelet: &Kubelet, id: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(&kubelet.dir)
+        .expect("the stand-in's folder")
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".log")
+                .filter(|n| n.starts_with(&format!("{id}-taskmanager-")))
+                .map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_application_runs_its_job_reports_it_and_leaves_nothing() {
+    if kube::skipped() {
+        return;
+    }
+    let plane = kube::control_plane();
+    let api = plane.api();
+    let ns = plane.namespace("app");
+    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    let app = Session::new(plane, &ns, "wc-app", &[]);
+    let tmp = tempfile::tempdir().expect("a scratch folder");
+    let text_in = make_text(256 * 1024);
+    let input = tmp.path().join("input.txt");
+    std::fs::write(&input, &text_in).expect("write the input");
+    let output = tmp.path().join("counts");
+    let started = Instant::now();
+    let out = app.sluice(&[
+        "run",
+        "-t",
+        "kubernetes-application",
+        "-p",
+        "2",
+        "wordcount",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    let returned = Instant::now();
+    let printed = text(&out);
+    assert!(out.status.success(), "{printed}");
+    assert_eq!(read_counts(&output), reference_counts(&text_in));
+    assert!(
+        printed.contains("Kubernetes application cluster wc-app started")
+            && printed.contains("has finished")
+            && printed.contains("Kubernetes application cluster wc-app is deleted"),
+        "{printed}"
+    );
+    job_id_of(&String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !taskmanagers_run(&kubelet, "wc-app").is_empty(),
+        "the job ran on TaskManager pods"
+    );
+    wait_for(WAIT, "every object and process of the cluster gone", || {
+        (cluster_gone(&api, &ns, "wc-app") && kubelet.pids().is_empty()).then_some(())
+    });
+    println!(
+        "MEASURED run -t kubernetes-application -p 2 wordcount (attached): whole run {:?}, CLI exit to cluster gone {:?}",
+        returned - started,
+        returned.elapsed()
+    );
+}
+
+#[test]
+fn a_detached_application_returns_at_once_and_its_cluster_goes_when_the_job_ends() {
+    if kube::skipped() {
+        return;
+    }
+    let plane = kube::control_plane();
+    let api = plane.api();
+    let ns = plane.namespace("detached");
+    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    let app = Session::new(
+        plane,
+        &ns,
+        "count-app",
+        &["execution.runtime-mode=STREAMING"],
+    );
+    let tmp = tempfile::tempdir().expect("a scratch folder");
+    let output = tmp.path().join("counted");
+    let (records, keys) = (6_000, 7);
+    let mut args = vec![
+        "run".to_string(),
+        "-t".into(),
+        "kubernetes-application".into(),
+    ];
+    args.push("-d".into());
+    args.extend(counting_args(2, records, keys, &output, 1_000));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    let out = app.sluice(&args);
+    let returned = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(stdout.contains("count-app"), "{stdout}");
+    let job = job_id_of(&stdout);
+    let address = rest_address_of(&out);
+    assert!(
+        api.get(&format!(
+            "/apis/apps/v1/namespaces/{ns}/deployments/count-app"
+        ))
+        .is_ok(),
+        "the cluster runs on after -d returned"
+    );
+    wait_for(WAIT, "the job RUNNING on 2 TaskManager pods", || {
+        (rest(&address, &format!("/jobs/{job}"))["state"] == "RUNNING"
+            && rest(&address, "/overview")["taskmanagers"] == 2)
+            .then_some(())
+    });
+    let running = started.elapsed();
+    // The JobManager keeps serving the final state for a grace period before it goes.
+    wait_for(WAIT, "the job FINISHED", || {
+        (rest(&address, &format!("/jobs/{job}"))["state"] == "FINISHED").then_some(())
+    });
+    let finished = Instant::now();
+    wait_for(WAIT, "every object and process of the cluster gone", || {
+        (cluster_gone(&api, &ns, "count-app") && kubelet.pids().is_empty()).then_some(())
+    });
+    println!(
+        "MEASURED run -t kubernetes-application -d -p 2 counting: returned {returned:?}, submit to RUNNING on 2 TaskManager pods {running:?}, job FINISHED (seen) to cluster gone {:?}",
+        finished.elapsed()
+    );
+    assert_eq!(taskmanagers_run(&kubelet, "count-app").len(), 2);
+    let check = app.sluice(&[
+        "check-counting",
+        "--records",
+        &records.to_string(),
+        "--keys",
+        &keys.to_string(),
+        output.to_str().unwrap(),
+    ]);
+    assert!(check.status.success(), "{}", text(&check));
+}
+
+#[test]
+fn a_failing_application_reports_its_failure_and_bad_input_leaves_nothing() {
+    if kube::skipped() {
+        return;
+    }
+    let plane = kube::control_plane();
+    let api = plane.api();
+    let ns = plane.namespace("failing");
+    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    let app = Session::new(plane, &ns, "bad-app", &["restart-strategy.type=none"]);
+    let deployments = || {
+        api.get(&format!("/apis/apps/v1/namespaces/{ns}/deployments"))
+            .expect("list deployments")["items"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let refused = |args: &[&str], expected: &str| {
+        let out = app.sluice(args);
+        assert!(!out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains(expected), "{}", text(&out));
+        assert_eq!(deployments(), 0, "nothing created for {args:?}");
+    };
+    let run = ["run", "-t", "kubernetes-application"];
+    // Refused before anything is created.
+    refused(
+        &[&run[..], &["./target/my-job"]].concat(),
+        "put the job artifact into the image and name it local:///path/in/the/image",
+    );
+    refused(
+        &[&run[..], &["no-such-program"]].concat(),
+        "there is no bundled program 'no-such-program'",
+    );
+    refused(
+        &[&run[..], &["-c", "sum", "wordcount"]].concat(),
+        "is a bundled program",
+    );
+    refused(
+        &[
+            &["-D", "kubernetes.no-such-key=1"][..],
+            &run[..],
+            &["wordcount"],
+        ]
+        .concat(),
+        "kubernetes.no-such-key",
+    );
+    let dead = plane.dir.join(format!("{ns}-unreachable.kubeconfig"));
+    let kubeconfig = std::fs::read_to_string(&plane.kubeconfig).expect("the kubeconfig");
+    std::fs::write(
+        &dead,
+        kubeconfig.replace(&plane.server, &format!("https://127.0.0.1:{}", free_port())),
+    )
+    .expect("write a kubeconfig");
+    let dead_config = format!("kubernetes.config.file={}", dead.display());
+    refused(
+        &[&["-D", &dead_config][..], &run[..], &["wordcount"]].concat(),
+        "unreachable",
+    );
+
+    // A job that fails at once: its cause in the CLI's output, a non-zero exit, and the
+    // cluster gone.
+    let missing = plane.dir.join("no-such-input.txt");
+    let out = app.sluice(
+        &[
+            &run[..],
+            &["wordcount", "--input", missing.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    let printed = text(&out);
+    assert!(!out.status.success(), "{printed}");
+    assert!(
+        printed.contains("failed.") && printed.contains("Caused by:"),
+        "{printed}"
+    );
+    assert!(printed.contains("no-such-input.txt"), "{printed}");
+    wait_for(WAIT, "the failed application's cluster gone", || {
+        (cluster_gone(&api, &ns, "bad-app") && kubelet.pids().is_empty()).then_some(())
+    });
+
+    // A program the artifact in the image does not hold: its JobManager refuses the job, the
+    // CLI says why, and the cluster goes.
+    let artifact = format!("local://{}", test_job_bin().display());
+    let out = app.sluice(&[&run[..], &["-c", "nope", &artifact]].concat());
+    let printed = text(&out);
+    assert!(!out.status.success(), "{printed}");
+    assert!(
+        printed.contains("no program 'nope'") && printed.contains("sum"),
+        "{printed}"
+    );
+    wait_for(WAIT, "the refused application's cluster gone", || {
+        (cluster_gone(&api, &ns, "bad-app") && kubelet.pids().is_empty()).then_some(())
+    });
+}
+
+#[test]
+fn a_job_artifact_in_the_image_runs_as_the_whole_application_cluster() {
+    if kube::skipped() {
+        return;
+    }
+    let plane = kube::control_plane();
+    let api = plane.api();
+    let ns = plane.namespace("artifact");
+    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    let app = Session::new(plane, &ns, "sum-app", &[]);
+    let tmp = tempfile::tempdir().expect("a scratch folder");
+    let sums = tmp.path().join("sums");
+    // The stand-in runs pods on this host: the artifact's path here is its path "in the image".
+    let artifact = format!("local://{}", test_job_bin().display());
+    let out = app.sluice(&[
+        "run",
+        "-t",
+        "kubernetes-application",
+        "-p",
+        "2",
+        "-c",
+        "sum",
+        &artifact,
+        "--records",
+        "20000",
+        "--keys",
+        "10",
+        "--output",
+        sums.to_str().unwrap(),
+    ]);
+    let printed = text(&out);
+    assert!(out.status.success(), "{printed}");
+    assert!(
+        printed.contains(&format!("sum from {artifact}")),
+        "{printed}"
+    );
+    let finals = final_sums(&sums);
+    assert_eq!(finals.len(), 10, "{finals:?}");
+    assert!(finals.values().all(|&s| s == 2_000), "{finals:?}");
+    // The TaskManagers ran the artifact too: their program is not one sluice bundles.
+    let tms = taskmanagers_run(&kubelet, "sum-app");
+    assert!(!tms.is_empty());
+    wait_for(WAIT, "every object and process of the cluster gone", || {
+        (cluster_gone(&api, &ns, "sum-app") && kubelet.pids().is_empty()).then_some(())
     });
 }

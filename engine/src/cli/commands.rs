@@ -91,9 +91,9 @@ pub enum Command {
     /// Starts a sluice session cluster on Kubernetes (a JobManager Deployment, TaskManager
     /// pods on demand) named by -D kubernetes.cluster-id, or stops one (--kill).
     KubernetesSession(super::kubernetes::SessionArgs),
-    /// The JobManager pod of a Kubernetes session (started by its Deployment, not by hand).
+    /// The JobManager pod of a Kubernetes cluster (started by its Deployment, not by hand).
     #[command(hide = true)]
-    KubernetesJobmanager,
+    KubernetesJobmanager(super::kubernetes::JobManagerArgs),
     /// Writes a new job project: a Cargo project whose binary is a job artifact to submit with
     /// `sluice run`.
     NewJob {
@@ -162,11 +162,12 @@ pub struct RunArgs {
     /// or a cluster answers at the configured address); `yarn-session`: the YARN session
     /// started with `sluice yarn-session -d`; `yarn-application`: a YARN application of its own
     /// that ends with the job; `kubernetes-session`: the Kubernetes session
-    /// -D kubernetes.cluster-id names.
+    /// -D kubernetes.cluster-id names; `kubernetes-application`: a Kubernetes cluster of its
+    /// own that ends with the job (a job artifact then is `local:///path/in/the/image`).
     #[arg(
         short = 't',
         long = "target",
-        value_name = "local|remote|yarn-session|yarn-application|kubernetes-session"
+        value_name = "local|remote|yarn-session|yarn-application|kubernetes-session|kubernetes-application"
     )]
     pub deployment: Option<String>,
     /// Parallelism of the job's operators (default: parallelism.default).
@@ -186,7 +187,8 @@ pub struct RunArgs {
     #[arg(short = 'c', long = "class", value_name = "PROGRAM")]
     pub class: Option<String>,
     /// The job: a job artifact's path (a binary built with `sluice::job_main`, e.g.
-    /// `./target/release/my-job`), or a bundled program's name (see `sluice examples`).
+    /// `./target/release/my-job`; `local:///opt/job/my-job` for one inside the image of a
+    /// Kubernetes application), or a bundled program's name (see `sluice examples`).
     pub job: String,
     /// The job's arguments.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -257,7 +259,7 @@ pub fn main_with(programs: crate::api::ProgramRegistry) -> std::process::ExitCod
             Command::Jobmanager
                 | Command::Taskmanager { .. }
                 | Command::YarnAppmaster
-                | Command::KubernetesJobmanager
+                | Command::KubernetesJobmanager(_)
         );
     // The configuration first: the daemons' log rotation is configured there. An unreadable
     // one is reported as `execute` reports it.
@@ -359,8 +361,10 @@ async fn execute(
             Ok(std::process::ExitCode::from(code))
         }
         Command::YarnSession(args) => super::yarn::session(config, args).await,
-        Command::KubernetesJobmanager => {
-            let code = crate::kubernetes::jobmanager::run(config, dir.as_deref(), programs).await?;
+        Command::KubernetesJobmanager(args) => {
+            let job = args.job()?;
+            let code =
+                crate::kubernetes::jobmanager::run(config, dir.as_deref(), programs, job).await?;
             Ok(std::process::ExitCode::from(code))
         }
         Command::KubernetesSession(args) => super::kubernetes::session(config, args).await,
@@ -541,6 +545,18 @@ async fn run(
     job_config: Vec<(String, String)>,
     programs: std::sync::Arc<crate::api::ProgramRegistry>,
 ) -> Result<std::process::ExitCode> {
+    if args.deployment.as_deref() == Some("kubernetes-application") {
+        let job = super::kubernetes::application_job(
+            &programs,
+            args.job,
+            args.class,
+            args.args,
+            args.parallelism,
+            job_config,
+            args.from_savepoint,
+        )?;
+        return super::kubernetes::run_application(config, job, args.detached).await;
+    }
     let artifact = super::artifact::artifact_path(&args.job, &programs)?;
     if args.deployment.as_deref() == Some("yarn-application") {
         // With an artifact, the application's processes run the artifact itself: it is a
@@ -568,7 +584,7 @@ async fn run(
         Some("remote") | Some("yarn-session") | Some("kubernetes-session") => false,
         Some(other) => {
             bail!(
-                "unknown deployment target '{other}': use 'local', 'remote', 'yarn-session', 'yarn-application' or 'kubernetes-session'"
+                "unknown deployment target '{other}': use 'local', 'remote', 'yarn-session', 'yarn-application', 'kubernetes-session' or 'kubernetes-application'"
             )
         }
         // Without -m, fall back to an embedded cluster when nothing answers at the configured address.

@@ -2,6 +2,12 @@
 //! Deployment runs. It runs a normal JobManager (Dispatcher, REST and web UI, JobMasters) and
 //! the Kubernetes resource driver: a thin loop that feeds the ResourceManager's slot demand
 //! and the pods it watches to [`WorkerPool`] and carries out its actions through the API.
+//!
+//! In an application cluster (`--job`) it also submits that one job at its start, records the
+//! job's id and, once the job ended (or was refused, or the driver gave up), its end on its own
+//! Deployment (see `super::application`), keeps serving the REST API for [`END_GRACE`], and
+//! then deletes the Deployment: every pod of the cluster goes with it. A JobManager restarted
+//! after recording the end does not run the job again; it only deletes the Deployment.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -14,16 +20,29 @@ use tracing::{error, info, warn};
 
 use super::client::KubeClient;
 use super::error::KubeError;
-use super::specs::{PodState, pod_state, selector, taskmanager_pod};
+use super::specs::{
+    JobEnd, PodState, SLUICE, application_status, job_end_patch, job_id_patch, pod_state, selector,
+    taskmanager_pod,
+};
+use crate::api::ProgramRegistry;
+use crate::common::ids::JobId;
 use crate::config::Config;
 use crate::jobmanager::service::{JobManagerShared, now_ms};
+use crate::resource::application::ApplicationJob;
 use crate::resource::pool::{Action, FailureLimit, SlotView, WorkerPool};
+use crate::rpc::messages::ProgramSpec;
 use crate::security::ClusterSecret;
 
 /// How often the driver looks at the slot demand.
 const TICK: Duration = Duration::from_millis(250);
 /// How long one watch runs before the server ends it and the driver starts the next.
 const WATCH_TIMEOUT_S: u64 = 300;
+/// How long an application cluster keeps serving after recording its job's end, before it
+/// deletes itself: a client watching the REST API reads the final state meanwhile (the
+/// attached `run` reads it from the Deployment and deletes the cluster at once).
+pub const END_GRACE: Duration = Duration::from_secs(5);
+/// How long the JobManager waits to be stopped after deleting its Deployment.
+const DELETION_PATIENCE: Duration = Duration::from_secs(60);
 
 /// What the pod watcher tells the driver.
 #[derive(Debug)]
@@ -62,12 +81,75 @@ fn pod_env(name: &str) -> Result<String, KubeError> {
     })
 }
 
-/// Runs the JobManager pod until it is stopped (SIGTERM) or the driver gives up; returns the
-/// process's exit code.
+/// The program of an application's job among `programs`: the one named, or with no name (a
+/// job artifact given without `-c`) the only one.
+pub fn application_program(programs: &ProgramRegistry, name: &str) -> Result<String, String> {
+    let names: Vec<&str> = programs.iter().map(|p| p.name()).collect();
+    if name.is_empty() {
+        return match names.as_slice() {
+            [only] => Ok(only.to_string()),
+            _ => Err(format!(
+                "the job artifact holds {} programs ({}): name one with -c",
+                names.len(),
+                names.join(", ")
+            )),
+        };
+    }
+    if programs.find(name).is_none() {
+        return Err(format!(
+            "there is no program '{name}' (there are: {})",
+            names.join(", ")
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// How the application's job ended, once it did.
+fn job_end(shared: &JobManagerShared, job: JobId) -> Option<JobEnd> {
+    let dispatcher = shared.view();
+    let jm = dispatcher.job(job)?;
+    if !jm.status().is_globally_terminal() {
+        return None;
+    }
+    Some(JobEnd {
+        state: jm.status().name().to_string(),
+        causes: jm
+            .exceptions()
+            .iter()
+            .map(|e| e.exception.clone())
+            .collect(),
+    })
+}
+
+/// Submits the application's job; its end at once when it is refused.
+async fn submit(shared: &Arc<JobManagerShared>, job: &ApplicationJob) -> Result<JobId, JobEnd> {
+    let refused = |why: String| JobEnd {
+        state: "FAILED".into(),
+        causes: vec![match job.name.as_str() {
+            "" => format!("the job was refused: {why}"),
+            name => format!("the job {name} was refused: {why}"),
+        }],
+    };
+    let name = application_program(shared.programs(), &job.name).map_err(refused)?;
+    shared
+        .submit(
+            ProgramSpec::new(name, job.args.clone()),
+            job.parallelism,
+            &job.overrides,
+            job.savepoint.clone(),
+        )
+        .await
+        .map_err(|e| refused(e.to_string()))
+}
+
+/// Runs the JobManager pod until it is stopped (SIGTERM), the driver gives up, or (with `job`,
+/// an application cluster) the job ended and the cluster deleted itself; returns the process's
+/// exit code.
 pub async fn run(
     mut config: Config,
     conf_dir: Option<&Path>,
-    programs: Arc<crate::api::ProgramRegistry>,
+    programs: Arc<ProgramRegistry>,
+    job: Option<ApplicationJob>,
 ) -> Result<u8, KubeError> {
     let cluster_id = config
         .kubernetes
@@ -85,6 +167,17 @@ pub async fn run(
     let owner_uid = deployment["metadata"]["uid"]
         .as_str()
         .ok_or_else(|| KubeError::Cluster(format!("the Deployment {cluster_id} has no uid")))?
+        .to_string();
+    let deployment_path = format!("/apis/apps/v1/namespaces/{namespace}/deployments/{cluster_id}");
+    if job.is_some() && application_status(&deployment).end.is_some() {
+        info!(%cluster_id, "the application's job ended under an earlier JobManager; deleting the cluster");
+        return delete_own_deployment(&client, &deployment_path).await;
+    }
+    // TaskManagers run what this JobManager runs: the image's sluice or the application's job
+    // artifact, as the Deployment names it.
+    let binary = deployment["spec"]["template"]["spec"]["containers"][0]["command"][0]
+        .as_str()
+        .unwrap_or(SLUICE)
         .to_string();
     // The RPC port is whatever is free (TaskManager pods are told it); REST keeps its
     // configured port, which the Service names.
@@ -125,7 +218,24 @@ pub async fn run(
         config.security.rest_ssl.scheme(),
         jm.rest_address.port()
     );
-    info!(%cluster_id, %namespace, %jobmanager, "JobManager of a Kubernetes session started");
+    info!(%cluster_id, %namespace, %jobmanager, application = job.is_some(), "JobManager of a Kubernetes cluster started");
+    // The application's job, submitted before the driver runs: its demand brings the pods.
+    let (job_id, mut ended) = match &job {
+        None => (None, None),
+        Some(job) => match submit(&jm.shared, job).await {
+            Ok(id) => {
+                info!(job_id = %id, "the application's job is submitted");
+                if let Err(e) = client
+                    .merge_patch(&deployment_path, &job_id_patch(&id.to_string()))
+                    .await
+                {
+                    warn!(error = %e, "cannot record the job's id on the Deployment");
+                }
+                (Some(id), None)
+            }
+            Err(end) => (None, Some(end)),
+        },
+    };
 
     let (events, mut pod_events) = mpsc::channel(1024);
     let watcher = tokio::spawn(watch_pods(
@@ -156,12 +266,22 @@ pub async fn run(
         next: 0,
         created: BTreeMap::new(),
         shared: jm.shared.clone(),
+        binary,
     };
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| anyhow::anyhow!("cannot watch SIGTERM: {e}"))?;
     let code = loop {
+        if ended.is_some() {
+            break 0;
+        }
         let actions = tokio::select! {
-            _ = tokio::time::sleep(TICK) => driver.pool.tick(&slot_view(&jm.shared), now_ms()),
+            _ = tokio::time::sleep(TICK) => {
+                ended = job_id.and_then(|id| job_end(&jm.shared, id));
+                if ended.is_some() {
+                    continue;
+                }
+                driver.pool.tick(&slot_view(&jm.shared), now_ms())
+            }
             event = pod_events.recv() => match event {
                 Some(event) => driver.on_event(event),
                 None => {
@@ -177,10 +297,36 @@ pub async fn run(
         if let Some(diagnostics) = driver.execute(actions).await {
             error!(%diagnostics, "the Kubernetes resource driver gives up");
             eprintln!("error: {diagnostics}");
+            if job.is_some() {
+                // An application cluster's job cannot run: that is its end.
+                ended = Some(JobEnd {
+                    state: "FAILED".into(),
+                    causes: vec![diagnostics],
+                });
+                continue;
+            }
             break 1;
         }
     };
     watcher.abort();
+    let stopped = match &ended {
+        Some(end) => {
+            info!(state = %end.state, causes = ?end.causes, "the application's job ended");
+            if let Err(e) = driver
+                .client
+                .merge_patch(&deployment_path, &job_end_patch(end))
+                .await
+            {
+                warn!(error = %e, "cannot record the job's end on the Deployment");
+            }
+            // The REST API keeps serving the final state meanwhile.
+            tokio::select! {
+                _ = tokio::time::sleep(END_GRACE) => false,
+                _ = terminate.recv() => true,
+            }
+        }
+        None => true,
+    };
     // The pods are the Deployment's too (its deletion removes them), but a JobManager that
     // stops on its own takes its TaskManagers along.
     for name in driver.pool.all() {
@@ -193,7 +339,32 @@ pub async fn run(
         }
     }
     drop(jm);
+    if !stopped {
+        return delete_own_deployment(&driver.client, &deployment_path).await;
+    }
     Ok(code)
+}
+
+/// Deletes the application cluster's Deployment (the garbage collector removes its pods,
+/// Service and Secret) and waits to be stopped with the pod. A failure to delete exits 1: the
+/// Deployment starts a new JobManager, which finds the end recorded and tries again.
+async fn delete_own_deployment(client: &KubeClient, path: &str) -> Result<u8, KubeError> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| anyhow::anyhow!("cannot watch SIGTERM: {e}"))?;
+    match client.delete(path).await {
+        Ok(_) => info!("the application cluster's Deployment is deleted"),
+        Err(e) => {
+            error!(error = %e, "cannot delete the application cluster's Deployment");
+            return Ok(1);
+        }
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(DELETION_PATIENCE) => {
+            warn!("not stopped {DELETION_PATIENCE:?} after deleting the Deployment; exiting");
+        }
+        _ = terminate.recv() => {}
+    }
+    Ok(0)
 }
 
 struct Driver {
@@ -209,6 +380,8 @@ struct Driver {
     /// When each pod of the pool was created (ms).
     created: BTreeMap<String, u64>,
     shared: Arc<JobManagerShared>,
+    /// The command TaskManager pods run.
+    binary: String,
 }
 
 impl Driver {
@@ -292,6 +465,7 @@ impl Driver {
                             &self.owner_uid,
                             &name,
                             &self.jobmanager,
+                            &self.binary,
                         );
                         match self.client.create(&self.pods_path, &pod).await {
                             Ok(_) => info!(pod = %name, "TaskManager pod created"),
@@ -415,5 +589,29 @@ async fn watch_pods(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_application_program_is_the_one_named_or_the_only_one() {
+        let bundled = crate::examples::bundled();
+        assert_eq!(
+            application_program(&bundled, "wordcount").as_deref(),
+            Ok("wordcount")
+        );
+        let unknown = application_program(&bundled, "nope").unwrap_err();
+        assert!(
+            unknown.contains("no program 'nope'") && unknown.contains("wordcount"),
+            "{unknown}"
+        );
+        let several = application_program(&bundled, "").unwrap_err();
+        assert!(several.contains("name one with -c"), "{several}");
+        let mut one = ProgramRegistry::new();
+        one.register(bundled.find("counting").unwrap()).unwrap();
+        assert_eq!(application_program(&one, "").as_deref(), Ok("counting"));
     }
 }

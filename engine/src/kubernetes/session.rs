@@ -14,6 +14,7 @@ use super::specs::{
     rest_service_name, secret, secret_name, selector,
 };
 use crate::config::Config;
+use crate::resource::application::ApplicationJob;
 
 /// How long `kubernetes-session` waits for the JobManager's REST API.
 const START_TIMEOUT: Duration = Duration::from_secs(180);
@@ -44,8 +45,14 @@ fn cluster_id(config: &Config) -> Result<String, KubeError> {
     })
 }
 
-/// Starts a session named `cluster_id` and waits until its REST API answers.
-pub async fn deploy(config: &Config, cluster_id: &str) -> Result<Session, KubeError> {
+/// Starts a session named `cluster_id` and waits until its REST API answers. With `job`, the
+/// cluster is an application cluster running that one job (`run -t kubernetes-application`):
+/// one that cannot start is deleted again, since no one would ever use it.
+pub async fn deploy(
+    config: &Config,
+    cluster_id: &str,
+    job: Option<&ApplicationJob>,
+) -> Result<Session, KubeError> {
     let mut config = config.clone();
     config.set("kubernetes.cluster-id", cluster_id)?;
     if config.rest.port == 0 {
@@ -75,23 +82,51 @@ pub async fn deploy(config: &Config, cluster_id: &str) -> Result<Session, KubeEr
     // A leftover of a session whose Deployment is gone holds a secret nobody uses.
     client.delete(&secret_path).await?;
     client.create(&secrets, &secret(cluster_id, &hex)).await?;
-    let deployment = client
-        .create(&deployments, &jobmanager_deployment(&config, cluster_id))
-        .await?;
-    let uid = deployment["metadata"]["uid"].as_str().unwrap_or_default();
-    client
-        .merge_patch(
-            &secret_path,
-            &json!({"metadata": {"ownerReferences": owned_by_deployment(cluster_id, uid)}}),
-        )
-        .await?;
-    client
+    let created = client
         .create(
-            &format!("/api/v1/namespaces/{ns}/services"),
-            &rest_service(&config, cluster_id, uid),
+            &deployments,
+            &jobmanager_deployment(&config, cluster_id, job),
         )
-        .await?;
-    let rest_address = wait_for_rest(&client, &config, cluster_id).await?;
+        .await;
+    let deployment = match created {
+        Ok(deployment) => deployment,
+        Err(e) => {
+            if job.is_some() {
+                client.delete(&secret_path).await.ok();
+            }
+            return Err(e);
+        }
+    };
+    let uid = deployment["metadata"]["uid"].as_str().unwrap_or_default();
+    let started_up = async {
+        client
+            .merge_patch(
+                &secret_path,
+                &json!({"metadata": {"ownerReferences": owned_by_deployment(cluster_id, uid)}}),
+            )
+            .await?;
+        client
+            .create(
+                &format!("/api/v1/namespaces/{ns}/services"),
+                &rest_service(&config, cluster_id, uid),
+            )
+            .await?;
+        wait_for_rest(&client, &config, cluster_id).await
+    }
+    .await;
+    let rest_address = match started_up {
+        Ok(address) => address,
+        Err(e) => {
+            if job.is_some() {
+                // Its Secret and Service are owned by it and go along.
+                client
+                    .delete(&format!("{deployments}/{cluster_id}"))
+                    .await
+                    .ok();
+            }
+            return Err(e);
+        }
+    };
     Ok(Session {
         cluster_id: cluster_id.to_string(),
         rest_address,
@@ -201,19 +236,24 @@ pub async fn find_session(config: &Config) -> Result<String, KubeError> {
         })
 }
 
+/// Deletes the Deployment of the cluster `cluster_id` (and with it everything it owns);
+/// `false` when there is none.
+pub async fn delete_cluster(config: &Config, cluster_id: &str) -> Result<bool, KubeError> {
+    let ns = &config.kubernetes.namespace;
+    KubeClient::from_config(config)?
+        .delete(&format!(
+            "/apis/apps/v1/namespaces/{ns}/deployments/{cluster_id}"
+        ))
+        .await
+}
+
 /// Stops the session `kubernetes.cluster-id` names: deletes its Deployment, whose dependents
 /// (the JobManager's ReplicaSet and pod, the TaskManager pods, the Service and the Secret)
 /// the garbage collector removes. Returns the cluster id.
 pub async fn kill(config: &Config) -> Result<String, KubeError> {
     let cluster_id = cluster_id(config)?;
     let ns = &config.kubernetes.namespace;
-    let client = KubeClient::from_config(config)?;
-    if !client
-        .delete(&format!(
-            "/apis/apps/v1/namespaces/{ns}/deployments/{cluster_id}"
-        ))
-        .await?
-    {
+    if !delete_cluster(config, &cluster_id).await? {
         return Err(KubeError::Cluster(format!(
             "no Kubernetes session {cluster_id} in namespace {ns} (no Deployment {cluster_id})"
         )));

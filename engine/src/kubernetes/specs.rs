@@ -8,6 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::config::{Config, ServiceExposedType};
+use crate::resource::application::ApplicationJob;
 use crate::security::SECRET_ENV;
 
 /// The label every object of a sluice cluster carries, valued with the cluster id.
@@ -22,6 +23,21 @@ pub const TYPE_VALUE: &str = "sluice-native-kubernetes";
 pub const SECRET_KEY: &str = "cluster-secret";
 /// The name of the one container of each pod.
 const CONTAINER: &str = "sluice";
+/// The command of every pod of a session: the image's `sluice`. An application cluster whose
+/// program comes from a job artifact in the image runs that artifact instead.
+pub const SLUICE: &str = "sluice";
+/// The argument of `sluice kubernetes-jobmanager` carrying an application cluster's job.
+pub const JOB_ARG: &str = "--job";
+/// An application cluster's Deployment annotation with its job's id, once submitted.
+pub const JOB_ID_ANNOTATION: &str = "sluice/job-id";
+/// An application cluster's Deployment annotation with its job's final state.
+pub const JOB_STATE_ANNOTATION: &str = "sluice/job-state";
+/// An application cluster's Deployment annotation with why its job failed (a JSON list).
+pub const JOB_CAUSES_ANNOTATION: &str = "sluice/job-causes";
+/// At most this many causes, of at most this many bytes each, go into the annotation (the API
+/// server limits a object's annotations to 256 KiB).
+const MAX_CAUSES: usize = 5;
+const MAX_CAUSE_BYTES: usize = 8 * 1024;
 
 /// The Service of a cluster's REST API.
 pub fn rest_service_name(cluster_id: &str) -> String {
@@ -80,12 +96,23 @@ pub fn secret(cluster_id: &str, hex: &str) -> Value {
 }
 
 /// The JobManager's Deployment: one pod running `sluice kubernetes-jobmanager` with the
-/// client's configuration.
-pub fn jobmanager_deployment(config: &Config, cluster_id: &str) -> Value {
+/// client's configuration; for an application cluster, with its `job` and with the job
+/// artifact's path in the image (`job.artifact`) as the command instead of `sluice`.
+pub fn jobmanager_deployment(
+    config: &Config,
+    cluster_id: &str,
+    job: Option<&ApplicationJob>,
+) -> Value {
     let k = &config.kubernetes;
-    let mut command = vec!["sluice".to_string()];
+    let binary = job
+        .and_then(|j| j.artifact.as_ref())
+        .map_or_else(|| SLUICE.to_string(), |p| p.display().to_string());
+    let mut command = vec![binary];
     command.extend(config_args(config));
     command.push("kubernetes-jobmanager".into());
+    if let Some(job) = job {
+        command.extend([JOB_ARG.to_string(), job.encode()]);
+    }
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": cluster_id, "labels": labels(cluster_id, "jobmanager")},
         "spec": {"replicas": 1,
@@ -111,16 +138,18 @@ pub fn rest_service(config: &Config, cluster_id: &str, owner_uid: &str) -> Value
 /// A TaskManager pod `name`, owned by the Deployment (`owner_uid`), connecting to the
 /// JobManager's RPC endpoint `jobmanager` (`host:port`). Its resource id is its name, which is
 /// how the pool matches slots and pods. It is never restarted in place: a TaskManager that
-/// ended is replaced by a new pod if slots are short.
+/// ended is replaced by a new pod if slots are short. `binary` is the JobManager's own command
+/// (`sluice`, or an application's job artifact), so both know the same programs.
 pub fn taskmanager_pod(
     config: &Config,
     cluster_id: &str,
     owner_uid: &str,
     name: &str,
     jobmanager: &str,
+    binary: &str,
 ) -> Value {
     let k = &config.kubernetes;
-    let mut command = vec!["sluice".to_string()];
+    let mut command = vec![binary.to_string()];
     command.extend(config_args(config));
     command.extend(
         [
@@ -145,6 +174,66 @@ pub fn taskmanager_pod(
                 "env": env(cluster_id),
                 "resources": {"requests": {"cpu": k.taskmanager_cpu.to_string(), "memory": memory},
                               "limits": {"memory": memory}}}]}})
+}
+
+/// How an application cluster's job ended, as its JobManager records it on the Deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEnd {
+    /// `FINISHED`, `FAILED` or `CANCELED`.
+    pub state: String,
+    /// Why it failed, most recent first (empty when it finished).
+    pub causes: Vec<String>,
+}
+
+/// What an application cluster's Deployment says about its job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplicationStatus {
+    /// The job's id, once the JobManager submitted it.
+    pub job_id: Option<String>,
+    /// How it ended, once it did (also when it was refused and never got an id).
+    pub end: Option<JobEnd>,
+}
+
+/// The merge patch recording the job's id on the Deployment.
+pub fn job_id_patch(job_id: &str) -> Value {
+    json!({"metadata": {"annotations": {JOB_ID_ANNOTATION: job_id}}})
+}
+
+/// The merge patch recording the job's end on the Deployment; the causes are cut to what an
+/// annotation holds.
+pub fn job_end_patch(end: &JobEnd) -> Value {
+    let causes: Vec<String> = end
+        .causes
+        .iter()
+        .take(MAX_CAUSES)
+        .map(|c| {
+            let mut cut = MAX_CAUSE_BYTES.min(c.len());
+            while !c.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            c[..cut].to_string()
+        })
+        .collect();
+    json!({"metadata": {"annotations": {JOB_STATE_ANNOTATION: end.state,
+        JOB_CAUSES_ANNOTATION: serde_json::to_string(&causes).unwrap_or_default()}}})
+}
+
+/// Reads what the JobManager recorded on its Deployment.
+pub fn application_status(deployment: &Value) -> ApplicationStatus {
+    let annotations = &deployment["metadata"]["annotations"];
+    let end = annotations[JOB_STATE_ANNOTATION]
+        .as_str()
+        .map(|state| JobEnd {
+            state: state.to_string(),
+            causes: annotations[JOB_CAUSES_ANNOTATION]
+                .as_str()
+                .and_then(|c| serde_json::from_str(c).ok())
+                .unwrap_or_default(),
+        });
+    ApplicationStatus {
+        job_id: annotations[JOB_ID_ANNOTATION].as_str().map(str::to_string),
+        end,
+    }
 }
 
 /// What a pod's status means for the resource driver.
@@ -303,7 +392,14 @@ mod tests {
             ],
         )
         .unwrap();
-        let p = taskmanager_pod(&config, "c", "uid-1", "c-taskmanager-ab-1", "10.0.0.1:6123");
+        let p = taskmanager_pod(
+            &config,
+            "c",
+            "uid-1",
+            "c-taskmanager-ab-1",
+            "10.0.0.1:6123",
+            SLUICE,
+        );
         assert_eq!(p["metadata"]["ownerReferences"][0]["uid"], "uid-1");
         assert_eq!(p["metadata"]["ownerReferences"][0]["kind"], "Deployment");
         assert_eq!(p["metadata"]["labels"]["component"], "taskmanager");
@@ -353,5 +449,70 @@ mod tests {
             rest_address(ServiceExposedType::ClusterIp, &service, &pending, None),
             None
         );
+    }
+
+    #[test]
+    fn an_application_deployment_carries_its_job_and_runs_its_artifact() {
+        let config = Config::load(None, &["kubernetes.container.image=my/app:1".into()]).unwrap();
+        let job = ApplicationJob {
+            name: "sum".into(),
+            args: vec!["--keys".into(), "10".into()],
+            parallelism: Some(2),
+            overrides: Vec::new(),
+            savepoint: Some("/savepoints/s-1".into()),
+            artifact: Some("/opt/job/my-job".into()),
+        };
+        let command = |d: &Value| -> Vec<String> {
+            d["spec"]["template"]["spec"]["containers"][0]["command"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect()
+        };
+        let app = command(&jobmanager_deployment(&config, "c", Some(&job)));
+        assert_eq!(app[0], "/opt/job/my-job");
+        let at = app.iter().position(|a| a == JOB_ARG).unwrap();
+        assert_eq!(app[at - 1], "kubernetes-jobmanager");
+        let told = ApplicationJob::decode(JOB_ARG, &app[at + 1]).unwrap();
+        // The path is the command, not part of what the JobManager is told.
+        assert_eq!(told.artifact, None);
+        assert_eq!((told.name.as_str(), told.parallelism), ("sum", Some(2)));
+        assert_eq!(told.savepoint.as_deref(), Some("/savepoints/s-1"));
+        let session = command(&jobmanager_deployment(&config, "c", None));
+        assert_eq!(session[0], SLUICE);
+        assert_eq!(session.last().unwrap(), "kubernetes-jobmanager");
+    }
+
+    #[test]
+    fn a_job_end_recorded_on_the_deployment_reads_back_cut_to_size() {
+        let mut deployment = json!({"metadata": {"name": "c"}});
+        assert_eq!(
+            application_status(&deployment),
+            ApplicationStatus::default()
+        );
+        // The cut falls inside a two-byte character: it ends before it.
+        let long = format!("x{}", "é".repeat(MAX_CAUSE_BYTES));
+        let end = JobEnd {
+            state: "FAILED".into(),
+            causes: vec!["boom".into(); 3]
+                .into_iter()
+                .chain(std::iter::repeat_n(long.clone(), 4))
+                .collect(),
+        };
+        for patch in [job_id_patch("00ff"), job_end_patch(&end)] {
+            let annotations = patch["metadata"]["annotations"].as_object().unwrap();
+            for (k, v) in annotations {
+                deployment["metadata"]["annotations"][k] = v.clone();
+            }
+        }
+        let status = application_status(&deployment);
+        assert_eq!(status.job_id.as_deref(), Some("00ff"));
+        let read = status.end.unwrap();
+        assert_eq!(read.state, "FAILED");
+        assert_eq!(read.causes.len(), MAX_CAUSES);
+        assert_eq!(&read.causes[..3], ["boom", "boom", "boom"]);
+        assert_eq!(read.causes[3].len(), MAX_CAUSE_BYTES - 1);
+        assert!(long.starts_with(&read.causes[3]));
     }
 }

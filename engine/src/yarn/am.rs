@@ -142,7 +142,7 @@ async fn submit_application_job(
     let Ok(json) = std::env::var(JOB_ENV) else {
         return Ok(None);
     };
-    let job = ApplicationJob::from_env(&json).map_err(Outcome::Failed)?;
+    let job = ApplicationJob::decode(JOB_ENV, &json).map_err(Outcome::Failed)?;
     let refused = |e: String| Outcome::Failed(format!("the job {} was refused: {e}", job.name));
     let program = ProgramSpec::new(job.name.clone(), job.args.clone());
     let Some(ha) = shared.ha() else {

@@ -268,7 +268,7 @@ async fn submit_and_wait(
         .environment
         .insert(RESOURCES_ENV.into(), staging::resources_to_env(&resources));
     if let Some(job) = job {
-        launch.environment.insert(JOB_ENV.into(), job.to_env());
+        launch.environment.insert(JOB_ENV.into(), job.encode());
     }
     launch.environment.insert(
         "RUST_LOG".into(),

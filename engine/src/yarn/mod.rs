@@ -18,6 +18,9 @@
 
 use std::time::Duration;
 
+pub use crate::resource::application::ApplicationJob;
+use crate::resource::application::{from_hex_json, to_hex_json};
+
 pub mod am;
 pub mod client;
 pub mod cluster;
@@ -56,83 +59,4 @@ pub struct Session {
     pub rest_address: String,
     /// Seconds from submission to the JobManager answering.
     pub startup: Duration,
-}
-
-/// The job of a one-job application (`run -t yarn-application`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ApplicationJob {
-    /// A bundled program's name.
-    pub name: String,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// Its parallelism (default: parallelism.default).
-    pub parallelism: Option<u32>,
-    /// Job-scoped configuration (`-D execution.checkpointing.…` and the like).
-    pub overrides: Vec<(String, String)>,
-    /// A savepoint to start from.
-    pub savepoint: Option<String>,
-    /// The job artifact the program comes from, on the submitting machine: shipped as the
-    /// application's binary (it is a whole sluice with the job's programs bundled), instead
-    /// of the submitting `sluice` itself. Not part of what the AM is told.
-    #[serde(skip)]
-    pub artifact: Option<std::path::PathBuf>,
-}
-
-impl ApplicationJob {
-    /// The value of [`JOB_ENV`].
-    pub fn to_env(&self) -> String {
-        to_hex_json(self)
-    }
-
-    /// Parses the value of [`JOB_ENV`].
-    pub fn from_env(value: &str) -> Result<Self, String> {
-        from_hex_json(JOB_ENV, value)
-    }
-}
-
-/// `value` as hex-encoded JSON: an environment value survives the NodeManager's launch
-/// script, which does not preserve quotes.
-fn to_hex_json<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_vec(value)
-        .unwrap_or_default()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// Parses what [`to_hex_json`] wrote into the environment variable `name`.
-fn from_hex_json<T: serde::de::DeserializeOwned>(name: &str, value: &str) -> Result<T, String> {
-    let bytes = (0..value.len())
-        .step_by(2)
-        .map(|i| {
-            value
-                .get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("{name} is not hex"))
-        })
-        .collect::<Result<Vec<u8>, String>>()?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("{name} is not valid: {e}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_application_job_survives_the_environment_and_garbage_is_an_error() {
-        let job = ApplicationJob {
-            name: "wordcount".into(),
-            args: vec!["--input".into(), "/a \"b\" c".into()],
-            parallelism: Some(2),
-            overrides: vec![("restart-strategy.type".into(), "none".into())],
-            savepoint: None,
-            artifact: None,
-        };
-        let env = job.to_env();
-        assert!(env.chars().all(|c| c.is_ascii_hexdigit()));
-        assert_eq!(ApplicationJob::from_env(&env), Ok(job));
-        assert!(ApplicationJob::from_env("zz").is_err());
-        assert!(ApplicationJob::from_env("7b").is_err());
-        assert!(ApplicationJob::from_env("7").is_err());
-    }
 }
