@@ -631,7 +631,9 @@ fn run(
                 last_snapshot: None,
                 last_completed: None,
             };
-            input.run(&mut hooks, &ctx.timers)?;
+            if let Err(e) = input.run(&mut hooks, &ctx.timers) {
+                return Err(input.ending(&mut hooks, e));
+            }
             input.processor.finish()?;
             // The end of input may emit (windows of processing time fire, batch aggregates
             // go out), after the last barrier this task saw.
@@ -674,12 +676,13 @@ impl Input<'_> {
         Ok(())
     }
 
-    /// The task ends with `error`. Cancelled, it first commits what checkpoints that
-    /// completed before the cancellation cover: a stop with a savepoint notifies the
-    /// savepoint's completion just before it cancels, and the sinks' output up to the
-    /// savepoint becomes visible then, not only when a job resumes from it.
+    /// The task ends with `error`. Cancelled (the error may also be an input its cancelled
+    /// producer closed), it first commits what checkpoints that completed before the
+    /// cancellation cover: a stop with a savepoint notifies the savepoint's completion just
+    /// before it cancels, and the sinks' output up to the savepoint becomes visible then, not
+    /// only when a job resumes from it.
     fn ending(&mut self, hooks: &mut Hooks, error: TaskError) -> TaskError {
-        if matches!(error, TaskError::Cancelled) {
+        if hooks.cancelled().is_err() {
             while let Some(message) = hooks.control() {
                 if let TaskControl::Complete(id) = message
                     && let Err(e) = self.processor.checkpoint_complete(id)
@@ -774,9 +777,7 @@ impl Input<'_> {
                     )));
                 }
             }
-            if let Err(e) = hooks.tick() {
-                return Err(self.ending(hooks, e));
-            }
+            hooks.tick()?;
             if timers.next_deadline().is_some() {
                 let now = now_ms();
                 if timers.take_due(now) {
