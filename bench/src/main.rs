@@ -79,6 +79,8 @@ enum Sub {
         #[arg(long, value_name = "N")]
         keys: Option<u64>,
     },
+    /// What an event-time timer costs, set and fired, in each state backend.
+    Timers,
     /// What checkpointing costs stream-sum on a cluster: none vs every second (hashmap,
     /// RocksDB).
     Checkpoints,
@@ -325,6 +327,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Some(Sub::Receive { transport }) => baseline::receive(transport),
         Some(Sub::State { keys }) => state::run(cli.quick, keys),
+        Some(Sub::Timers) => state::timers(cli.quick),
         Some(Sub::Checkpoints) => {
             sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick))
         }

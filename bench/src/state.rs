@@ -8,6 +8,11 @@
 //! 2. RocksDB checkpoints: a full checkpoint of a large state (100-byte incompressible values),
 //!    then ~1% of the keys changed and an incremental checkpoint: duration and uploaded bytes.
 //!
+//!
+//! `sluice-bench timers [--quick]`: event-time timers through `Timers` over the same stores,
+//! one per key and timestamp as a window operator sets them: the CPU time to set them (random
+//! keys and times) and to fire them all in time order, per timer and backend.
+//!
 //! Files go to a temporary directory under `$TMPDIR` (a real disk, not tmpfs, for meaningful
 //! checkpoint times). Nothing here asserts on time.
 
@@ -18,7 +23,8 @@ use sluice::common::keys::KeyHash;
 use sluice::config::Config;
 use sluice::state::{
     BackendKind, BackendSettings, KeyGroupRange, KeyedStateHandle, KeyedStateStore,
-    LocalFileStorage, RocksMemory, SnapshotKind, SnapshotLocation, StateStorage,
+    LocalFileStorage, RocksMemory, SnapshotKind, SnapshotLocation, StateStorage, TimeDomain,
+    Timers,
 };
 
 use crate::{Stat, mib};
@@ -336,6 +342,89 @@ pub(crate) fn run(quick: bool, only_keys: Option<u64>) -> Result<()> {
             mib(h.checkpointed_size),
             mib(h.full_size),
             100.0 * h.checkpointed_size as f64 / h.full_size.max(1) as f64
+        );
+    }
+    Ok(())
+}
+
+/// Sets `timers` event-time timers on random keys of `keys` at random times, then fires them
+/// all: the CPU ns per timer of each half.
+fn timer_run(store: &KeyedStateStore, keys: u64, timers: u64, run: usize) -> Result<(f64, f64)> {
+    let mut queue = Timers::open(store)?;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d + run as u64);
+    let me = std::process::id();
+    let start = crate::procs::cpu_seconds(me)?;
+    for _ in 0..timers {
+        let key = rng.next() % keys;
+        // Times of a day in ms, rounded to seconds as window ends are: some coincide.
+        let time = (rng.next() % 86_400) as i64 * 1_000;
+        store.set_current_key(&key)?;
+        queue.register(TimeDomain::EventTime, time)?;
+    }
+    let set = crate::procs::cpu_seconds(me)?;
+    let kept = queue.len(TimeDomain::EventTime) as u64;
+    let mut fired = 0u64;
+    let mut last = i64::MIN;
+    while let Some(time) = queue.pop(TimeDomain::EventTime, i64::MAX)? {
+        anyhow::ensure!(
+            time >= last,
+            "timers fired out of order: {time} after {last}"
+        );
+        last = time;
+        fired += 1;
+    }
+    let fire = crate::procs::cpu_seconds(me)?;
+    anyhow::ensure!(fired == kept, "fired {fired} of {kept} timers");
+    Ok((
+        (set - start) * 1e9 / timers as f64,
+        (fire - set) * 1e9 / kept.max(1) as f64,
+    ))
+}
+
+/// `sluice-bench timers`.
+pub(crate) fn timers(quick: bool) -> Result<()> {
+    let sizes = Sizes::new(quick);
+    let (keys, count) = (sizes.keys, sizes.records / 5);
+    let dir = tempfile::tempdir().context("temporary directory")?;
+    let slot_memory = default_slot_memory();
+    eprintln!(
+        "sluice-bench timers: {count} timers over {keys} keys, {} run(s)",
+        sizes.repetitions
+    );
+    let mut rows = Vec::new();
+    for (kind, memory) in [
+        (BackendKind::HashMap, 0),
+        (BackendKind::RocksDb, slot_memory),
+    ] {
+        let (mut set, mut fire) = (Vec::new(), Vec::new());
+        for run in 0..sizes.repetitions {
+            let store = open(kind, dir.path(), &format!("timers-{kind}-{run}"), memory)?;
+            let (s, f) = timer_run(&store, keys, count, run)?;
+            eprintln!("  {kind}: set {s:.0} CPU ns/timer, fire {f:.0} CPU ns/timer");
+            set.push(s);
+            fire.push(f);
+        }
+        rows.push((kind, Stat::of(&set), Stat::of(&fire)));
+    }
+    println!();
+    println!(
+        "Event-time timers through `Timers` ({count} set on {keys} random keys at random seconds \
+         of a day, then all fired; median of {} run(s), CPU time of this process):",
+        sizes.repetitions
+    );
+    println!();
+    println!(
+        "| backend | set: CPU ns/timer | min–max | fire: CPU ns/timer | min–max | set + fire |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (kind, set, fire) in rows {
+        println!(
+            "| {kind} | {:.0} | {} | {:.0} | {} | {:.0} |",
+            set.median,
+            set.range(0),
+            fire.median,
+            fire.range(0),
+            set.median + fire.median
         );
     }
     Ok(())
