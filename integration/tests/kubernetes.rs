@@ -252,6 +252,19 @@ fn rest(address: &str, path: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// A fresh namespace of the control plane with a kubelet stand-in that runs the sluice image
+/// (8 CPUs): the plane, its API, the namespace (named from `prefix`) and the kubelet. `None`
+/// when the Kubernetes tests are skipped.
+fn sluice_namespace(prefix: &str) -> Option<(&'static ControlPlane, Api, String, Kubelet)> {
+    if kube::skipped() {
+        return None;
+    }
+    let plane = kube::control_plane();
+    let ns = plane.namespace(prefix);
+    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    Some((plane, plane.api(), ns, kubelet))
+}
+
 /// The session's REST address, as `kubernetes-session` printed it.
 fn rest_address_of(out: &Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -265,13 +278,9 @@ fn rest_address_of(out: &Output) -> String {
 
 #[test]
 fn a_session_grows_and_shrinks_taskmanager_pods_replaces_lost_ones_and_goes_with_its_deployment() {
-    if kube::skipped() {
+    let Some((plane, api, ns, kubelet)) = sluice_namespace("session") else {
         return;
-    }
-    let plane = kube::control_plane();
-    let api = plane.api();
-    let ns = plane.namespace("session");
-    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    };
     let session = Session::new(
         plane,
         &ns,
@@ -515,13 +524,9 @@ fn taskmanagers_run(kubelet: &Kubelet, id: &str) -> Vec<String> {
 
 #[test]
 fn an_application_runs_its_job_reports_it_and_leaves_nothing() {
-    if kube::skipped() {
+    let Some((plane, api, ns, kubelet)) = sluice_namespace("app") else {
         return;
-    }
-    let plane = kube::control_plane();
-    let api = plane.api();
-    let ns = plane.namespace("app");
-    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    };
     let app = Session::new(plane, &ns, "wc-app", &[]);
     let tmp = tempfile::tempdir().expect("a scratch folder");
     let text_in = make_text(256 * 1024);
@@ -568,13 +573,9 @@ fn an_application_runs_its_job_reports_it_and_leaves_nothing() {
 
 #[test]
 fn a_detached_application_returns_at_once_and_its_cluster_goes_when_the_job_ends() {
-    if kube::skipped() {
+    let Some((plane, api, ns, kubelet)) = sluice_namespace("detached") else {
         return;
-    }
-    let plane = kube::control_plane();
-    let api = plane.api();
-    let ns = plane.namespace("detached");
-    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    };
     let app = Session::new(
         plane,
         &ns,
@@ -639,13 +640,9 @@ fn a_detached_application_returns_at_once_and_its_cluster_goes_when_the_job_ends
 
 #[test]
 fn a_failing_application_reports_its_failure_and_bad_input_leaves_nothing() {
-    if kube::skipped() {
+    let Some((plane, api, ns, kubelet)) = sluice_namespace("failing") else {
         return;
-    }
-    let plane = kube::control_plane();
-    let api = plane.api();
-    let ns = plane.namespace("failing");
-    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    };
     let app = Session::new(plane, &ns, "bad-app", &["restart-strategy.type=none"]);
     let deployments = || {
         api.get(&format!("/apis/apps/v1/namespaces/{ns}/deployments"))
@@ -733,13 +730,9 @@ fn a_failing_application_reports_its_failure_and_bad_input_leaves_nothing() {
 
 #[test]
 fn a_job_artifact_in_the_image_runs_as_the_whole_application_cluster() {
-    if kube::skipped() {
+    let Some((plane, api, ns, kubelet)) = sluice_namespace("artifact") else {
         return;
-    }
-    let plane = kube::control_plane();
-    let api = plane.api();
-    let ns = plane.namespace("artifact");
-    let kubelet = Kubelet::start(plane, &ns, 8, &[(IMAGE, sluice_bin().as_path())]);
+    };
     let app = Session::new(plane, &ns, "sum-app", &[]);
     let tmp = tempfile::tempdir().expect("a scratch folder");
     let sums = tmp.path().join("sums");

@@ -787,6 +787,18 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
         }
     }
 
+    /// The ends of the windows a record at `timestamp` went into whose state is kept when
+    /// windows have fired up to `current`, earliest first (only count triggers and late
+    /// records need them: not collected for every record).
+    fn kept_windows(&self, windows: Sliding, timestamp: i64, current: i64) -> Vec<i64> {
+        let mut kept: Vec<i64> = windows
+            .window_ends(timestamp)
+            .filter(|end| self.cleanup_time(end - 1) > current)
+            .collect();
+        kept.reverse();
+        kept
+    }
+
     /// Whether `time` of `domain` is a tick of the continuous trigger, if there is one.
     fn is_tick(&self, domain: TimeDomain, time: i64) -> bool {
         matches!(self.trigger.fires, Fires::Continuous { domain: d, interval }
@@ -912,15 +924,9 @@ impl<K, T: Data, A: Data, O, F: WindowFunction<K, T, TimeWindow, O, Acc = A>>
         let slice = windows.slice_end(timestamp);
         let value = self.function.add(self.slices.get(&slice)?, record);
         self.slices.put(slice, value)?;
-        // The windows the record went into whose state is kept, earliest first.
-        let mut kept: Vec<i64> = windows
-            .window_ends(timestamp)
-            .filter(|end| self.cleanup_time(end - 1) > current)
-            .collect();
-        kept.reverse();
         match self.trigger.fires {
             Fires::Count(n) => {
-                for end in kept {
+                for end in self.kept_windows(windows, timestamp, current) {
                     let count = self.counts.get(&end)?.unwrap_or(0) + 1;
                     if count >= n {
                         self.counts.remove(&end)?;
@@ -934,6 +940,7 @@ impl<K, T: Data, A: Data, O, F: WindowFunction<K, T, TimeWindow, O, Acc = A>>
                 if fired {
                     // Late firings: each window that fired already and still keeps its state
                     // emits its updated result.
+                    let kept = self.kept_windows(windows, timestamp, current);
                     for end in kept.into_iter().filter(|end| end - 1 <= current) {
                         self.fire_window(windows, key, end, ctx, out)?;
                     }
