@@ -318,3 +318,39 @@ fn a_savepoint_cut_short_by_a_killed_jobmanager_is_removed_when_a_jobmanager_sta
     assert!(savepoints.join("backups").exists());
     assert!(savepoints.join("savepoint-000000-000000000000").exists());
 }
+
+#[test]
+fn a_taskmanager_that_no_jobmanager_takes_exits_after_its_registration_timeout() {
+    // At start: nothing listens at the JobManager's address.
+    let dead = format!("127.0.0.1:{}", sluice_integration::free_port());
+    let started = std::time::Instant::now();
+    let out = Command::new(sluice_integration::sluice_bin())
+        .args(["-D", "taskmanager.registration.timeout=2 s"])
+        .args(["taskmanager", "--jobmanager", &dead])
+        .env("SLUICE_CLUSTER_SECRET", "a secret that no cluster has")
+        .output()
+        .expect("run the TaskManager");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr
+            .contains("not registered at a JobManager for 2 s (taskmanager.registration.timeout)"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30), "it gave up");
+
+    // Later: its JobManager is lost for good. The clock starts again at the loss.
+    let cluster = StandaloneCluster::start(1, 1, "taskmanager.registration.timeout: 3 s\n");
+    let tm = cluster.pids("taskmanager")[0];
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        sluice_integration::alive(tm),
+        "a registered TaskManager stays past the timeout"
+    );
+    kill9(cluster.pids("jobmanager")[0]);
+    wait_for(
+        Duration::from_secs(30),
+        "the orphaned TaskManager to exit",
+        || (!sluice_integration::alive(tm)).then_some(()),
+    );
+}

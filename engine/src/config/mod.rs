@@ -431,6 +431,9 @@ pub struct TaskManagerOptions {
     /// `blob.service.cleanup.interval` (default 1 h): how long a fetched job artifact that no
     /// job on this TaskManager runs stays in its cache.
     pub artifact_cleanup_interval: Duration,
+    /// `taskmanager.registration.timeout` (default 5 min): how long a TaskManager may go
+    /// without being registered at a JobManager, at start or after losing it, before it exits.
+    pub registration_timeout: Duration,
 }
 
 /// Network buffer and memory options of a TaskManager.
@@ -754,6 +757,7 @@ impl Config {
                 resource_id: None,
                 scheduling_policy: crate::threads::SchedulingPolicy::Normal,
                 artifact_cleanup_interval: Duration::ZERO,
+                registration_timeout: Duration::ZERO,
             },
             network: NetworkOptions {
                 segment_size: 0,

@@ -1226,6 +1226,9 @@ options! {
     "taskmanager.numberOfTaskSlots" => taskmanager.number_of_task_slots: Int::<u32>::range(1, MAX_TASK_SLOTS as i64),
         default "1",
         doc "Number of slots a TaskManager offers, each running one parallel pipeline.";
+    "taskmanager.registration.timeout" => taskmanager.registration_timeout: POSITIVE_DURATION,
+        default "5 min",
+        doc "How long a TaskManager may stay unregistered, at start or after it lost its JobManager, before it exits (so that no orphan outlives its cluster).";
     "taskmanager.resource-id" => taskmanager.resource_id: OptionalText,
         default "",
         doc "Stable identity of the TaskManager; a random one is generated when unset.";

@@ -2,7 +2,7 @@
 //! JobManager (registration, heartbeats, deployments, cancellations), and the task threads.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,6 +50,51 @@ pub enum TaskManagerError {
     /// The port for job worker processes could not be opened.
     #[error("the port for job workers: {0}")]
     Workers(std::io::Error),
+    /// No JobManager took this TaskManager's registration within
+    /// `taskmanager.registration.timeout`, at start or after the last one was lost.
+    #[error(
+        "not registered at a JobManager for {} (taskmanager.registration.timeout): this TaskManager has no cluster and exits",
+        crate::config::format_duration(*.0)
+    )]
+    RegistrationTimeout(Duration),
+}
+
+/// Gives up a TaskManager that stays unregistered too long: the `taskmanager.registration.timeout`
+/// clock, started at start and again whenever a registration ends.
+struct Unregistered {
+    deadline: tokio::time::Instant,
+    limit: Duration,
+}
+
+impl Unregistered {
+    fn since_now(limit: Duration) -> Self {
+        Unregistered {
+            deadline: tokio::time::Instant::now() + limit,
+            limit,
+        }
+    }
+
+    fn error(&self) -> TaskManagerError {
+        TaskManagerError::RegistrationTimeout(self.limit)
+    }
+
+    /// Runs `session` (whose registration sets `registered`) to its end, or gives it up with
+    /// `None` when the deadline comes before it registered.
+    async fn session<F>(&self, session: F, registered: &AtomicBool) -> Option<F::Output>
+    where
+        F: std::future::Future,
+    {
+        tokio::pin!(session);
+        tokio::select! {
+            r = &mut session => return Some(r),
+            _ = tokio::time::sleep_until(self.deadline) => {}
+        }
+        if registered.load(Ordering::Acquire) {
+            Some(session.await)
+        } else {
+            None
+        }
+    }
 }
 
 type Tasks = Arc<Mutex<HashMap<ExecutionId, TaskHandle>>>;
@@ -160,7 +205,8 @@ impl TaskManager {
     /// Registers with the TaskManager that started this worker and runs what it sends until
     /// the connection ends (the TaskManager stopped the worker, or went away).
     pub async fn serve_parent(self: Arc<Self>, parent: &str) -> Result<(), RpcError> {
-        let result = self.clone().session(parent, None).await;
+        let registered = AtomicBool::new(false);
+        let result = self.clone().session(parent, None, &registered).await;
         self.cancel_all();
         result
     }
@@ -311,9 +357,16 @@ impl TaskManager {
     /// Registers with the JobManager at `jobmanager` (`host:port`) and serves it; reconnects
     /// when the connection breaks. Returns only on a permanent error.
     pub async fn run(self: Arc<Self>, jobmanager: String) -> TaskManagerError {
+        let limit = self.config.taskmanager.registration_timeout;
+        let mut unregistered = Unregistered::since_now(limit);
         let mut logged = false;
         loop {
-            match self.clone().session(&jobmanager, None).await {
+            let registered = AtomicBool::new(false);
+            let session = self.clone().session(&jobmanager, None, &registered);
+            let Some(result) = unregistered.session(session, &registered).await else {
+                return unregistered.error();
+            };
+            match result {
                 Err(RpcError::AuthenticationFailed) => {
                     return TaskManagerError::Authentication(jobmanager);
                 }
@@ -332,6 +385,9 @@ impl TaskManager {
                     logged = false;
                 }
             }
+            if registered.load(Ordering::Acquire) {
+                unregistered = Unregistered::since_now(limit);
+            }
             // Without a JobManager, nothing we run can report or be coordinated: stop it all and
             // free the slots (with HA a new leader redeploys from its checkpoint).
             self.cancel_all();
@@ -348,8 +404,15 @@ impl TaskManager {
             Err(e) => return TaskManagerError::Ha(e.to_string()),
         };
         let mut leaders = retrieval.subscribe();
+        let limit = self.config.taskmanager.registration_timeout;
+        let mut unregistered = Unregistered::since_now(limit);
         loop {
-            let leader = match retrieval.wait_for(|l| l.is_some()).await {
+            let waited =
+                tokio::time::timeout_at(unregistered.deadline, retrieval.wait_for(|l| l.is_some()));
+            let Ok(leader) = waited.await else {
+                return unregistered.error();
+            };
+            let leader = match leader {
                 Ok(Some(l)) => l,
                 Ok(None) => continue,
                 Err(e) => {
@@ -376,15 +439,26 @@ impl TaskManager {
                     }
                 }
             };
-            tokio::select! {
-                r = self.clone().session(&rpc, Some(session.clone())) => match r {
-                    Err(RpcError::AuthenticationFailed) => {
-                        return TaskManagerError::Authentication(rpc);
-                    }
-                    Err(e) => warn!(jobmanager = %rpc, error = %e, "the connection to the leader ended"),
-                    Ok(()) => {}
-                },
-                _ = changed => info!("the leader changed"),
+            let registered = AtomicBool::new(false);
+            let followed = async {
+                tokio::select! {
+                    r = self.clone().session(&rpc, Some(session.clone()), &registered) => Some(r),
+                    _ = changed => None,
+                }
+            };
+            match unregistered.session(followed, &registered).await {
+                None => return unregistered.error(),
+                Some(Some(Err(RpcError::AuthenticationFailed))) => {
+                    return TaskManagerError::Authentication(rpc);
+                }
+                Some(Some(Err(e))) => {
+                    warn!(jobmanager = %rpc, error = %e, "the connection to the leader ended")
+                }
+                Some(Some(Ok(()))) => {}
+                Some(None) => info!("the leader changed"),
+            }
+            if registered.load(Ordering::Acquire) {
+                unregistered = Unregistered::since_now(limit);
             }
             // Whatever the old term deployed is cancelled before the new term's leader hears
             // from us (it redeploys from its checkpoints).
@@ -404,10 +478,12 @@ impl TaskManager {
     }
 
     /// One control connection, from registration until it breaks.
+    /// Sets `registered` once the JobManager took the registration.
     async fn session(
         self: Arc<Self>,
         jobmanager: &str,
         leader_session: Option<String>,
+        registered: &AtomicBool,
     ) -> Result<(), RpcError> {
         let addr = tokio::net::lookup_host(jobmanager)
             .await?
@@ -466,6 +542,7 @@ impl TaskManager {
                 )));
             }
         };
+        registered.store(true, Ordering::Release);
         match self.worker_of {
             Some(job) => {
                 info!(%job, taskmanager = %jobmanager, "the job's worker registered at its TaskManager")
