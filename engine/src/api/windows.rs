@@ -25,7 +25,7 @@ use super::triggers::{Fires, Trigger};
 use crate::common::error::TaskError;
 use crate::network::buffer::IoCounters;
 use crate::record::Data;
-use crate::state::{AggregateFunction, KeyedStateStore, MapState, TimeDomain};
+use crate::state::{AggregateFunction, KeyedStateStore, MapState, TimeDomain, ValueState};
 
 /// A window of time: `[start, end)` in ms since the epoch (Flink's `TimeWindow`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -422,8 +422,10 @@ pub(crate) struct WindowOperator<T, A, F> {
     function: F,
     /// Sliding windows: each key's accumulators by slice end.
     slices: MapState<i64, A>,
-    /// Session windows: each key's sessions, start → (end, accumulator).
-    sessions: MapState<i64, (i64, A)>,
+    /// Session windows: each key's sessions as (start, end, accumulator), in the order of their
+    /// starts, one value per key: a record reads and writes one entry (on RocksDB through the
+    /// write-back cache) instead of scanning the key's sessions.
+    sessions: ValueState<Vec<(i64, i64, A)>>,
     /// When windows fire.
     trigger: Trigger,
     /// A count trigger's records per window since it last fired: each key's by window end
@@ -471,13 +473,17 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
             TimeDomain::EventTime => (lateness.allowed.max(0), lateness.side_output),
             TimeDomain::ProcessingTime => (0, None),
         };
+        let sessions = store.value_state(SESSIONS)?;
+        if matches!(windows.kind, Kind::Session { .. }) {
+            convert_earlier_sessions(store, &sessions)?;
+        }
         Ok(WindowOperator {
             windows,
             lateness: allowed,
             late_data,
             function,
             slices: store.map_state("window-slices")?,
-            sessions: store.map_state("window-sessions")?,
+            sessions,
             trigger,
             counts: store.map_state("window-counts")?,
             counters,
@@ -532,6 +538,39 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
             TimeDomain::ProcessingTime => ctx.delete_processing_time_timer(time),
         }
     }
+}
+
+/// The session windows' state: each key's sessions in one value.
+const SESSIONS: &str = "window-session-list";
+
+/// Moves sessions kept as an earlier sluice kept them, one map entry per session
+/// (`window-sessions`: start → (end, accumulator)), from a restored snapshot into
+/// [`SESSIONS`], so that a savepoint taken before the change resumes with its open sessions.
+fn convert_earlier_sessions<A: Data>(
+    store: &KeyedStateStore,
+    sessions: &ValueState<Vec<(i64, i64, A)>>,
+) -> Result<(), TaskError> {
+    let mut earlier = store.take_map_state::<i64, (i64, A)>("window-sessions")?;
+    if earlier.is_empty() {
+        return Ok(());
+    }
+    earlier.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
+    let mut rest = earlier.as_slice();
+    while let Some((kg, key, _, _)) = rest.first() {
+        let n = rest
+            .iter()
+            .take_while(|e| e.0 == *kg && e.1 == *key)
+            .count();
+        let (of_key, more) = rest.split_at(n);
+        store.set_current_key_bytes(*kg, key)?;
+        let list = of_key
+            .iter()
+            .map(|(_, _, start, (end, acc))| (*start, *end, acc.clone()))
+            .collect();
+        sessions.update(list)?;
+        rest = more;
+    }
+    Ok(())
 }
 
 /// Sets a timer of the current key at `time` of `domain`.
@@ -591,12 +630,12 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
             start: timestamp,
             end: timestamp.saturating_add(gap),
         };
-        let mut parts: Vec<(i64, i64, A)> = Vec::new();
-        for (start, (end, value)) in self.sessions.entries()? {
-            if start <= merged.end && end >= merged.start {
-                parts.push((start, end, value));
-            }
-        }
+        let (mut parts, mut sessions): (Vec<_>, Vec<_>) = self
+            .sessions
+            .value()?
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|(start, end, _)| *start <= merged.end && *end >= merged.start);
         for (start, end, _) in &parts {
             merged.start = merged.start.min(*start);
             merged.end = merged.end.max(*end);
@@ -607,7 +646,6 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
         // A count trigger's counts merge with their sessions.
         let mut count = 1;
         for (start, end, _) in &parts {
-            self.sessions.remove(start)?;
             if let Fires::Count(_) = self.trigger.fires {
                 count += self.counts.get(start)?.unwrap_or(0);
                 self.counts.remove(start)?;
@@ -649,12 +687,14 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
             // A late firing: the session fired already and is kept for its lateness.
             _ => ended,
         };
+        let at = sessions.partition_point(|(start, _, _)| *start < merged.start);
         if fire_now {
-            self.sessions
-                .put(merged.start, (merged.end, value.clone()))?;
+            sessions.insert(at, (merged.start, merged.end, value.clone()));
+            self.sessions.update(sessions)?;
             self.emit(key, merged, value, ctx, out)
         } else {
-            Ok(self.sessions.put(merged.start, (merged.end, value))?)
+            sessions.insert(at, (merged.start, merged.end, value));
+            Ok(self.sessions.update(sessions)?)
         }
     }
 
@@ -672,24 +712,43 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
     where
         F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
     {
+        let mut sessions = self.sessions.value()?.unwrap_or_default();
         if domain == self.windows.domain {
             let end = self.end_of(time);
             let cleanup_end = end.saturating_sub(self.lateness);
-            for (start, (e, value)) in self.sessions.entries()? {
+            let before = sessions.len();
+            let mut kept = Vec::with_capacity(before);
+            for (start, e, value) in sessions {
+                let window = TimeWindow { start, end: e };
+                let fire = e == end && self.trigger.fires_at_end();
                 if e == cleanup_end {
-                    self.sessions.remove(&start)?;
-                    self.counts.remove(&start)?;
-                }
-                if e == end && self.trigger.fires_at_end() {
-                    self.emit(key, TimeWindow { start, end }, value, ctx, out)?;
+                    if let Fires::Count(_) = self.trigger.fires {
+                        self.counts.remove(&start)?;
+                    }
+                    if fire {
+                        self.emit(key, window, value, ctx, out)?;
+                    }
+                } else {
+                    if fire {
+                        self.emit(key, window, value.clone(), ctx, out)?;
+                    }
+                    kept.push((start, e, value));
                 }
             }
+            if kept.len() != before {
+                if kept.is_empty() {
+                    self.sessions.clear()?;
+                } else {
+                    self.sessions.update(kept.clone())?;
+                }
+            }
+            sessions = kept;
         }
         if !self.is_tick(domain, time) {
             return Ok(());
         }
         let mut latest = None;
-        for (start, (end, value)) in self.sessions.entries()? {
+        for (start, end, value) in sessions {
             let window = TimeWindow { start, end };
             if self.fires_early(window, (time, domain), ctx) {
                 self.emit(key, window, value, ctx, out)?;
@@ -1317,7 +1376,7 @@ mod tests {
             assert_eq!(h.dropped(), 1);
             h.watermark(i64::MAX);
             assert_eq!(h.emitted(), [(14, (1, 2)), (39, (12, 4))]);
-            assert_eq!(h.state_entries("window-sessions"), 0);
+            assert_eq!(h.state_entries(SESSIONS), 0);
         }
     }
 
@@ -1422,7 +1481,7 @@ mod tests {
             h.ones(&[0]);
             assert_eq!(h.emitted(), [(10, (1, 1)), (10, (0, 2))]);
             h.watermark(15);
-            assert_eq!(h.state_entries("window-sessions"), 0);
+            assert_eq!(h.state_entries(SESSIONS), 0);
             // [2, 12) would be kept until 16: a session of its own that fires at once. [-10, 0)
             // was gone at watermark 4: too late.
             h.ones(&[2, -10]);
@@ -1430,7 +1489,7 @@ mod tests {
             assert_eq!(*h.late.borrow(), [(-10, 1)]);
             h.watermark(i64::MAX);
             assert_eq!(h.emitted().len(), 3);
-            assert_eq!(h.state_entries("window-sessions"), 0);
+            assert_eq!(h.state_entries(SESSIONS), 0);
         }
     }
 
@@ -1493,6 +1552,90 @@ mod tests {
                 assert_eq!(after.emitted(), [(9, (0, 3)), (19, (10, 1))], "{kind}");
                 assert_eq!(after.state_entries("window-slices"), 0, "{kind}");
             }
+        }
+    }
+
+    /// Sessions as an earlier sluice kept them: one map entry per session, start → (end,
+    /// sum), with a timer at each session's last instant.
+    struct EarlierSessions(MapState<i64, (i64, u64)>);
+
+    impl KeyedProcessFunction<u8, Stamped<u64>, Firing> for EarlierSessions {
+        fn process(
+            &mut self,
+            _: &u8,
+            (timestamp, value): Stamped<u64>,
+            ctx: &mut Context<'_>,
+            _: &mut Collector<'_, Firing>,
+        ) -> Result<(), TaskError> {
+            // One record per session here: [timestamp, timestamp + 10).
+            self.0.put(timestamp, (timestamp + 10, value))?;
+            ctx.register_event_time_timer(timestamp + 9)
+        }
+    }
+
+    #[test]
+    fn sessions_of_a_snapshot_in_the_earlier_one_entry_per_session_layout_resume_in_both_backends()
+    {
+        use crate::common::keys::KeyHash;
+        use crate::state::{
+            BackendKind, BackendSettings, KeyGroupRange, LocalFileStorage, SnapshotKind,
+            SnapshotLocation,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_string_lossy().into_owned();
+        for kind in [BackendKind::HashMap, BackendKind::RocksDb] {
+            let open = |name: &str, restore: &[crate::state::KeyedStateHandle], meta: &str| {
+                let settings = BackendSettings {
+                    kind,
+                    local_dir: dir.path().join("local").join(format!("{kind}-{name}")),
+                    incremental: false,
+                    rocks_memory: None,
+                    key_hash: KeyHash::CURRENT,
+                };
+                let range = KeyGroupRange::new(0, 127);
+                KeyedStateStore::open(&settings, 128, range, restore, &LocalFileStorage, meta)
+                    .unwrap()
+            };
+            let store = open("before", &[], "");
+            let earlier = EarlierSessions(store.map_state("window-sessions").unwrap());
+            let got = Rc::new(RefCell::new(Vec::new()));
+            let next: BoxOutput<Firing> =
+                Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
+            let clock = Arc::new(AtomicI64::new(0));
+            let processing = crate::api::ProcessingTimeService::with_manual_clock(clock);
+            let mut op = keyed(earlier, &store, processing, next, SideOutputs::new(vec![]));
+            op.push_batch(&mut vec![(0, 2), (30, 5)]).unwrap();
+            let location = SnapshotLocation {
+                checkpoint_id: 1,
+                kind: SnapshotKind::Savepoint,
+                dir: format!("{base}/{kind}/sp-1"),
+                shared_dir: None,
+            };
+            let handle = store
+                .snapshot(&location, &LocalFileStorage, "sessions")
+                .unwrap();
+            drop(op);
+            drop(store);
+            let store = open("after", std::slice::from_ref(&handle), &location.dir);
+            let windows = EventTimeSessionWindows::with_gap(Duration::from_millis(10));
+            let mut after = Harness::on(Fun::Reduce, store, (windows, Trigger::DEFAULT), 0, false);
+            assert_eq!(
+                after.state_entries("window-sessions"),
+                0,
+                "{kind}: converted"
+            );
+            assert_eq!(
+                after.state_entries(SESSIONS),
+                1,
+                "{kind}: one value per key"
+            );
+            // A record joins the second session; both fire by their timers as before.
+            after.ones(&[35]);
+            after.watermark(9);
+            assert_eq!(after.emitted(), [(9, (0, 2))], "{kind}");
+            after.watermark(i64::MAX);
+            assert_eq!(after.emitted(), [(9, (0, 2)), (44, (30, 6))], "{kind}");
+            assert_eq!(after.state_entries(SESSIONS), 0, "{kind}");
         }
     }
 
@@ -1571,7 +1714,7 @@ mod tests {
             h.ones(&[0]);
             h.finish();
             assert_eq!(h.emitted(), [(14, (1, 2)), (39, (30, 1))], "{fun:?}");
-            assert_eq!(h.state_entries("window-sessions"), 0);
+            assert_eq!(h.state_entries(SESSIONS), 0);
         }
     }
 
@@ -1630,7 +1773,7 @@ mod tests {
             assert_eq!(h.emitted(), [(21, (1, 3))], "{fun:?}");
             h.watermark(100);
             assert_eq!(h.emitted().len(), 1, "{fun:?}");
-            assert_eq!(h.state_entries("window-sessions"), 0, "{fun:?}");
+            assert_eq!(h.state_entries(SESSIONS), 0, "{fun:?}");
             assert_eq!(h.state_entries("window-counts"), 0, "{fun:?}");
         }
     }
@@ -1696,7 +1839,7 @@ mod tests {
                 [(54, (5, 1)), (79, (5, 2)), (79, (5, 2)), (79, (5, 2))],
                 "{fun:?}"
             );
-            assert_eq!(h.state_entries("window-sessions"), 0, "{fun:?}");
+            assert_eq!(h.state_entries(SESSIONS), 0, "{fun:?}");
         }
     }
 

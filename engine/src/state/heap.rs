@@ -219,6 +219,33 @@ impl HeapBackend {
         }
     }
 
+    /// Removes every entry of map state `id` and visits each first.
+    pub(crate) fn take_map_state(
+        &mut self,
+        id: &StateId,
+        f: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
+    ) -> Result<(), StateError> {
+        for index in 0..self.groups.len() {
+            let key_group = self.first + index as u32;
+            let Some(table) = self.groups[index].maps.get_mut(id.id as usize) else {
+                continue;
+            };
+            for (key, map) in std::mem::take(table) {
+                for (uk, value) in map {
+                    f(RawEntry {
+                        key_group,
+                        state: &id.name,
+                        kind: StorageKind::Map,
+                        key: &key,
+                        user_key: &uk,
+                        value: &value,
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Visits the entries of one key group, values first, then map entries.
     fn for_each_in_group(
         &self,

@@ -586,6 +586,42 @@ impl RocksBackend {
         self.write(batch)
     }
 
+    /// Removes every entry of map state `name` in `range` and visits each first.
+    pub(crate) fn take_map_state(
+        &mut self,
+        range: KeyGroupRange,
+        name: &str,
+        f: &mut dyn FnMut(RawEntry<'_>) -> Result<(), StateError>,
+    ) -> Result<(), StateError> {
+        let mut batch = WriteBatch::default();
+        for kg in range.first..=range.last {
+            // Every key of the state in this key group starts with `[kg][name][map]`.
+            encode_key(&mut self.key, kg, name, StorageKind::Map, &[]);
+            self.key.truncate(self.key.len() - 4);
+            let mut opts = ReadOptions::default();
+            opts.set_iterate_lower_bound(self.key.clone());
+            if let Some(end) = prefix_end(&self.key) {
+                opts.set_iterate_upper_bound(end);
+            }
+            opts.set_total_order_seek(true);
+            let mut it = self.db.raw_iterator_opt(opts);
+            it.seek_to_first();
+            while it.valid() {
+                if let (Some(k), Some(v)) = (it.key(), it.value()) {
+                    let entry = decode_key(k).ok_or_else(|| StateError::Corrupted {
+                        path: self.path.display().to_string(),
+                        reason: "a key not written by sluice".into(),
+                    })?;
+                    f(RawEntry { value: v, ..entry })?;
+                    batch.delete(k);
+                }
+                it.next();
+            }
+            it.status().map_err(|e| StateError::rocks(&self.path, e))?;
+        }
+        self.write(batch)
+    }
+
     pub(crate) fn for_each(
         &mut self,
         range: KeyGroupRange,

@@ -146,6 +146,10 @@ impl Inner {
     }
 }
 
+/// An entry [`KeyedStateStore::take_map_state`] took out: (key group, key archive, user key,
+/// value).
+pub type TakenEntry<UK, UV> = (u32, Vec<u8>, UK, UV);
+
 impl KeyedStateStore {
     /// Opens the state of one keyed operator in one subtask, owning `key_groups`. `restore` is
     /// empty for a fresh start; otherwise it holds every handle of the restored checkpoint whose
@@ -381,6 +385,34 @@ impl KeyedStateStore {
             });
             Ok(())
         })?;
+        Ok(out)
+    }
+
+    /// Removes every entry of map state `name` (of any key) and returns them, decoded: for an
+    /// operator whose state moved to another layout, to convert what a snapshot of the old
+    /// layout restored. Each key archive is one for
+    /// [`set_current_key_bytes`](Self::set_current_key_bytes).
+    pub fn take_map_state<UK: Data, UV: Data>(
+        &self,
+        name: &str,
+    ) -> Result<Vec<TakenEntry<UK, UV>>, StateError> {
+        let mut out = Vec::new();
+        let mut collect = |e: RawEntry<'_>| -> Result<(), StateError> {
+            out.push((
+                e.key_group,
+                e.key.to_vec(),
+                super::archives::decode(e.user_key, name)?,
+                super::archives::decode(e.value, name)?,
+            ));
+            Ok(())
+        };
+        let id = self.register(name, StorageKind::Map)?;
+        let mut backend = self.inner.backend.borrow_mut();
+        match backend.as_mut() {
+            Some(Backend::Heap(h)) => h.take_map_state(&id, &mut collect)?,
+            Some(Backend::Rocks(r)) => r.take_map_state(self.inner.range, name, &mut collect)?,
+            None => return Err(StateError::Config("the state store is closed".into())),
+        }
         Ok(out)
     }
 
