@@ -10,7 +10,8 @@
 //! same jobs (see `flink.rs`); `latency` the end-to-end latency of both (see `latency.rs`);
 //! `flink-cluster` the exchange between two TaskManagers of both (see `flink_cluster.rs`); `kafka`
 //! the Kafka connectors against the broker's own tools (see `kafka.rs`); `nexmark` the Nexmark
-//! queries beside Flink's published numbers (see `nexmark.rs`).
+//! queries beside Flink's published numbers (see `nexmark.rs`); `window-state` the state event-time
+//! windows keep per key (see `window_state.rs`).
 //! Nothing here asserts on time: it prints
 //! numbers.
 
@@ -28,6 +29,7 @@ mod metrics;
 mod nexmark;
 mod procs;
 mod state;
+mod window_state;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -81,6 +83,17 @@ enum Sub {
     },
     /// What an event-time timer costs, set and fired, in each state backend.
     Timers,
+    /// How much state event-time windows keep per key: `counting --window-ms` with the
+    /// hashmap and RocksDB, the window vertex's part of a checkpoint once every key's window is
+    /// open.
+    WindowState {
+        /// Key counts, comma-separated (default 10000,100000,1000000; 10000 with `--quick`).
+        #[arg(long, value_delimiter = ',')]
+        keys: Vec<u64>,
+    },
+    /// What event time costs stream-sum on a cluster: the job as it is vs with timestamps and
+    /// watermarks (`--event-time`).
+    EventTime,
     /// What checkpointing costs stream-sum on a cluster: none vs every second (hashmap,
     /// RocksDB).
     Checkpoints,
@@ -331,6 +344,9 @@ fn main() -> std::process::ExitCode {
         Some(Sub::Checkpoints) => {
             sluice_bin(&cli).and_then(|bin| checkpoints::run(&bin, cli.quick))
         }
+        Some(Sub::EventTime) => {
+            sluice_bin(&cli).and_then(|bin| checkpoints::event_time(&bin, cli.quick))
+        }
         Some(Sub::Metrics { runs, records }) => {
             sluice_bin(&cli).and_then(|bin| metrics::run(&bin, cli.quick, runs, records))
         }
@@ -339,6 +355,9 @@ fn main() -> std::process::ExitCode {
             ref queries,
         }) => sluice_bin(&cli)
             .and_then(|bin| nexmark::run(&bin, cli.quick, events, queries.as_deref())),
+        Some(Sub::WindowState { ref keys }) => {
+            sluice_bin(&cli).and_then(|bin| window_state::run(&bin, cli.quick, keys))
+        }
         Some(Sub::MetricsScrape { jobs, scrapes }) => {
             sluice_bin(&cli).and_then(|bin| metrics::scrape_size(&bin, jobs, scrapes))
         }

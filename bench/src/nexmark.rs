@@ -171,6 +171,6 @@ fn wait_busy_end(cluster: &Cluster, id: &str) -> Result<u64> {
     }
 }
 
-fn now_ms() -> Result<u64> {
+pub(crate) fn now_ms() -> Result<u64> {
     Ok(SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as u64)
 }

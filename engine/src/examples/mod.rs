@@ -105,6 +105,15 @@ impl Params {
         }
     }
 
+    /// A flag (`--key` without a value): whether it is given; a value after it is refused.
+    pub(crate) fn flag(&self, key: &str) -> Result<bool, String> {
+        match self.get(key) {
+            None => Ok(false),
+            Some("") => Ok(true),
+            Some(v) => Err(format!("--{key} is a flag and takes no value, got '{v}'")),
+        }
+    }
+
     /// A numeric argument, or `default` when absent.
     pub(crate) fn number(&self, key: &str, default: u64) -> Result<u64, String> {
         match self.get(key) {
