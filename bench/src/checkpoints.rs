@@ -111,17 +111,7 @@ fn compare(bin: &Path, quick: bool, title: &str, variants: &[Variant]) -> Result
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); variants.len()];
     for _ in 0..repetitions {
         for (i, (cluster, v)) in clusters.iter_mut().zip(variants).enumerate() {
-            let mut args: Vec<String> = [
-                "--rate",
-                "0",
-                "--keys",
-                "1000",
-                "--records",
-                &records.to_string(),
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+            let mut args = crate::stream_sum_args(records);
             args.extend(v.args.iter().map(|s| s.to_string()));
             let cpu_before = taskmanagers_cpu(cluster)?;
             let id = cluster.submit("stream-sum", &args, 2)?;

@@ -562,6 +562,15 @@ fn baseline_only(transport: Transport, count: usize, duration: Duration) -> Resu
     Ok(())
 }
 
+/// `stream-sum`'s arguments for a bounded run as fast as it goes over 1000 keys.
+fn stream_sum_args(records: u64) -> Vec<String> {
+    let records = records.to_string();
+    ["--rate", "0", "--keys", "1000", "--records", &records]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
 /// The directory holding this binary's sibling binaries (the cargo profile directory).
 fn profile_dir() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("this binary's path")?;
@@ -747,10 +756,7 @@ fn run(cli: &Cli) -> Result<()> {
     let mut sums = Vec::new();
     for _ in 0..sizes.repetitions {
         let n = sizes.stream_sum_records;
-        let args: Vec<String> = ["--rate", "0", "--keys", "1000", "--records", &n.to_string()]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let args = stream_sum_args(n);
         let r = run_job(
             &mut cluster,
             "stream-sum",

@@ -43,17 +43,7 @@ pub fn run(bin: &Path, quick: bool, runs: Option<usize>, size: Option<u64>) -> R
         )?,
     ];
     let ports = reporter_ports(&clusters[1], first)?;
-    let args: Vec<String> = [
-        "--rate",
-        "0",
-        "--keys",
-        "1000",
-        "--records",
-        &records.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args = crate::stream_sum_args(records);
     let mut rates = vec![Vec::new(); 2];
     // The TaskManagers' CPU per record: steadier than records/s when other load shares the
     // cores.

@@ -1155,6 +1155,27 @@ mod tests {
         clock: Arc<AtomicI64>,
     }
 
+    /// A store of all 128 key groups in `dir/local/<kind>-<name>`, restored from `restore`
+    /// (file paths relative to `meta`).
+    fn open_store(
+        dir: &std::path::Path,
+        kind: crate::state::BackendKind,
+        name: &str,
+        restore: &[crate::state::KeyedStateHandle],
+        meta: &str,
+    ) -> KeyedStateStore {
+        let settings = crate::state::BackendSettings {
+            kind,
+            local_dir: dir.join("local").join(format!("{kind}-{name}")),
+            incremental: false,
+            rocks_memory: None,
+            key_hash: crate::common::keys::KeyHash::CURRENT,
+        };
+        let range = crate::state::KeyGroupRange::new(0, 127);
+        let storage = crate::state::LocalFileStorage;
+        KeyedStateStore::open(&settings, 128, range, restore, &storage, meta).unwrap()
+    }
+
     /// A subtask's keyed state store, empty.
     fn fresh_store() -> KeyedStateStore {
         let ctx = crate::api::RuntimeContext::standalone(0, 1);
@@ -1496,25 +1517,12 @@ mod tests {
     #[test]
     fn window_state_and_its_lateness_timers_survive_a_checkpoint_and_restore_in_both_backends() {
         for fun in FUNCTIONS {
-            use crate::common::keys::KeyHash;
-            use crate::state::{
-                BackendKind, BackendSettings, KeyGroupRange, LocalFileStorage, SnapshotKind,
-                SnapshotLocation,
-            };
+            use crate::state::{BackendKind, LocalFileStorage, SnapshotKind, SnapshotLocation};
             let dir = tempfile::tempdir().unwrap();
             let base = dir.path().to_string_lossy().into_owned();
             for kind in [BackendKind::HashMap, BackendKind::RocksDb] {
                 let open = |name: &str, restore: &[crate::state::KeyedStateHandle], meta: &str| {
-                    let settings = BackendSettings {
-                        kind,
-                        local_dir: dir.path().join("local").join(format!("{kind}-{name}")),
-                        incremental: false,
-                        rocks_memory: None,
-                        key_hash: KeyHash::CURRENT,
-                    };
-                    let range = KeyGroupRange::new(0, 127);
-                    KeyedStateStore::open(&settings, 128, range, restore, &LocalFileStorage, meta)
-                        .unwrap()
+                    open_store(dir.path(), kind, name, restore, meta)
                 };
                 let windows = || TumblingEventTimeWindows::of(Duration::from_millis(10));
                 let mut before = Harness::on(
@@ -1576,25 +1584,12 @@ mod tests {
     #[test]
     fn sessions_of_a_snapshot_in_the_earlier_one_entry_per_session_layout_resume_in_both_backends()
     {
-        use crate::common::keys::KeyHash;
-        use crate::state::{
-            BackendKind, BackendSettings, KeyGroupRange, LocalFileStorage, SnapshotKind,
-            SnapshotLocation,
-        };
+        use crate::state::{BackendKind, LocalFileStorage, SnapshotKind, SnapshotLocation};
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().to_string_lossy().into_owned();
         for kind in [BackendKind::HashMap, BackendKind::RocksDb] {
             let open = |name: &str, restore: &[crate::state::KeyedStateHandle], meta: &str| {
-                let settings = BackendSettings {
-                    kind,
-                    local_dir: dir.path().join("local").join(format!("{kind}-{name}")),
-                    incremental: false,
-                    rocks_memory: None,
-                    key_hash: KeyHash::CURRENT,
-                };
-                let range = KeyGroupRange::new(0, 127);
-                KeyedStateStore::open(&settings, 128, range, restore, &LocalFileStorage, meta)
-                    .unwrap()
+                open_store(dir.path(), kind, name, restore, meta)
             };
             let store = open("before", &[], "");
             let earlier = EarlierSessions(store.map_state("window-sessions").unwrap());
