@@ -13,9 +13,15 @@ use sluice_integration::{
 /// One cluster for the tests that submit: two TaskManagers of two slots.
 fn cluster() -> &'static StandaloneCluster {
     static CLUSTER: OnceLock<StandaloneCluster> = OnceLock::new();
-    // Fetched artifacts no worker runs leave the TaskManagers' caches after 2 s.
+    // Fetched artifacts no worker runs leave the TaskManagers' caches after 2 s. The job
+    // projects here are built with the tests' profile, debug info included: over 100 MB, the
+    // default upload limit, where a release build is a fraction of that.
     shared_cluster(&CLUSTER, || {
-        StandaloneCluster::start(2, 2, "blob.service.cleanup.interval: 2")
+        StandaloneCluster::start(
+            2,
+            2,
+            "blob.service.cleanup.interval: 2\nrest.server.max-content-length: 512mb",
+        )
     })
 }
 
