@@ -763,13 +763,6 @@ mod event_time {
         }
     }
 
-    // Ignored while a hang at the job's end is open: on the 2026-12-06 machine it failed 2 of
-    // 6 runs of the whole library suite (each time in the first run of a freshly built test
-    // binary; 0 of 4 runs of the event-time tests alone): the job did not finish in 60 s, with
-    // checkpoint 21, triggered as the bounded source ended, pending for the rest of the minute.
-    // The windowing rules it checks end to end are unit-tested in `api::windows`.
-    // `cargo test -p sluice --lib late_records -- --ignored` runs it.
-    #[ignore = "hangs at the job's end in some runs; see the comment above"]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn late_records_update_windows_within_lateness_and_go_to_the_side_output_beyond_it() {
         // What the job must compute: every record within the lateness counts in its window;

@@ -308,6 +308,8 @@ struct PendingCheckpoint {
     savepoint_request: Option<String>,
     /// Every task not finished at trigger time.
     expected: BTreeSet<TaskKey>,
+    /// The tasks sent the trigger itself; the others wait for barriers from upstream.
+    triggered: BTreeSet<TaskKey>,
     acks: BTreeMap<TaskKey, SubtaskState>,
     /// When each acknowledgement arrived.
     ack_times: BTreeMap<TaskKey, u64>,
@@ -606,6 +608,56 @@ impl CheckpointCoordinator {
         for id in done {
             actions.extend(self.complete(id, now));
         }
+        actions.extend(self.trigger_orphans(task));
+        actions
+    }
+
+    /// Triggers, for each pending checkpoint, the tasks that `finished` leaves without a
+    /// barrier: running, not yet acknowledged, and all of whose inputs have finished now. A
+    /// producer that ends after its trigger left but before it read it finishes without
+    /// sending the barrier; its consumers saw its channels end and would wait for the barrier
+    /// forever (a sink waiting for its final checkpoint holds the job's end on it). A task
+    /// whose barrier is on its way anyway ignores the second one.
+    fn trigger_orphans(&mut self, finished: TaskKey) -> Vec<CheckpointAction> {
+        let downstream: Vec<TaskKey> = self
+            .all_tasks()
+            .filter(|t| {
+                self.topology[t.vertex as usize]
+                    .inputs
+                    .contains(&(finished.vertex as usize))
+            })
+            .filter(|&t| self.phase(t) == TaskPhase::Running)
+            .filter(|t| {
+                self.topology[t.vertex as usize]
+                    .inputs
+                    .iter()
+                    .all(|&v| self.vertex_finished(v))
+            })
+            .collect();
+        if downstream.is_empty() {
+            return Vec::new();
+        }
+        let mut actions = Vec::new();
+        for p in self.pending.values_mut() {
+            let tasks: Vec<TaskKey> = downstream
+                .iter()
+                .copied()
+                .filter(|t| {
+                    p.expected.contains(t) && !p.acks.contains_key(t) && !p.triggered.contains(t)
+                })
+                .collect();
+            if tasks.is_empty() {
+                continue;
+            }
+            tracing::debug!(job_id = %self.job_id, checkpoint_id = p.id, ?tasks, "triggering tasks whose inputs finished after the checkpoint's trigger");
+            p.triggered.extend(tasks.iter().copied());
+            actions.push(CheckpointAction::Trigger {
+                checkpoint_id: p.id,
+                timestamp: p.timestamp,
+                location: p.location.clone(),
+                tasks,
+            });
+        }
         actions
     }
 
@@ -773,6 +825,7 @@ impl CheckpointCoordinator {
                 location: location.clone(),
                 savepoint_request,
                 expected,
+                triggered: tasks.iter().copied().collect(),
                 acks: BTreeMap::new(),
                 ack_times: BTreeMap::new(),
                 latest_ack: None,

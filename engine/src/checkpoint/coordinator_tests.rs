@@ -484,6 +484,51 @@ fn targets_are_sources_then_tasks_whose_inputs_all_finished() {
 }
 
 #[test]
+fn tasks_left_without_a_barrier_by_producers_finishing_are_triggered_once() {
+    let env = Env::new();
+    let mut c = env.coordinator(env.settings());
+    run_all(&mut c, 0);
+    c.tick(0);
+    let (id, location, tasks) = trigger_of(&c.tick(100));
+    assert_eq!(tasks, vec![t(0, 0), t(0, 1)]);
+    // Both sources end before reading the trigger: no barrier reaches v1/0, whose channels end.
+    assert!(c.task_state(110, t(0, 0), TaskPhase::Finished).is_empty());
+    let actions = c.task_state(120, t(0, 1), TaskPhase::Finished);
+    let (again, at, tasks) = trigger_of(&actions);
+    assert_eq!((again, at, tasks), (id, location, vec![t(1, 0)]));
+    assert!(
+        c.task_state(125, t(0, 1), TaskPhase::Finished).is_empty(),
+        "triggered once"
+    );
+    let actions = c.acknowledge(130, t(1, 0), id, state(2, b"all", None));
+    assert!(matches!(
+        &actions[..],
+        [CheckpointAction::NotifyComplete { checkpoint_id, .. }] if *checkpoint_id == id
+    ));
+
+    // A consumer that acknowledged already, or that was triggered itself, is left alone.
+    let mut c = env.coordinator(env.settings());
+    run_all(&mut c, 0);
+    c.tick(0);
+    let (id, _, _) = trigger_of(&c.tick(100));
+    c.acknowledge(105, t(0, 0), id, state(1, b"a", None));
+    c.acknowledge(106, t(0, 1), id, state(1, b"b", None));
+    c.acknowledge(107, t(1, 0), id, state(2, b"c", None));
+    assert_eq!(c.latest_completed().map(|cc| cc.id), Some(id));
+    c.task_state(110, t(0, 0), TaskPhase::Finished);
+    let (next, _, tasks) = trigger_of(&c.tick(200));
+    assert_eq!(tasks, vec![t(0, 1)]);
+    c.acknowledge(310, t(1, 0), next, state(2, b"d", None));
+    let actions = c.task_state(320, t(0, 1), TaskPhase::Finished);
+    assert!(
+        actions
+            .iter()
+            .all(|a| !matches!(a, CheckpointAction::Trigger { .. })),
+        "{actions:?}"
+    );
+}
+
+#[test]
 fn completion_writes_versioned_metadata_and_notifies() {
     let env = Env::new();
     let mut c = env.coordinator(env.settings());

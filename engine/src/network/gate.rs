@@ -73,6 +73,9 @@ pub(crate) struct InputGate {
     names: Vec<String>,
     exactly_once: bool,
     alignment: Option<Alignment>,
+    /// The newest checkpoint a barrier or an injection started here: an older or equal one
+    /// arriving later has been aligned or given up already.
+    newest: u64,
     /// Events decided together with the previous one, returned by the next calls.
     queued: std::collections::VecDeque<GateEvent>,
     /// The input watermark over the channels.
@@ -104,6 +107,7 @@ impl InputGate {
             names,
             exactly_once: true,
             alignment: None,
+            newest: 0,
             queued: Default::default(),
             valve: Valve::One(WatermarkValve::new(n)),
             last: 0,
@@ -156,11 +160,13 @@ impl InputGate {
     /// Starts a checkpoint that was triggered on this task directly (its producers have all
     /// finished): it completes once every channel has ended or delivered the barrier, so the
     /// records still queued before the ends are processed first.
+    /// A trigger for a checkpoint this gate has seen a barrier of is ignored: the barrier
+    /// takes care of it.
     pub(crate) fn inject(&mut self, barrier: Arc<CheckpointBarrier>) -> Option<GateEvent> {
-        match &self.alignment {
-            Some(a) if a.barrier.id() >= barrier.id() => return None,
-            _ => {}
+        if barrier.id() <= self.newest {
+            return None;
         }
+        self.newest = barrier.id();
         let n = self.channels.len();
         self.alignment = Some(Alignment {
             barrier,
@@ -186,6 +192,11 @@ impl InputGate {
 
     fn on_barrier(&mut self, i: usize, barrier: Arc<CheckpointBarrier>) -> Option<GateEvent> {
         let n = self.channels.len();
+        if self.alignment.is_none() && barrier.id() <= self.newest {
+            // Of a checkpoint already aligned here (injected, then this channel's barrier).
+            return None;
+        }
+        self.newest = self.newest.max(barrier.id());
         match &mut self.alignment {
             Some(a) if a.barrier.id() == barrier.id() => a.received[i] = true,
             // A late barrier of a checkpoint already aligned or given up.
@@ -460,6 +471,24 @@ mod tests {
         tx1.send(NetBuffer::EndOfPartition).unwrap();
         // The last end is the end of event time, then the checkpoint it completes.
         assert_eq!(drain(&mut gate), ["d8", "wEnd", "B2", "end"]);
+    }
+
+    #[test]
+    fn a_trigger_for_a_checkpoint_a_barrier_started_is_ignored() {
+        let (tx1, rx1) = flume::unbounded();
+        let (tx2, rx2) = flume::unbounded();
+        let mut gate = InputGate::new(vec![rx1, rx2], vec!["a".into(), "b".into()]);
+        tx1.send(NetBuffer::Barrier(barrier(3))).unwrap();
+        tx2.send(NetBuffer::Barrier(barrier(3))).unwrap();
+        assert_eq!(drain(&mut gate), vec!["B3"]);
+        assert!(gate.inject(barrier(3)).is_none(), "aligned already");
+        assert!(gate.inject(barrier(2)).is_none(), "older");
+        tx1.send(NetBuffer::EndOfPartition).unwrap();
+        tx2.send(NetBuffer::EndOfPartition).unwrap();
+        assert_eq!(drain(&mut gate), vec!["wEnd", "end"]);
+        // A newer one, injected once its channels ended, aligns at once.
+        assert!(matches!(gate.inject(barrier(4)), Some(GateEvent::Barrier(b)) if b.id() == 4));
+        assert!(gate.inject(barrier(4)).is_none());
     }
 
     #[test]
