@@ -376,7 +376,7 @@ impl Bench<'_> {
 
 /// Words of `text` by Flink's WordCount tokenizer (runs of letters, digits and `_`), as
 /// sluice's `wordcount` splits them.
-fn count_words(text: &str) -> u64 {
+pub(crate) fn count_words(text: &str) -> u64 {
     text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .filter(|w| !w.is_empty())
         .count() as u64

@@ -17,6 +17,7 @@
 
 mod ab;
 mod baseline;
+mod batch;
 mod checkpoints;
 mod cluster;
 mod control;
@@ -194,6 +195,21 @@ enum Sub {
         /// The jobs to compare (default: all).
         #[arg(long, value_enum, value_delimiter = ',')]
         jobs: Vec<flink::Job>,
+    },
+    /// Bounded jobs in BATCH and STREAMING execution mode on sluice and on Flink 2.3.0:
+    /// wordcount over G GiB of text and a keyed sum over G GiB of records, one process each at
+    /// parallelism 2 (wall, CPU, peak memory and spill), then sluice's BATCH wordcount at
+    /// parallelism 8 on one TaskManager of 2 slots.
+    Batch {
+        /// GiB of input (default 1; 0.02 with `--quick`).
+        #[arg(long)]
+        gib: Option<f64>,
+        /// Runs of each job, engine and mode (default 1).
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+        /// Only sluice (no Maven, no JVM).
+        #[arg(long)]
+        no_flink: bool,
     },
     /// The key_by exchange between two TaskManager processes: `shuffle` on a standalone
     /// cluster of sluice and one of Flink 2.3.0 (JobManager + 2 TaskManagers of one slot each):
@@ -391,6 +407,14 @@ fn main() -> std::process::ExitCode {
             let jobs = if jobs.is_empty() { &all[..] } else { jobs };
             let runs = runs.unwrap_or(if cli.quick { 1 } else { 3 });
             flink::run(&bin, jobs, runs, cli.quick)
+        }),
+        Some(Sub::Batch {
+            gib,
+            runs,
+            no_flink,
+        }) => sluice_bin(&cli).and_then(|bin| {
+            let gib = gib.unwrap_or(if cli.quick { 0.02 } else { 1.0 });
+            batch::run(&bin, gib, runs.max(1), !no_flink)
         }),
         Some(Sub::FlinkCluster { runs }) => sluice_bin(&cli).and_then(|bin| {
             let runs = runs.unwrap_or(if cli.quick { 1 } else { 3 });

@@ -307,6 +307,31 @@ pub fn peak_rss(pids: Vec<u32>) -> Sampler<HashMap<u32, u64>> {
     )
 }
 
+/// Samples the bytes of the files under `dir` (all depths) every 50 ms and keeps the largest
+/// total: what a process spilled there at its peak. Files vanishing while they are counted
+/// are skipped.
+pub fn peak_dir_bytes(dir: std::path::PathBuf) -> Sampler<u64> {
+    fn bytes_under(dir: &Path) -> u64 {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .map(|entry| match entry.metadata() {
+                Ok(m) if m.is_dir() => bytes_under(&entry.path()),
+                Ok(m) => m.len(),
+                Err(_) => 0,
+            })
+            .sum()
+    }
+    Sampler::start(
+        Duration::from_millis(50),
+        0u64,
+        move |peak: &mut u64| *peak = (*peak).max(bytes_under(&dir)),
+        |peak| peak,
+    )
+}
+
 /// Samples the CPU seconds of `pid` (user + system, all its threads) every 50 ms, with the wall
 /// clock in nanoseconds since the Unix epoch: `(time, cpu)` pairs, for the CPU a process used
 /// between two moments another process stamped.

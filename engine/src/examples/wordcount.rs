@@ -24,10 +24,10 @@ impl JobProgram for WordCount {
         "counts the words of a text (bounded; final counts, one 'word count' line each)"
     }
     fn usage(&self) -> &'static str {
-        "[--input PATH (file or directory; default: a bundled text)] [--output PATH (default: print)] [--execution-mode BATCH|STREAMING|AUTOMATIC (default BATCH: final counts; STREAMING emits every updated count)]"
+        "[--input PATH (file or directory; default: a bundled text)] [--output PATH (default: print)] [--discard (count, then drop the counts instead of printing them: for benchmarks)] [--execution-mode BATCH|STREAMING|AUTOMATIC (default BATCH: final counts; STREAMING emits every updated count)]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
-        let params = Params::parse(args, &["input", "output", "execution-mode"])?;
+        let params = Params::parse(args, &["input", "output", "discard", "execution-mode"])?;
         let mode = match params.get("execution-mode") {
             None => RuntimeMode::Batch,
             Some(m) if m.eq_ignore_ascii_case("batch") => RuntimeMode::Batch,
@@ -53,9 +53,11 @@ impl JobProgram for WordCount {
             .sum()
             .map(|(word, count): (String, u64)| format!("{word} {count}"))
             .name("Format");
-        match params.path("output")? {
-            Some(path) => counts.write_as_text(path),
-            None => counts.print(),
+        match (params.path("output")?, params.flag("discard")?) {
+            (Some(_), true) => return Err("--output and --discard exclude each other".into()),
+            (Some(path), false) => counts.write_as_text(path),
+            (None, true) => counts.discard(),
+            (None, false) => counts.print(),
         };
         Ok("WordCount".into())
     }

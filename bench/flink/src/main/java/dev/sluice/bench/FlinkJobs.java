@@ -35,7 +35,9 @@ import org.apache.flink.util.Collector;
  * <pre>
  * java -cp JAR:CLASSPATH dev.sluice.bench.FlinkJobs stream-sum --records N [--keys K]
  *     [--parallelism P] [--rocksdb --checkpoint-dir DIR [--checkpoint-interval-ms MS]]
+ *     [--mode STREAMING|BATCH] [--tmp-dir DIR]
  * java -cp JAR:CLASSPATH dev.sluice.bench.FlinkJobs wordcount --input PATH [--parallelism P]
+ *     [--mode BATCH|STREAMING] [--tmp-dir DIR]
  * java -cp JAR:CLASSPATH dev.sluice.bench.FlinkJobs latency --output DIR [--rate R] [--records N]
  *     [--keys K] [--warmup-ms W] [--buffer-timeout-ms T] [--parallelism P]
  * java -cp JAR:CLASSPATH dev.sluice.bench.FlinkJobs shuffle --records N [--keys K] [--parallelism P]
@@ -83,6 +85,11 @@ public final class FlinkJobs {
         System.out.println("JOBID " + result.getJobID());
     }
 
+    /** The execution mode {@code --mode} names, else {@code fallback}. */
+    private static RuntimeExecutionMode mode(Map<String, String> params, String fallback) {
+        return RuntimeExecutionMode.valueOf(params.getOrDefault("mode", fallback).toUpperCase());
+    }
+
     /** {@code --name value} pairs after the job name; a flag without a value maps to "true". */
     private static Map<String, String> parse(String[] args) {
         Map<String, String> params = new HashMap<>();
@@ -106,6 +113,10 @@ public final class FlinkJobs {
         // Operators chained in one task hand records over without copying them: sluice's
         // chained operators pass records by value, never copied either.
         conf.put("pipeline.object-reuse", "true");
+        if (params.containsKey("tmp-dir")) {
+            // Where a BATCH job's blocking partitions spill (the harness measures their size).
+            conf.put("io.tmp.dirs", params.get("tmp-dir"));
+        }
         if (params.containsKey("buffer-timeout-ms")) {
             // 0 flushes after every record; the default is 100 ms.
             conf.put("execution.buffer-timeout.interval", params.get("buffer-timeout-ms") + " ms");
@@ -132,6 +143,7 @@ public final class FlinkJobs {
     static JobExecutionResult streamSum(StreamExecutionEnvironment env, Map<String, String> params) throws Exception {
         long records = Long.parseLong(required(params, "records"));
         long keys = Long.parseLong(params.getOrDefault("keys", "1000"));
+        env.setRuntimeMode(mode(params, "STREAMING"));
         env.fromSequence(0, records - 1)
                 .name("Generator Source")
                 .map(new ToPair(keys))
@@ -143,12 +155,13 @@ public final class FlinkJobs {
     }
 
     /**
-     * sluice's {@code wordcount --input PATH --output ...} in BATCH mode: lines of a text file,
-     * lower-cased words split on non-word characters, counted per word; the final counts are
+     * sluice's {@code wordcount --input PATH --discard}, in BATCH mode unless {@code --mode} says
+     * otherwise: lines of a text file, lower-cased words split on non-word characters, counted
+     * per word; the counts (final ones in BATCH mode, every update in STREAMING mode) are
      * formatted as "word count" and discarded (the harness checks nothing of them).
      */
     static JobExecutionResult wordCount(StreamExecutionEnvironment env, Map<String, String> params) throws Exception {
-        env.setRuntimeMode(RuntimeExecutionMode.BATCH);
+        env.setRuntimeMode(mode(params, "BATCH"));
         FileSource<String> source = FileSource
                 .forRecordStreamFormat(new TextLineInputFormat(), new Path(required(params, "input")))
                 .build();
