@@ -210,15 +210,17 @@ impl Session {
         }
     }
 
-    fn sluice(&self, args: &[&str]) -> Output {
+    fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(sluice_bin());
         for k in &self.keys {
             cmd.args(["-D", k]);
         }
-        cmd.args(args)
-            .env_remove("KUBECONFIG")
-            .output()
-            .expect("run sluice")
+        cmd.args(args).env_remove("KUBECONFIG");
+        cmd
+    }
+
+    fn sluice(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run sluice")
     }
 
     fn taskmanager_pods(&self, api: &Api) -> BTreeMap<String, Value> {
@@ -636,6 +638,61 @@ fn a_detached_application_returns_at_once_and_its_cluster_goes_when_the_job_ends
         output.to_str().unwrap(),
     ]);
     assert!(check.status.success(), "{}", text(&check));
+}
+
+#[test]
+fn ctrl_c_of_an_attached_application_deletes_its_cluster_and_job() {
+    let Some((plane, api, ns, kubelet)) = sluice_namespace("interrupted") else {
+        return;
+    };
+    let app = Session::new(plane, &ns, "sum-app", &[]);
+    // An unbounded job: only the interrupt ends this run.
+    let child = app
+        .command(&[
+            "run",
+            "-t",
+            "kubernetes-application",
+            "-p",
+            "1",
+            "stream-sum",
+            "--rate",
+            "1000",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start sluice");
+    wait_for(WAIT, "the job running on a TaskManager pod", || {
+        (!taskmanagers_run(&kubelet, "sum-app").is_empty()
+            && api
+                .get(&format!(
+                    "/apis/apps/v1/namespaces/{ns}/deployments/sum-app"
+                ))
+                .is_ok_and(|d| !d["metadata"]["annotations"]["sluice/job-id"].is_null()))
+        .then_some(())
+    });
+    let interrupted = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(kill.success());
+    let out = child.wait_with_output().expect("the interrupted run's end");
+    let printed = text(&out);
+    assert!(!out.status.success(), "{printed}");
+    assert!(
+        printed.contains(
+            "Interrupted: the Kubernetes application cluster sum-app and its job are deleted."
+        ),
+        "{printed}"
+    );
+    wait_for(WAIT, "every object and process of the cluster gone", || {
+        (cluster_gone(&api, &ns, "sum-app") && kubelet.pids().is_empty()).then_some(())
+    });
+    println!(
+        "MEASURED run -t kubernetes-application, Ctrl-C to cluster gone: {:?}",
+        interrupted.elapsed()
+    );
 }
 
 #[test]

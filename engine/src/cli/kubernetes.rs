@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::bail;
 
+use super::signals::Interrupt;
 use crate::api::ProgramRegistry;
 use crate::config::Config;
 use crate::kubernetes::application;
@@ -132,7 +133,13 @@ pub async fn run_application(
     let ns = config.kubernetes.namespace.clone();
     let id = cluster_id_or_new(&config);
     let started = Instant::now();
-    let app = application::start(&config, &id, &job).await?;
+    // Ctrl-C or SIGTERM while the cluster starts, or while an attached run waits for its job,
+    // deletes the cluster (as it kills a YARN application): nothing runs on unattended.
+    let mut interrupt = Interrupt::install()?;
+    let app = tokio::select! {
+        app = application::start(&config, &id, &job) => app?,
+        _ = interrupt.wait() => return interrupted(&config, &id).await,
+    };
     let what = match (&job.artifact, job.name.as_str()) {
         (Some(path), "") => format!("the program of {LOCAL_SCHEME}{}", path.display()),
         (Some(path), name) => format!("{name} from {LOCAL_SCHEME}{}", path.display()),
@@ -159,7 +166,10 @@ pub async fn run_application(
     }
     let end = match app.status.end {
         Some(end) => Ok(end),
-        None => application::wait_for_end(&config, &id).await,
+        None => tokio::select! {
+            end = application::wait_for_end(&config, &id) => end,
+            _ = interrupt.wait() => return interrupted(&config, &id).await,
+        },
     };
     // Read: the cluster has served its purpose.
     let deleted = delete_cluster(&config, &id).await;
@@ -193,6 +203,13 @@ pub async fn run_application(
     };
     println!("Kubernetes application cluster {id} is deleted.");
     Ok(code)
+}
+
+/// Deletes the application cluster `id` after Ctrl-C or SIGTERM; the run fails.
+async fn interrupted(config: &Config, id: &str) -> anyhow::Result<std::process::ExitCode> {
+    delete_cluster(config, id).await?;
+    eprintln!("Interrupted: the Kubernetes application cluster {id} and its job are deleted.");
+    Ok(std::process::ExitCode::FAILURE)
 }
 
 #[cfg(test)]

@@ -236,15 +236,24 @@ pub async fn find_session(config: &Config) -> Result<String, KubeError> {
         })
 }
 
-/// Deletes the Deployment of the cluster `cluster_id` (and with it everything it owns);
-/// `false` when there is none.
+/// Deletes the Deployment of the cluster `cluster_id` (and with it everything it owns), then
+/// its Secret, which a start cut short may have left without its owner; `false` when there
+/// was no Deployment.
 pub async fn delete_cluster(config: &Config, cluster_id: &str) -> Result<bool, KubeError> {
     let ns = &config.kubernetes.namespace;
-    KubeClient::from_config(config)?
+    let client = KubeClient::from_config(config)?;
+    let existed = client
         .delete(&format!(
             "/apis/apps/v1/namespaces/{ns}/deployments/{cluster_id}"
         ))
-        .await
+        .await?;
+    client
+        .delete(&format!(
+            "/api/v1/namespaces/{ns}/secrets/{}",
+            secret_name(cluster_id)
+        ))
+        .await?;
+    Ok(existed)
 }
 
 /// Stops the session `kubernetes.cluster-id` names: deletes its Deployment, whose dependents
