@@ -177,9 +177,7 @@ impl Bench<'_> {
         let rss = rss.finish().values().copied().max().unwrap_or(0);
         let spill_bytes = disk.finish();
         let cpu = cpu.map_err(|e| {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+            let tail = procs::log_tail(&log);
             e.context(format!(
                 "{} {} in {} mode failed; the end of its output:\n{tail}",
                 engine.name(),

@@ -330,9 +330,7 @@ impl Bench<'_> {
         match cpu {
             Ok(cpu) => Ok((Usage { wall, cpu }, records)),
             Err(e) => {
-                let text = std::fs::read_to_string(&log).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+                let tail = procs::log_tail(&log);
                 Err(e.context(format!(
                     "{} {} ({size}) failed; the end of its output:\n{tail}",
                     engine.name(),

@@ -252,8 +252,7 @@ impl Clusters<'_> {
                 let cpu = cpu_of(&pids)? - before;
                 let text = std::fs::read_to_string(&log).unwrap_or_default();
                 if let Err(e) = done {
-                    let lines: Vec<&str> = text.lines().collect();
-                    let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+                    let tail = crate::procs::log_tail(&log);
                     return Err(e.context(format!("the Flink client failed:\n{tail}")));
                 }
                 let id = text

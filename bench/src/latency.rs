@@ -146,9 +146,7 @@ impl Bench<'_> {
             trace.push((now_nanos(), *total));
         }
         let cpu = cpu.map_err(|e| {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+            let tail = procs::log_tail(&log);
             e.context(format!(
                 "{} latency at {rate}/s failed; the end of its output:\n{tail}",
                 engine.name()

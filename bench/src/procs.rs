@@ -307,6 +307,14 @@ pub fn peak_rss(pids: Vec<u32>) -> Sampler<HashMap<u32, u64>> {
     )
 }
 
+/// The last 30 lines of the log at `path` (empty if it cannot be read): what a failed child
+/// said last.
+pub fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
 /// Samples the bytes of the files under `dir` (all depths) every 50 ms and keeps the largest
 /// total: what a process spilled there at its peak. Files vanishing while they are counted
 /// are skipped.

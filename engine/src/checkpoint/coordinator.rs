@@ -620,18 +620,12 @@ impl CheckpointCoordinator {
     /// whose barrier is on its way anyway ignores the second one.
     fn trigger_orphans(&mut self, finished: TaskKey) -> Vec<CheckpointAction> {
         let downstream: Vec<TaskKey> = self
-            .all_tasks()
+            .trigger_targets()
+            .into_iter()
             .filter(|t| {
                 self.topology[t.vertex as usize]
                     .inputs
                     .contains(&(finished.vertex as usize))
-            })
-            .filter(|&t| self.phase(t) == TaskPhase::Running)
-            .filter(|t| {
-                self.topology[t.vertex as usize]
-                    .inputs
-                    .iter()
-                    .all(|&v| self.vertex_finished(v))
             })
             .collect();
         if downstream.is_empty() {
