@@ -3,7 +3,8 @@
 //! freezes TaskManagers for a moment (SIGSTOP/SIGCONT); afterwards the job must finish and
 //! `check-counting` must find every record exactly once, and the same for its variant with
 //! event-time windows (`--window-ms`: every window's result once, holding exactly its records,
-//! on RocksDB, whose window state and timers are restored with each failover). Also: a job whose user code panics fails
+//! on RocksDB, whose window state and timers are restored with each failover), and a batch
+//! wordcount whose counts must stay exact while TaskManagers die under it. Also: a job whose user code panics fails
 //! over per its restart strategy and then fails, while the TaskManagers and another job stay up;
 //! and (ignored, run on demand) the failover numbers: kill → RUNNING and records reprocessed.
 //!
@@ -314,6 +315,118 @@ fn counting_on_rocksdb_is_exactly_once_through_random_taskmanager_failures() {
 #[test]
 fn windowed_counting_on_rocksdb_is_exactly_once_through_random_taskmanager_failures() {
     counting_survives_chaos("rocksdb", Some(500));
+}
+
+/// A batch job (BATCH `wordcount` at parallelism 8 on TaskManagers of one slot) under the same
+/// kind of schedule, while it runs: each lost TaskManager takes its running subtasks and the
+/// blocking partitions it wrote, which run again; the counts must still be exact.
+#[test]
+fn a_batch_wordcount_is_exact_through_random_taskmanager_failures() {
+    let mut rng = rng_for("batch");
+    eprintln!(
+        "chaos seed {} (batch): replay with SLUICE_CHAOS_SEED={}",
+        seed(),
+        seed()
+    );
+    let scratch = tempfile::tempdir().expect("scratch");
+    let cluster = StandaloneCluster::start(
+        3,
+        1,
+        &format!(
+            "state.backend.rocksdb.localdir: {}\nslot.request.timeout: 5 min\n{RESTART_ALWAYS}",
+            scratch.path().join("local").display()
+        ),
+    );
+    let input = scratch.path().join("input.txt");
+    let text_in = sluice_integration::make_text(128 * 1024 * 1024);
+    std::fs::write(&input, &text_in).expect("write the input");
+    let expected = sluice_integration::reference_counts(&text_in);
+    drop(text_in);
+    let output = scratch.path().join("counts");
+    let id = cluster.submit_detached(&[
+        "-p",
+        "8",
+        "wordcount",
+        "--input",
+        &input.display().to_string(),
+        "--output",
+        &output.display().to_string(),
+    ]);
+    let started = Instant::now();
+    let end = started + Duration::from_secs(chaos_secs());
+    let mut log: Vec<String> = Vec::new();
+    let mut kills = 0;
+    let mut next_event = Instant::now() + rng.millis(300, 1_000);
+    while Instant::now() < end {
+        let s = cluster.job_state(&id);
+        assert!(
+            s != "FAILED",
+            "the batch job failed (chaos seed {}): {}\nschedule:\n{}",
+            seed(),
+            cluster.exceptions(&id),
+            log.join("\n")
+        );
+        if s == "FINISHED" {
+            break;
+        }
+        if Instant::now() >= next_event {
+            let live = live_taskmanagers(&cluster);
+            // The first event is a kill, so every run loses a TaskManager under the job.
+            let roll = if kills == 0 { 0 } else { rng.range(0, 10) };
+            let line = match roll {
+                0..=5 if !live.is_empty() => {
+                    let victim = live[rng.range(0, live.len() as u64) as usize];
+                    signal("-9", victim);
+                    kills += 1;
+                    start_taskmanager(&cluster);
+                    format!("kill -9 {victim}, start a replacement")
+                }
+                6..=8 if !live.is_empty() => {
+                    let pid = live[rng.range(0, live.len() as u64) as usize];
+                    let pause = rng.millis(200, 1_500);
+                    signal("-STOP", pid);
+                    std::thread::sleep(pause);
+                    signal("-CONT", pid);
+                    format!("SIGSTOP {pid} for {pause:?}")
+                }
+                _ if live.len() < 4 => {
+                    start_taskmanager(&cluster);
+                    "start an extra TaskManager".to_string()
+                }
+                _ => format!("nothing ({} live)", live.len()),
+            };
+            eprintln!("chaos: {:>6.1} s  {line}", started.elapsed().as_secs_f64());
+            log.push(line);
+            next_event = Instant::now() + rng.millis(300, 2_000);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    while live_taskmanagers(&cluster).len() < 2 {
+        start_taskmanager(&cluster);
+    }
+    cluster.wait_state(&id, "FINISHED", Duration::from_secs(300));
+    assert_eq!(
+        sluice_integration::read_counts(&output),
+        expected,
+        "chaos seed {}\nschedule:\n{}",
+        seed(),
+        log.join("\n")
+    );
+    let failures = cluster.exceptions(&id)["exceptionHistory"]["entries"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0);
+    assert!(
+        kills >= 1,
+        "the job ended before the first kill (chaos seed {})",
+        seed()
+    );
+    eprintln!(
+        "chaos (batch, seed {}): {} events, {kills} kills during the job, {failures} failures recorded, {:.1} s in all",
+        seed(),
+        log.len(),
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// The embedded cluster's test (`engine/src/embedded.rs`) checks the restart count; this one
