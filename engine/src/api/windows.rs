@@ -221,11 +221,9 @@ impl Sliding {
         (end - self.size).rem_euclid(self.slide) == 0
     }
 
-    /// The slice ends that make up the window ending at `end`, earliest first.
-    fn slices_of(&self, end: i64) -> impl Iterator<Item = i64> + use<> {
-        let slice = self.slice();
-        let start = end - self.size;
-        (1..=self.size / slice).map(move |i| start + i * slice)
+    /// Whether the slice ending at `slice` is part of the window ending at `end`.
+    fn in_window(&self, end: i64, slice: i64) -> bool {
+        slice > end - self.size && slice <= end
     }
 }
 
@@ -420,8 +418,10 @@ pub(crate) struct WindowOperator<T, A, F> {
     /// Where records too late for every window go, if not dropped.
     late_data: Option<OutputTag<T>>,
     function: F,
-    /// Sliding windows: each key's accumulators by slice end.
-    slices: MapState<i64, A>,
+    /// Sliding windows: each key's accumulators as (slice end, accumulator), in the order of
+    /// the ends, one value per key: a record reads and writes one entry (on RocksDB through the
+    /// write-back cache) instead of a map entry per slice.
+    slices: ValueState<Vec<(i64, A)>>,
     /// Session windows: each key's sessions as (start, end, accumulator), in the order of their
     /// starts, one value per key: a record reads and writes one entry (on RocksDB through the
     /// write-back cache) instead of scanning the key's sessions.
@@ -474,15 +474,17 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
             TimeDomain::ProcessingTime => (0, None),
         };
         let sessions = store.value_state(SESSIONS)?;
-        if matches!(windows.kind, Kind::Session { .. }) {
-            convert_earlier_sessions(store, &sessions)?;
+        let slices = store.value_state(SLICES)?;
+        match windows.kind {
+            Kind::Session { .. } => convert_earlier_sessions(store, &sessions)?,
+            Kind::Sliding(_) => convert_earlier_slices(store, &slices)?,
         }
         Ok(WindowOperator {
             windows,
             lateness: allowed,
             late_data,
             function,
-            slices: store.map_state("window-slices")?,
+            slices,
             sessions,
             trigger,
             counts: store.map_state("window-counts")?,
@@ -569,6 +571,59 @@ fn convert_earlier_sessions<A: Data>(
             .collect();
         sessions.update(list)?;
         rest = more;
+    }
+    Ok(())
+}
+
+/// The sliding windows' state: each key's slices in one value.
+const SLICES: &str = "window-slice-list";
+
+/// Moves slices kept as an earlier sluice kept them, one map entry per slice
+/// (`window-slices`: slice end → accumulator), from a restored snapshot into [`SLICES`].
+fn convert_earlier_slices<A: Data>(
+    store: &KeyedStateStore,
+    slices: &ValueState<Vec<(i64, A)>>,
+) -> Result<(), TaskError> {
+    let mut earlier = store.take_map_state::<i64, A>("window-slices")?;
+    if earlier.is_empty() {
+        return Ok(());
+    }
+    earlier.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
+    let mut rest = earlier.as_slice();
+    while let Some((kg, key, _, _)) = rest.first() {
+        let n = rest
+            .iter()
+            .take_while(|e| e.0 == *kg && e.1 == *key)
+            .count();
+        let (of_key, more) = rest.split_at(n);
+        store.set_current_key_bytes(*kg, key)?;
+        let list = of_key
+            .iter()
+            .map(|(_, _, end, acc)| (*end, acc.clone()))
+            .collect();
+        slices.update(list)?;
+        rest = more;
+    }
+    Ok(())
+}
+
+/// Drops the slices whose end `drop` picks from the current key's list.
+fn drop_slices<A: Data>(
+    slices: &ValueState<Vec<(i64, A)>>,
+    drop: impl Fn(i64) -> bool,
+) -> Result<(), TaskError> {
+    let Some(mut list) = slices.value()? else {
+        return Ok(());
+    };
+    let before = list.len();
+    list.retain(|(end, _)| !drop(*end));
+    if list.len() == before {
+        return Ok(());
+    }
+    if list.is_empty() {
+        slices.clear()?;
+    } else {
+        slices.update(list)?;
     }
     Ok(())
 }
@@ -766,14 +821,16 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
     where
         F: WindowFunction<K, T, TimeWindow, O, Acc = A>,
     {
+        let Some(list) = self.slices.value()? else {
+            return Ok(None);
+        };
         let mut result: Option<A> = None;
-        for slice in windows.slices_of(end) {
-            if let Some(part) = self.slices.get(&slice)? {
-                result = Some(match result {
-                    Some(acc) => self.function.merge(acc, part),
-                    None => part,
-                });
-            }
+        // The list is in the order of the ends: the window's slices merge earliest first.
+        for (_, part) in list.into_iter().filter(|(s, _)| windows.in_window(end, *s)) {
+            result = Some(match result {
+                Some(acc) => self.function.merge(acc, part),
+                None => part,
+            });
         }
         Ok(result)
     }
@@ -802,9 +859,7 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
         if self.trigger.purging {
             // Only windows that do not overlap purge (checked when the operator was made):
             // their slices are theirs alone.
-            for slice in windows.slices_of(end) {
-                self.slices.remove(&slice)?;
-            }
+            drop_slices(&self.slices, |slice| windows.in_window(end, slice))?;
             self.counts.remove(&end)?;
         }
         Ok(true)
@@ -825,7 +880,7 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
     {
         // The windows that hold records: those of the slices kept.
         let mut ends = std::collections::BTreeSet::new();
-        for (slice, _) in self.slices.entries()? {
+        for (slice, _) in self.slices.value()?.unwrap_or_default() {
             ends.extend(windows.window_ends(slice - 1));
         }
         let mut latest = None;
@@ -981,8 +1036,18 @@ impl<K, T: Data, A: Data, O, F: WindowFunction<K, T, TimeWindow, O, Acc = A>>
             return self.too_late(record, ctx);
         }
         let slice = windows.slice_end(timestamp);
-        let value = self.function.add(self.slices.get(&slice)?, record);
-        self.slices.put(slice, value)?;
+        let function = &self.function;
+        self.slices.update_with(|list| {
+            let mut list = list.unwrap_or_default();
+            match list.binary_search_by_key(&slice, |(end, _)| *end) {
+                Ok(i) => {
+                    let (_, acc) = list.remove(i);
+                    list.insert(i, (slice, function.add(Some(acc), record)));
+                }
+                Err(i) => list.insert(i, (slice, function.add(None, record))),
+            }
+            list
+        })?;
         match self.trigger.fires {
             Fires::Count(n) => {
                 for end in self.kept_windows(windows, timestamp, current) {
@@ -1039,11 +1104,9 @@ impl<K, T: Data, A: Data, O, F: WindowFunction<K, T, TimeWindow, O, Acc = A>>
             if windows.is_window_end(cleanup_end) {
                 // The next window starts one slide later: the slices before that are done.
                 let start = cleanup_end - windows.size;
-                for slice in windows.slices_of(cleanup_end) {
-                    if slice <= start + windows.slide {
-                        self.slices.remove(&slice)?;
-                    }
-                }
+                drop_slices(&self.slices, |slice| {
+                    windows.in_window(cleanup_end, slice) && slice <= start + windows.slide
+                })?;
                 self.counts.remove(&cleanup_end)?;
             }
         }
@@ -1153,6 +1216,25 @@ mod tests {
         store: KeyedStateStore,
         /// The operator's processing time.
         clock: Arc<AtomicI64>,
+        fun: Fun,
+    }
+
+    /// The slices the sliding windows of `store` keep over all keys, their accumulators being
+    /// `A`s.
+    fn slice_count<A: Data>(store: &KeyedStateStore) -> usize {
+        store
+            .entries()
+            .unwrap()
+            .iter()
+            .filter(|e| e.state == SLICES)
+            .map(|e| {
+                let mut aligned = rkyv::util::AlignedVec::<16>::new();
+                aligned.extend_from_slice(&e.value);
+                rkyv::from_bytes::<Vec<(i64, A)>, rkyv::rancor::Error>(&aligned)
+                    .unwrap()
+                    .len()
+            })
+            .sum()
     }
 
     /// A store of all 128 key groups in `dir/local/<kind>-<name>`, restored from `restore`
@@ -1343,6 +1425,7 @@ mod tests {
                 late,
                 counters,
                 store,
+                fun,
             }
         }
 
@@ -1372,6 +1455,15 @@ mod tests {
 
         fn dropped(&self) -> u64 {
             self.counters.late_records_dropped.load(Ordering::Relaxed)
+        }
+
+        /// The slices the sliding windows keep over all keys.
+        fn slices(&self) -> usize {
+            match self.fun {
+                Fun::Reduce => slice_count::<u64>(&self.store),
+                Fun::Aggregate => slice_count::<(u64, u64)>(&self.store),
+                Fun::Process => slice_count::<Vec<u64>>(&self.store),
+            }
         }
 
         /// Entries of the window state `name` (timers not counted).
@@ -1420,7 +1512,7 @@ mod tests {
                 h.emitted(),
                 [(4, (-5, 2)), (9, (0, 3)), (14, (5, 3)), (19, (10, 1))]
             );
-            assert_eq!(h.state_entries("window-slices"), 0);
+            assert_eq!(h.slices(), 0);
         }
     }
 
@@ -1445,7 +1537,7 @@ mod tests {
                 // At watermark 14 the window's state goes (the cleanup timer at 9 + 5): a record
                 // for it now is too late.
                 h.watermark(14);
-                assert_eq!(h.state_entries("window-slices"), 1, "only [10, 20)'s slice");
+                assert_eq!(h.slices(), 1, "only [10, 20)'s slice");
                 h.ones(&[4, 15]);
                 if side_output {
                     assert_eq!(*h.late.borrow(), [(4, 1)], "with its timestamp");
@@ -1459,7 +1551,7 @@ mod tests {
                     h.emitted(),
                     [(9, (0, 2)), (9, (0, 3)), (9, (0, 4)), (19, (10, 2))]
                 );
-                assert_eq!(h.state_entries("window-slices"), 0);
+                assert_eq!(h.slices(), 0);
             }
         }
     }
@@ -1486,7 +1578,7 @@ mod tests {
                 h.emitted(),
                 [(4, (-5, 1)), (9, (0, 2)), (9, (0, 3)), (14, (5, 1))]
             );
-            assert_eq!(h.state_entries("window-slices"), 0);
+            assert_eq!(h.slices(), 0);
         }
     }
 
@@ -1558,7 +1650,7 @@ mod tests {
                 assert_eq!(*after.late.borrow(), [(4, 1)], "{kind}: cleaned up");
                 after.watermark(i64::MAX);
                 assert_eq!(after.emitted(), [(9, (0, 3)), (19, (10, 1))], "{kind}");
-                assert_eq!(after.state_entries("window-slices"), 0, "{kind}");
+                assert_eq!(after.slices(), 0, "{kind}");
             }
         }
     }
@@ -1634,6 +1726,71 @@ mod tests {
         }
     }
 
+    /// Slices as an earlier sluice kept them: one map entry per slice, end → sum, with a timer
+    /// at the last instant of each 10 ms tumbling window (one slice each).
+    struct EarlierSlices(MapState<i64, u64>);
+
+    impl KeyedProcessFunction<u8, Stamped<u64>, Firing> for EarlierSlices {
+        fn process(
+            &mut self,
+            _: &u8,
+            (timestamp, value): Stamped<u64>,
+            ctx: &mut Context<'_>,
+            _: &mut Collector<'_, Firing>,
+        ) -> Result<(), TaskError> {
+            let end = timestamp - timestamp.rem_euclid(10) + 10;
+            let sum = self.0.get(&end)?.unwrap_or(0) + value;
+            self.0.put(end, sum)?;
+            ctx.register_event_time_timer(end - 1)
+        }
+    }
+
+    #[test]
+    fn slices_of_a_snapshot_in_the_earlier_one_entry_per_slice_layout_resume_in_both_backends() {
+        use crate::state::{BackendKind, LocalFileStorage, SnapshotKind, SnapshotLocation};
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().to_string_lossy().into_owned();
+        for kind in [BackendKind::HashMap, BackendKind::RocksDb] {
+            let open = |name: &str, restore: &[crate::state::KeyedStateHandle], meta: &str| {
+                open_store(dir.path(), kind, name, restore, meta)
+            };
+            let store = open("before", &[], "");
+            let earlier = EarlierSlices(store.map_state("window-slices").unwrap());
+            let got = Rc::new(RefCell::new(Vec::new()));
+            let next: BoxOutput<Firing> =
+                Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
+            let clock = Arc::new(AtomicI64::new(0));
+            let processing = crate::api::ProcessingTimeService::with_manual_clock(clock);
+            let mut op = keyed(earlier, &store, processing, next, SideOutputs::new(vec![]));
+            // Key 0 (even values): slices [0, 10) with 2 + 4 and [20, 30) with 6.
+            op.push_batch(&mut vec![(1, 2), (5, 4), (21, 6)]).unwrap();
+            let location = SnapshotLocation {
+                checkpoint_id: 1,
+                kind: SnapshotKind::Savepoint,
+                dir: format!("{base}/{kind}/sp-slices"),
+                shared_dir: None,
+            };
+            let handle = store
+                .snapshot(&location, &LocalFileStorage, "slices")
+                .unwrap();
+            drop(op);
+            drop(store);
+            let store = open("after", std::slice::from_ref(&handle), &location.dir);
+            let windows = TumblingEventTimeWindows::of(Duration::from_millis(10));
+            let mut after = Harness::on(Fun::Reduce, store, (windows, Trigger::DEFAULT), 0, false);
+            assert_eq!(after.state_entries("window-slices"), 0, "{kind}: converted");
+            assert_eq!(after.state_entries(SLICES), 1, "{kind}: one value per key");
+            assert_eq!(after.slices(), 2, "{kind}");
+            // A record joins the first window; both fire by their timers as before.
+            after.ones(&[7]);
+            after.watermark(9);
+            assert_eq!(after.emitted(), [(9, (0, 7))], "{kind}");
+            after.watermark(i64::MAX);
+            assert_eq!(after.emitted(), [(9, (0, 7)), (29, (20, 6))], "{kind}");
+            assert_eq!(after.slices(), 0, "{kind}");
+        }
+    }
+
     #[test]
     fn processing_time_windows_take_records_at_the_clock_and_fire_on_it_never_on_watermarks() {
         for fun in FUNCTIONS {
@@ -1666,7 +1823,7 @@ mod tests {
                 [(9, (0, 3)), (19, (10, 1)), (29, (20, 3))],
                 "{fun:?}"
             );
-            assert_eq!(h.state_entries("window-slices"), 0);
+            assert_eq!(h.slices(), 0);
         }
     }
 
@@ -1687,7 +1844,7 @@ mod tests {
             h.clock(20);
             // [5, 15) holds both; [10, 20) the second.
             assert_eq!(h.emitted(), [(9, (0, 1)), (14, (5, 2)), (19, (10, 1))]);
-            assert_eq!(h.state_entries("window-slices"), 0, "{fun:?}");
+            assert_eq!(h.slices(), 0, "{fun:?}");
         }
     }
 
@@ -1726,7 +1883,7 @@ mod tests {
             // The window's end fires nothing; its state (one record past the count) goes.
             h.watermark(20);
             assert_eq!(h.emitted(), [(9, (0, 3))], "{fun:?}");
-            assert_eq!(h.state_entries("window-slices"), 0, "{fun:?}");
+            assert_eq!(h.slices(), 0, "{fun:?}");
             assert_eq!(h.state_entries("window-counts"), 0, "{fun:?}");
             h.ones(&[21, 22, 23, 24, 25, 26]);
             // Not purging: each firing covers every record so far.
@@ -1738,7 +1895,7 @@ mod tests {
             assert_eq!(h.emitted(), [(9, (0, 2)), (9, (0, 2))], "{fun:?}");
             h.watermark(9);
             assert_eq!(h.emitted().len(), 2, "{fun:?}");
-            assert_eq!(h.state_entries("window-slices"), 0, "{fun:?}");
+            assert_eq!(h.slices(), 0, "{fun:?}");
 
             // Sliding windows count apart: a record counts in each of its windows.
             let sliding = SlidingEventTimeWindows::of(ms(10), ms(5));
@@ -1803,7 +1960,7 @@ mod tests {
             );
             h.watermark(1_000);
             assert_eq!(h.emitted().len(), 5, "{fun:?}");
-            assert_eq!(h.state_entries("window-slices"), 0, "{fun:?}");
+            assert_eq!(h.slices(), 0, "{fun:?}");
 
             // A late record fires the window once, at once, and sets no tick.
             let mut h = Harness::triggered(fun, tumbling, every_20, 50);
@@ -2072,11 +2229,7 @@ mod tests {
         // Key 0 gets 8 then 2 (slices [5, 10) and [0, 5)), key 1 gets 7.
         op.push_batch(&mut vec![(8, 8), (7, 7), (2, 2)]).unwrap();
         // Each record is in one slice: three entries, not one per window.
-        let slices = store.entries().unwrap();
-        assert_eq!(
-            slices.iter().filter(|e| e.state == "window-slices").count(),
-            3
-        );
+        assert_eq!(slice_count::<Vec<u64>>(&store), 3);
         op.time(TimeSignal::Watermark(9)).unwrap();
         let w = |start| TimeWindow {
             start,
@@ -2108,10 +2261,15 @@ mod tests {
         // Windows start at multiples of 4 and last 10: 13 is in [4,14), [8,18), [12,22).
         assert_eq!(w.window_ends(13).collect::<Vec<_>>(), [22, 18, 14]);
         assert_eq!(w.slice_end(13), 14);
-        assert_eq!(w.slices_of(14).collect::<Vec<_>>(), [6, 8, 10, 12, 14]);
+        let slices_of = |w: &Sliding, end| {
+            (-20..=20)
+                .filter(|s| s % w.slice() == 0 && w.in_window(end, *s))
+                .collect::<Vec<i64>>()
+        };
+        assert_eq!(slices_of(&w, 14), [6, 8, 10, 12, 14]);
         let t = sliding(TumblingEventTimeWindows::of(Duration::from_millis(5)));
         assert_eq!(t.window_ends(-1).collect::<Vec<_>>(), [0]);
         assert_eq!(t.window_ends(5).collect::<Vec<_>>(), [10]);
-        assert_eq!(t.slices_of(10).collect::<Vec<_>>(), [10]);
+        assert_eq!(slices_of(&t, 10), [10]);
     }
 }
