@@ -1,7 +1,9 @@
 //! Batch execution on a standalone cluster of real processes: a batch job of parallelism 8
 //! runs stage by stage on two slots, its exchanges written to disk and read back by the next
 //! stage; a TaskManager killed in the middle costs a restart of its region only (the subtasks
-//! that ran there), and the job still counts every word exactly; nothing is left on disk.
+//! that ran there), and the job still counts every word exactly; nothing is left on disk. A
+//! batch aggregation with more keys than its slot's managed memory holds spills sorted runs
+//! and still counts exactly.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -169,4 +171,67 @@ fn a_batch_wordcount_of_parallelism_8_runs_on_two_slots_and_a_lost_taskmanager_r
         "the partition files to be removed",
         || partition_files(local.path()).is_empty().then_some(()),
     );
+}
+
+/// Managed memory of 1 MiB per TaskManager (one slot each) against 300,000 distinct words: each
+/// subtask's table fills its share many times over, spills sorted runs to disk and merges them
+/// at the end; the counts are exact and no run is left behind.
+#[test]
+fn a_batch_aggregation_with_more_keys_than_its_managed_memory_spills_and_counts_exactly() {
+    let cluster = StandaloneCluster::start(2, 1, "taskmanager.memory.managed.size: 1 mb\n");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = dir.path().join("input.txt");
+    // Every word three times, in another order each time (7919 is prime to 300,000).
+    let mut text_in = String::new();
+    for round in 0..3u64 {
+        for i in 0..300_000u64 {
+            text_in.push_str(&format!("k{} ", (i * 7919 + round * 1_000) % 300_000));
+            if i % 16 == 15 {
+                text_in.push('\n');
+            }
+        }
+    }
+    std::fs::write(&input, &text_in).expect("write input");
+    let expected = reference_counts(&text_in);
+    assert_eq!(expected.len(), 300_000);
+    let output = dir.path().join("counts");
+    let started = Instant::now();
+    let out = cluster.cli(&[
+        "run",
+        "-m",
+        &cluster.rest(),
+        "-p",
+        "2",
+        "wordcount",
+        "--input",
+        &input.display().to_string(),
+        "--output",
+        &output.display().to_string(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "MEASURED batch wordcount -p 2 of {} distinct words with 1 MiB of managed memory per slot: {} ms",
+        expected.len(),
+        started.elapsed().as_millis()
+    );
+    assert_eq!(read_counts(&output), expected);
+    let logs = cluster.logs("taskmanager").join("\n");
+    let spills: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("a batch aggregation outgrew its memory"))
+        .collect();
+    for line in &spills {
+        let field = |name: &str| line.split_whitespace().find(|w| w.starts_with(name));
+        eprintln!(
+            "MEASURED a subtask's spill: {} {}",
+            field("runs=").unwrap_or("?"),
+            field("spilled_bytes=").unwrap_or("?")
+        );
+    }
+    assert_eq!(spills.len(), 2, "each aggregating subtask spilled:\n{logs}");
 }

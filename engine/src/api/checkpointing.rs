@@ -111,6 +111,9 @@ pub(crate) struct StateInit {
     pub(crate) incremental: bool,
     /// The memory the RocksDB instances of the subtask's slot share (`None`: no budget).
     pub(crate) rocks_memory: Option<Arc<crate::state::RocksMemory>>,
+    /// The slot's share of managed memory (`taskmanager.memory.managed.*` over the slots): what
+    /// a batch aggregation's table may fill before it spills sorted runs to `local_dir`.
+    pub(crate) managed_memory: u64,
     /// This subtask attempt's private working directory (RocksDB instances live below it).
     pub(crate) local_dir: PathBuf,
     /// The checkpoint storage.
@@ -140,6 +143,7 @@ impl StateInit {
             backend: crate::state::BackendKind::HashMap,
             incremental: false,
             rocks_memory: None,
+            managed_memory: 128 << 20,
             local_dir: std::env::temp_dir(),
             storage: Arc::new(crate::state::LocalFileStorage),
             restore: None,

@@ -1152,12 +1152,13 @@ impl<T: Data, K: Data + Hash + Eq> KeyedStream<T, K> {
         let key = self.key.clone();
         self.keyed("Keyed Reduce", move |ctx, next| {
             if ctx.is_batch() {
-                return Ok(Box::new(BatchKeyedReduce {
-                    key: key.clone(),
-                    reduce: f.clone(),
-                    state: Default::default(),
+                let spill = ctx.state.local_dir.join("batch-aggregation");
+                return Ok(Box::new(BatchKeyedReduce::new(
+                    key.clone(),
+                    f.clone(),
+                    (spill, ctx.state.managed_memory),
                     next,
-                }));
+                )));
             }
             let store = ctx.keyed_state_store()?;
             Ok(Box::new(KeyedReduce {

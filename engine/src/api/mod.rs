@@ -28,6 +28,7 @@ mod process;
 mod program;
 mod side;
 mod sinks;
+mod sort_spill;
 mod sources;
 pub(crate) mod stream_graph;
 mod time;

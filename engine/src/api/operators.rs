@@ -4,13 +4,14 @@
 //! buffer, or of a source's few dozen collects): one dynamic call per operator and batch, and a
 //! tight loop inside each operator (docs/architecture.md, "The operator interface").
 
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 use super::checkpointing::SnapshotContext;
 use super::context::ProcessingTimeService;
 use super::side::{OutputTag, SideOutputs};
 use super::sinks::SinkFunction;
+use super::sort_spill::SortSpill;
 use crate::common::error::TaskError;
 use crate::network::valve::TimeSignal;
 use crate::network::writer::NetworkOutput;
@@ -258,27 +259,76 @@ impl<T: Data, K: Data + Hash, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Siz
     }
 }
 
-/// A keyed reduce in batch mode: aggregates in memory, emitted once when the input has ended.
-/// Batch jobs are not checkpointed (a failed batch job reruns), so this state is not either.
+/// A keyed reduce in batch mode: aggregates in a hash table, emitted once when the input has
+/// ended. A table that outgrows its memory is spilled to disk as a run sorted by key hash, and
+/// the end of input merges the runs ([`SortSpill`]). Batch jobs are not checkpointed (a failed
+/// batch job reruns), so this state is not either.
 pub(crate) struct BatchKeyedReduce<T, K, KF: ?Sized, RF: ?Sized> {
     pub(crate) key: Arc<KF>,
     pub(crate) reduce: Arc<RF>,
     /// Each key's aggregate so far (`None` only while it is being replaced). One hash and one
     /// probe per record, with a hasher seeded per process (keys come from input data).
     pub(crate) state: hashbrown::HashMap<K, Option<T>>,
+    /// Where the table goes when it is full.
+    pub(crate) spill: SortSpill<T>,
     pub(crate) next: BoxOutput<T>,
 }
 
-impl<T, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Output<T>
+impl<T: Data, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized>
+    BatchKeyedReduce<T, K, KF, RF>
+{
+    /// A reduce whose table may hold `memory` bytes before it spills to `dir`.
+    pub(crate) fn new(
+        key: Arc<KF>,
+        reduce: Arc<RF>,
+        (dir, memory): (std::path::PathBuf, u64),
+        next: BoxOutput<T>,
+    ) -> Self {
+        BatchKeyedReduce {
+            key,
+            reduce,
+            state: Default::default(),
+            spill: SortSpill::new(dir, usize::try_from(memory).unwrap_or(usize::MAX)),
+            next,
+        }
+    }
+
+    /// Writes the table as a run sorted by key hash and empties it.
+    fn spill_table(&mut self) -> Result<(), TaskError> {
+        let hasher = self.state.hasher().clone();
+        let mut entries: Vec<(u64, T)> = self
+            .state
+            .drain()
+            .filter_map(|(key, value)| value.map(|v| (hasher.hash_one(&key), v)))
+            .collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        self.spill.write_run(entries)
+    }
+}
+
+impl<T: Data, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Output<T>
     for BatchKeyedReduce<T, K, KF, RF>
 {
     #[inline]
     fn push(&mut self, record: T) -> Result<(), TaskError> {
-        let slot = self.state.entry((self.key)(&record)).or_insert(None);
-        *slot = Some(match slot.take() {
-            Some(acc) => (self.reduce)(acc, record),
-            None => record,
-        });
+        match self.state.entry((self.key)(&record)) {
+            hashbrown::hash_map::Entry::Occupied(mut e) => {
+                let slot = e.get_mut();
+                *slot = Some(match slot.take() {
+                    Some(acc) => (self.reduce)(acc, record),
+                    None => record,
+                });
+            }
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                let full = self
+                    .spill
+                    .admit(std::mem::size_of::<(K, Option<T>)>(), &record)?;
+                e.insert(Some(record));
+                if full {
+                    self.spill_table()?;
+                }
+            }
+        }
         Ok(())
     }
     fn push_batch(&mut self, batch: &mut Vec<T>) -> Result<(), TaskError> {
@@ -288,14 +338,41 @@ impl<T, K: Hash + Eq, KF: Fn(&T) -> K + ?Sized, RF: Fn(T, T) -> T + ?Sized> Outp
         Ok(())
     }
     fn finish(&mut self) -> Result<(), TaskError> {
-        let mut batch = Vec::with_capacity(self.state.len().min(1024));
-        for value in self.state.drain().filter_map(|(_, value)| value) {
-            batch.push(value);
-            if batch.len() == batch.capacity() {
-                self.next.push_batch(&mut batch)?;
+        if self.spill.has_runs() {
+            let mut batch = Vec::with_capacity(1024);
+            if !self.state.is_empty() {
+                self.spill_table()?;
             }
+            let spill = std::mem::replace(&mut self.spill, SortSpill::new(Default::default(), 0));
+            let (key, next) = (&self.key, &mut self.next);
+            let (runs, spilled) = (spill.runs(), spill.spilled_bytes());
+            spill.merge(
+                &|a, b| (self.reduce)(a, b),
+                &|a, b| key(a) == key(b),
+                &mut |value| {
+                    batch.push(value);
+                    if batch.len() == batch.capacity() {
+                        next.push_batch(&mut batch)?;
+                    }
+                    Ok(())
+                },
+            )?;
+            tracing::info!(
+                runs,
+                spilled_bytes = spilled,
+                "a batch aggregation outgrew its memory, spilled sorted runs and merged them"
+            );
+            self.next.push_batch(&mut batch)?;
+        } else {
+            let mut batch = Vec::with_capacity(self.state.len().min(1024));
+            for value in self.state.drain().filter_map(|(_, value)| value) {
+                batch.push(value);
+                if batch.len() == batch.capacity() {
+                    self.next.push_batch(&mut batch)?;
+                }
+            }
+            self.next.push_batch(&mut batch)?;
         }
-        self.next.push_batch(&mut batch)?;
         self.next.finish()
     }
     forward_events!();
@@ -791,6 +868,44 @@ mod tests {
     use std::cell::RefCell;
     use std::rc::Rc;
 
+    /// A batch reduce whose table is far smaller than its keys spills runs and still emits
+    /// each key's total once, its records combined in their order, leaving no file behind.
+    #[test]
+    fn a_batch_reduce_beyond_its_memory_spills_sorted_runs_and_merges_them_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        // Key i % 5000 of (key, word, count): the word is the key's first and its records
+        // append their counts in order, so the order of a key's records across runs shows.
+        type R = (u32, String, Vec<u32>);
+        let reduce = Arc::new(|mut a: R, b: R| {
+            a.2.extend(b.2);
+            a
+        });
+        let key = Arc::new(|t: &R| t.0);
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let next: BoxOutput<R> = Box::new(Collect(got.clone(), Rc::new(RefCell::new(false))));
+        // 64 KiB: a few hundred keys of the 5000 fit.
+        let spill = (dir.path().to_path_buf(), 64 << 10);
+        let mut op = BatchKeyedReduce::new(key, reduce, spill, next);
+        for i in 0..40_000u32 {
+            op.push((i % 5000, format!("word-{}", i % 5000), vec![i / 5000]))
+                .unwrap();
+        }
+        let runs = op.spill.runs();
+        assert!(runs > 8, "{runs} runs");
+        Output::finish(&mut op).unwrap();
+        let mut out = got.borrow().clone();
+        out.sort();
+        let want: Vec<R> = (0..5000)
+            .map(|k| (k, format!("word-{k}"), (0..8).collect()))
+            .collect();
+        assert_eq!(out, want);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "no file left"
+        );
+    }
+
     #[test]
     fn keyed_reduce_streams_running_values_or_final_ones_in_batch() {
         let reduce = Arc::new(|a: (char, u64), b: (char, u64)| (a.0, a.1 + b.1));
@@ -800,12 +915,13 @@ mod tests {
             let done = Rc::new(RefCell::new(false));
             let next: BoxOutput<(char, u64)> = Box::new(Collect(got.clone(), done.clone()));
             let mut op: BoxOutput<(char, u64)> = if batch {
-                Box::new(BatchKeyedReduce {
-                    key: key.clone(),
-                    reduce: reduce.clone(),
-                    state: Default::default(),
+                let spill = (std::env::temp_dir(), 1 << 20);
+                Box::new(BatchKeyedReduce::new(
+                    key.clone(),
+                    reduce.clone(),
+                    spill,
                     next,
-                })
+                ))
             } else {
                 let ctx = crate::api::RuntimeContext::standalone(0, 1);
                 let store = ctx.keyed_state_store().unwrap();

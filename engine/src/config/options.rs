@@ -1183,7 +1183,7 @@ options! {
         doc "Address the JobManager and other TaskManagers use to reach this TaskManager.";
     "taskmanager.memory.managed.fraction" => network.managed_fraction: FloatRange(0.0, 0.99),
         default "0.4",
-        doc "Share of the process memory managed for state backends (RocksDB), when no size is set.";
+        doc "Share of the process memory managed for state backends (RocksDB) and batch aggregations (a slot's share is what a BATCH keyed aggregation holds before it spills to disk), when no size is set.";
     "taskmanager.memory.managed.size" => network.managed_size: OptMem,
         default "",
         doc "Managed memory of a TaskManager as a size; unset: the fraction of the process size.";

@@ -301,6 +301,7 @@ impl TaskManager {
             },
             storage: Arc::new(crate::state::FileSystems::new()),
             rocks_memory: rocks_memory.clone(),
+            managed_memory_per_slot: config.network.managed_memory() / u64::from(slots),
             programs,
         });
         info!(

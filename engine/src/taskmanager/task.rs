@@ -63,6 +63,9 @@ pub(crate) struct TaskServices {
     pub(crate) spill: crate::network::spill::SpillSettings,
     /// Per slot, the memory its subtasks' RocksDB instances share; empty without a budget.
     pub(crate) rocks_memory: Vec<Arc<crate::state::RocksMemory>>,
+    /// A slot's share of managed memory: what a batch aggregation's table may fill before it
+    /// spills to disk.
+    pub(crate) managed_memory_per_slot: u64,
     /// The programs this TaskManager can run subtasks of.
     pub(crate) programs: Arc<crate::api::ProgramRegistry>,
 }
@@ -408,6 +411,7 @@ fn run(
                 .map_err(|e: crate::state::StateError| TaskError::Setup(e.to_string()))?,
             incremental: d.state.incremental,
             rocks_memory: services.rocks_memory.get(d.slot as usize).cloned(),
+            managed_memory: services.managed_memory_per_slot,
             local_dir: local_dir.to_path_buf(),
             storage: services.storage.clone(),
             restore: d.state.restore.clone(),
