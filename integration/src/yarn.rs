@@ -193,6 +193,20 @@ impl<'a> YarnClient<'a> {
             .unwrap_or(Value::Null)
     }
 
+    /// A `PUT` of the JSON `body` to the sluice REST API at `address`: status and body.
+    pub fn sluice_put(&self, address: &str, path: &str, body: &Value) -> (u16, String) {
+        match self
+            .http
+            .put(format!("http://{address}{path}"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+        {
+            Ok(r) => (r.status().as_u16(), r.text().unwrap_or_default()),
+            Err(e) => (0, e.to_string()),
+        }
+    }
+
     pub fn properties(&self) -> PathBuf {
         self.tmp.path().join(".yarn-properties-sluice-it")
     }

@@ -4,7 +4,9 @@
 //! `check-counting` must find every record exactly once, and the same for its variant with
 //! event-time windows (`--window-ms`: every window's result once, holding exactly its records,
 //! on RocksDB, whose window state and timers are restored with each failover), and a batch
-//! wordcount whose counts must stay exact while TaskManagers die under it. Also: a job whose user code panics fails
+//! wordcount whose counts must stay exact while TaskManagers die under it, and `counting` under
+//! the adaptive scheduler, which rescales the job to the slots left after each loss and grows it
+//! again as TaskManagers come (every rescale a restore with key groups redistributed). Also: a job whose user code panics fails
 //! over per its restart strategy and then fails, while the TaskManagers and another job stay up;
 //! and (ignored, run on demand) the failover numbers: kill → RUNNING and records reprocessed.
 //!
@@ -104,6 +106,31 @@ fn checkpointed_config(backend: &str, checkpoints: &Path, interval: &str) -> Str
     )
 }
 
+/// The adaptive scheduler, quick to act: a job runs on the slots there are after 1 s without
+/// change and grows at most every 2 s; it waits as long as it takes when every TaskManager is
+/// gone.
+const ADAPTIVE: &str = "jobmanager.scheduler: adaptive\njobmanager.adaptive-scheduler.resource-stabilization-timeout: 1 s\njobmanager.adaptive-scheduler.scaling-interval.min: 2 s\njobmanager.adaptive-scheduler.resource-wait-timeout: -1 s\n";
+
+/// The scheduler a chaos run's job runs under.
+#[derive(Clone, Copy, PartialEq)]
+enum Scheduler {
+    /// Flink's default: a job of parallelism 2, restarted at 2 after each failure.
+    Default,
+    /// The adaptive scheduler: a job wanting parallelism 4, run at what the slots allow.
+    Adaptive,
+}
+
+/// The parallelism every vertex of `job` runs at, if they agree.
+fn job_parallelism(job: &Value) -> Option<u64> {
+    let ps: Vec<u64> = job["vertices"]
+        .as_array()?
+        .iter()
+        .filter_map(|v| v["parallelism"].as_u64())
+        .collect();
+    let first = *ps.first()?;
+    ps.iter().all(|&p| p == first).then_some(first)
+}
+
 /// One step of the schedule.
 #[derive(Debug)]
 enum Event {
@@ -113,13 +140,16 @@ enum Event {
     StartExtra,
 }
 
-/// Runs `counting` (with `window`, its per-window variant `--window-ms`) through a random
-/// schedule of TaskManager failures and checks it finishes exactly once.
-fn counting_survives_chaos(backend: &str, window: Option<u64>) {
-    let name = match window {
+/// Runs `counting` (with `window`, its per-window variant `--window-ms`) under `scheduler`
+/// through a random schedule of TaskManager failures and checks it finishes exactly once.
+fn counting_survives_chaos(backend: &str, window: Option<u64>, scheduler: Scheduler) {
+    let mut name = match window {
         Some(w) => format!("{backend}-windows-{w}"),
         None => backend.to_string(),
     };
+    if scheduler == Scheduler::Adaptive {
+        name.push_str("-adaptive");
+    }
     let mut rng = rng_for(&name);
     let secs = chaos_secs();
     eprintln!(
@@ -130,21 +160,37 @@ fn counting_survives_chaos(backend: &str, window: Option<u64>) {
     let scratch = tempfile::tempdir().expect("scratch");
     let checkpoints = scratch.path().join("checkpoints");
     let output = scratch.path().join("out");
-    // Three TaskManagers of one slot for a job of parallelism 2: one spare to start with.
-    let cluster =
-        StandaloneCluster::start(3, 1, &checkpointed_config(backend, &checkpoints, "1 s"));
+    // Three TaskManagers of one slot: for a job of parallelism 2 one spare to start with; a job
+    // under the adaptive scheduler that wants 4 runs at 3.
+    let mut config = checkpointed_config(backend, &checkpoints, "1 s");
+    let wanted = match scheduler {
+        Scheduler::Default => 2,
+        Scheduler::Adaptive => {
+            config.push_str(ADAPTIVE);
+            4
+        }
+    };
+    let cluster = StandaloneCluster::start(3, 1, &config);
     // Enough records at this rate that the job, which can only lose time to failovers, still runs
     // when the schedule ends (checked below), and finishes some 15 s later if nothing failed.
     let rate = 2_000u64;
     let (records, keys) = (rate * (secs + 15), 13u64);
-    let mut args = counting_args(2, records, keys, &output, rate);
+    let mut args = counting_args(wanted, records, keys, &output, rate);
     if let Some(window) = window {
         args.extend(["--window-ms".to_string(), window.to_string()]);
     }
     let id = cluster.submit_args(&args);
-    wait(Duration::from_secs(60), "the job to run", || {
-        all_running(&cluster.job(&id)).then_some(())
+    let started_at = wait(Duration::from_secs(60), "the job to run", || {
+        let job = cluster.job(&id);
+        all_running(&job).then(|| job_parallelism(&job)).flatten()
     });
+    let expected_first = match scheduler {
+        Scheduler::Default => 2,
+        Scheduler::Adaptive => 3,
+    };
+    assert_eq!(started_at, expected_first, "the job's first parallelism");
+    // The parallelisms the job ran at, in the order seen.
+    let mut ran_at = vec![started_at];
 
     let started = Instant::now();
     let end = started + Duration::from_secs(secs);
@@ -187,7 +233,8 @@ fn counting_survives_chaos(backend: &str, window: Option<u64>) {
             frozen.remove(&pid);
             note(&mut log, format!("SIGCONT {pid}"));
         }
-        let s = cluster.job_state(&id);
+        let job = cluster.job(&id);
+        let s = job["state"].as_str().unwrap_or_default();
         assert!(
             s != "FAILED" && s != "FINISHED",
             "the job is {s} during the schedule (chaos seed {}): {}\nschedule:\n{}",
@@ -195,6 +242,12 @@ fn counting_survives_chaos(backend: &str, window: Option<u64>) {
             cluster.exceptions(&id),
             log.join("\n")
         );
+        if let Some(p) = all_running(&job).then(|| job_parallelism(&job)).flatten()
+            && ran_at.last() != Some(&p)
+        {
+            ran_at.push(p);
+            note(&mut log, format!("the job runs at parallelism {p}"));
+        }
         if now >= next_event {
             let live = live_taskmanagers(&cluster);
             let running: Vec<u32> = live
@@ -257,8 +310,23 @@ fn counting_survives_chaos(backend: &str, window: Option<u64>) {
     for _ in restarts.drain(..) {
         start_taskmanager(&cluster);
     }
-    while live_taskmanagers(&cluster).len() < 2 {
+    while live_taskmanagers(&cluster).len() < wanted as usize {
         start_taskmanager(&cluster);
+    }
+    if scheduler == Scheduler::Adaptive {
+        // As many slots as the job wants: it grows to all of them before it ends.
+        wait(
+            Duration::from_secs(60),
+            "the job to grow to the parallelism it wants",
+            || {
+                let job = cluster.job(&id);
+                (all_running(&job) && job_parallelism(&job) == Some(u64::from(wanted)))
+                    .then_some(())
+            },
+        );
+        if ran_at.last() != Some(&u64::from(wanted)) {
+            ran_at.push(u64::from(wanted));
+        }
     }
     let events = log.len();
     eprintln!("chaos: schedule over after {events} events; waiting for the job to finish");
@@ -293,7 +361,7 @@ fn counting_survives_chaos(backend: &str, window: Option<u64>) {
         &format!("chaos seed {}", seed()),
     );
     eprintln!(
-        "chaos ({name}, seed {}): {events} events, {failovers} failures recorded, {:.1} s in all; {}",
+        "chaos ({name}, seed {}): {events} events, {failovers} failures recorded, ran at parallelism {ran_at:?}, {:.1} s in all; {}",
         seed(),
         started.elapsed().as_secs_f64(),
         report.lines().next().unwrap_or_default()
@@ -302,19 +370,27 @@ fn counting_survives_chaos(backend: &str, window: Option<u64>) {
 
 #[test]
 fn counting_on_hashmap_is_exactly_once_through_random_taskmanager_failures() {
-    counting_survives_chaos("hashmap", None);
+    counting_survives_chaos("hashmap", None, Scheduler::Default);
 }
 
 #[test]
 fn counting_on_rocksdb_is_exactly_once_through_random_taskmanager_failures() {
-    counting_survives_chaos("rocksdb", None);
+    counting_survives_chaos("rocksdb", None, Scheduler::Default);
 }
 
 /// Event-time windows of 500 ms (a quarter of a second of the job at its rate): every window's
 /// result once, with exactly its records, through the same schedule of failures.
 #[test]
 fn windowed_counting_on_rocksdb_is_exactly_once_through_random_taskmanager_failures() {
-    counting_survives_chaos("rocksdb", Some(500));
+    counting_survives_chaos("rocksdb", Some(500), Scheduler::Default);
+}
+
+/// Under the adaptive scheduler a lost TaskManager shrinks the job to the slots left and a new
+/// one grows it again, each time restoring its RocksDB state from the latest checkpoint with the
+/// key groups spread over the new parallelism; its output must still be exactly once.
+#[test]
+fn counting_under_the_adaptive_scheduler_is_exactly_once_while_it_rescales_through_failures() {
+    counting_survives_chaos("rocksdb", None, Scheduler::Adaptive);
 }
 
 /// A batch job (BATCH `wordcount` at parallelism 8 on TaskManagers of one slot) under the same
