@@ -681,6 +681,17 @@ pub fn all_running(job: &Value) -> bool {
             .is_some_and(|vs| !vs.is_empty() && vs.iter().all(|v| v["status"] == "RUNNING"))
 }
 
+/// The parallelism every vertex of a job (as `GET /jobs/:id` shows it) has, if they agree.
+pub fn job_parallelism(job: &Value) -> Option<u64> {
+    let ps: Vec<u64> = job["vertices"]
+        .as_array()?
+        .iter()
+        .filter_map(|v| v["parallelism"].as_u64())
+        .collect();
+    let first = *ps.first()?;
+    ps.iter().all(|&p| p == first).then_some(first)
+}
+
 /// Milliseconds since the epoch, as the REST API's timestamps count them.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()

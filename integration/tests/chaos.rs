@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sluice_integration::{
-    Rng, StandaloneCluster, all_running, counting_args, deployed_since, now_ms, run_seed, signal,
+    Rng, StandaloneCluster, all_running, counting_args, deployed_since, job_parallelism, now_ms,
+    run_seed, signal,
 };
 
 /// The seed of this run: `SLUICE_CHAOS_SEED`, or one drawn from the clock (printed with every
@@ -118,17 +119,6 @@ enum Scheduler {
     Default,
     /// The adaptive scheduler: a job wanting parallelism 4, run at what the slots allow.
     Adaptive,
-}
-
-/// The parallelism every vertex of `job` runs at, if they agree.
-fn job_parallelism(job: &Value) -> Option<u64> {
-    let ps: Vec<u64> = job["vertices"]
-        .as_array()?
-        .iter()
-        .filter_map(|v| v["parallelism"].as_u64())
-        .collect();
-    let first = *ps.first()?;
-    ps.iter().all(|&p| p == first).then_some(first)
 }
 
 /// One step of the schedule.

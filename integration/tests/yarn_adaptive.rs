@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sluice_integration::yarn::{self, KillOnDrop, MiniYarn, YarnClient, container_processes};
 use sluice_integration::yarn::{field_after, text};
-use sluice_integration::{all_running, job_id_of, wait_for};
+use sluice_integration::{all_running, job_id_of, job_parallelism, wait_for};
 
 /// The parallelism every vertex of `job` runs at under the adaptive scheduler's `Executing`,
 /// if they agree.
@@ -22,13 +22,7 @@ fn executing_at(job: &Value) -> Option<u64> {
     if !all_running(job) || job["adaptive-scheduler-state"] != "Executing" {
         return None;
     }
-    let ps: Vec<u64> = job["vertices"]
-        .as_array()?
-        .iter()
-        .filter_map(|v| v["parallelism"].as_u64())
-        .collect();
-    let first = *ps.first()?;
-    ps.iter().all(|&p| p == first).then_some(first)
+    job_parallelism(job)
 }
 
 /// The ids of the TaskManagers registered at the JobManager.

@@ -476,8 +476,14 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
         let sessions = store.value_state(SESSIONS)?;
         let slices = store.value_state(SLICES)?;
         match windows.kind {
-            Kind::Session { .. } => convert_earlier_sessions(store, &sessions)?,
-            Kind::Sliding(_) => convert_earlier_slices(store, &slices)?,
+            Kind::Session { .. } => {
+                let element = |start, (end, acc): &(i64, A)| (start, *end, acc.clone());
+                convert_earlier(store, "window-sessions", &sessions, element)?
+            }
+            Kind::Sliding(_) => {
+                let element = |end, acc: &A| (end, acc.clone());
+                convert_earlier(store, "window-slices", &slices, element)?
+            }
         }
         Ok(WindowOperator {
             windows,
@@ -545,51 +551,25 @@ impl<T: Data, A: Data, F> WindowOperator<T, A, F> {
 /// The session windows' state: each key's sessions in one value.
 const SESSIONS: &str = "window-session-list";
 
-/// Moves sessions kept as an earlier sluice kept them, one map entry per session
-/// (`window-sessions`: start → (end, accumulator)), from a restored snapshot into
-/// [`SESSIONS`], so that a savepoint taken before the change resumes with its open sessions.
-fn convert_earlier_sessions<A: Data>(
-    store: &KeyedStateStore,
-    sessions: &ValueState<Vec<(i64, i64, A)>>,
-) -> Result<(), TaskError> {
-    let mut earlier = store.take_map_state::<i64, (i64, A)>("window-sessions")?;
-    if earlier.is_empty() {
-        return Ok(());
-    }
-    earlier.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
-    let mut rest = earlier.as_slice();
-    while let Some((kg, key, _, _)) = rest.first() {
-        let n = rest
-            .iter()
-            .take_while(|e| e.0 == *kg && e.1 == *key)
-            .count();
-        let (of_key, more) = rest.split_at(n);
-        store.set_current_key_bytes(*kg, key)?;
-        let list = of_key
-            .iter()
-            .map(|(_, _, start, (end, acc))| (*start, *end, acc.clone()))
-            .collect();
-        sessions.update(list)?;
-        rest = more;
-    }
-    Ok(())
-}
-
 /// The sliding windows' state: each key's slices in one value.
 const SLICES: &str = "window-slice-list";
 
-/// Moves slices kept as an earlier sluice kept them, one map entry per slice
-/// (`window-slices`: slice end → accumulator), from a restored snapshot into [`SLICES`].
-fn convert_earlier_slices<A: Data>(
+/// Moves window state kept as an earlier sluice kept it, one map entry per session or slice
+/// (`earlier`: session start or slice end → value), from a restored snapshot into `into`: one
+/// list per key in the order of the map's keys, each element `element(time, value)`. A
+/// savepoint taken before the change so resumes with its open windows.
+fn convert_earlier<V: Data, E: Data>(
     store: &KeyedStateStore,
-    slices: &ValueState<Vec<(i64, A)>>,
+    earlier: &str,
+    into: &ValueState<Vec<E>>,
+    element: impl Fn(i64, &V) -> E,
 ) -> Result<(), TaskError> {
-    let mut earlier = store.take_map_state::<i64, A>("window-slices")?;
-    if earlier.is_empty() {
+    let mut entries = store.take_map_state::<i64, V>(earlier)?;
+    if entries.is_empty() {
         return Ok(());
     }
-    earlier.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
-    let mut rest = earlier.as_slice();
+    entries.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
+    let mut rest = entries.as_slice();
     while let Some((kg, key, _, _)) = rest.first() {
         let n = rest
             .iter()
@@ -599,9 +579,9 @@ fn convert_earlier_slices<A: Data>(
         store.set_current_key_bytes(*kg, key)?;
         let list = of_key
             .iter()
-            .map(|(_, _, end, acc)| (*end, acc.clone()))
+            .map(|(_, _, time, value)| element(*time, value))
             .collect();
-        slices.update(list)?;
+        into.update(list)?;
         rest = more;
     }
     Ok(())
