@@ -109,10 +109,14 @@ enum Sub {
         #[arg(long, value_name = "LIST")]
         queries: Option<String>,
     },
-    /// What serving metrics costs stream-sum on a cluster: no reporter vs the Prometheus
-    /// reporter scraped every second with the REST metric endpoints read every second
-    /// (records/s, and the TaskManagers' CPU per record).
+    /// What serving metrics costs a job on a cluster: no reporter vs the Prometheus reporter
+    /// scraped every second with the REST metric endpoints read every second (records/s, and
+    /// the TaskManagers' CPU per record).
     Metrics {
+        /// The job: `stream-sum` (key_by and a running sum) or `shuffle` (key_by between the
+        /// two TaskManagers into a discarding sink).
+        #[arg(long, default_value = "stream-sum", value_parser = ["stream-sum", "shuffle"])]
+        job: String,
         /// Runs per configuration, alternating (default 4; 1 with `--quick`).
         #[arg(long)]
         runs: Option<usize>,
@@ -363,9 +367,11 @@ fn main() -> std::process::ExitCode {
         Some(Sub::EventTime) => {
             sluice_bin(&cli).and_then(|bin| checkpoints::event_time(&bin, cli.quick))
         }
-        Some(Sub::Metrics { runs, records }) => {
-            sluice_bin(&cli).and_then(|bin| metrics::run(&bin, cli.quick, runs, records))
-        }
+        Some(Sub::Metrics {
+            ref job,
+            runs,
+            records,
+        }) => sluice_bin(&cli).and_then(|bin| metrics::run(&bin, job, cli.quick, runs, records)),
         Some(Sub::Nexmark {
             events,
             ref queries,

@@ -1,6 +1,8 @@
-//! `sluice-bench metrics [--quick]`: what the metric system costs a running job.
+//! `sluice-bench metrics [--job stream-sum|shuffle] [--quick]`: what the metric system costs a
+//! running job.
 //!
-//! `stream-sum --rate 0 --keys 1000` at parallelism 2 on two TaskManager processes, on two
+//! `stream-sum --rate 0 --keys 1000` (or `shuffle`: the same key_by into a sink that discards)
+//! at parallelism 2 on two TaskManager processes, on two
 //! clusters side by side, interleaved run by run (which goes first alternating) so that changes
 //! of the machine's load hit both alike: one without a metric reporter, one with the Prometheus reporter on every process,
 //! scraped every second (each TaskManager's and the JobManager's `/metrics`) and with the REST
@@ -19,7 +21,13 @@ use anyhow::{Context, Result, bail};
 use crate::cluster::Cluster;
 use crate::{CLUSTER_CONFIG, Stat};
 
-pub fn run(bin: &Path, quick: bool, runs: Option<usize>, size: Option<u64>) -> Result<()> {
+pub fn run(
+    bin: &Path,
+    job: &str,
+    quick: bool,
+    runs: Option<usize>,
+    size: Option<u64>,
+) -> Result<()> {
     let (repetitions, records) = if quick {
         (1, 4_000_000u64)
     } else {
@@ -43,7 +51,10 @@ pub fn run(bin: &Path, quick: bool, runs: Option<usize>, size: Option<u64>) -> R
         )?,
     ];
     let ports = reporter_ports(&clusters[1], first)?;
-    let args = crate::stream_sum_args(records);
+    let args = match job {
+        "shuffle" => vec!["--records".to_string(), records.to_string()],
+        _ => crate::stream_sum_args(records),
+    };
     let mut rates = vec![Vec::new(); 2];
     // The TaskManagers' CPU per record: steadier than records/s when other load shares the
     // cores.
@@ -54,7 +65,7 @@ pub fn run(bin: &Path, quick: bool, runs: Option<usize>, size: Option<u64>) -> R
         for i in order {
             let cluster = &mut clusters[i];
             let cpu_before = taskmanagers_cpu(cluster)?;
-            let id = cluster.submit("stream-sum", &args, 2)?;
+            let id = cluster.submit(job, &args, 2)?;
             let scraper = (i == 1).then(|| Scraper::start(ports.clone(), cluster.rest_port(), &id));
             let done = cluster.wait_finished(&id, Duration::from_secs(600))?;
             let scrapes = scraper.map(Scraper::stop).transpose()?;
@@ -73,7 +84,7 @@ pub fn run(bin: &Path, quick: bool, runs: Option<usize>, size: Option<u64>) -> R
         }
     }
     println!(
-        "\n### Metrics overhead: stream-sum, parallelism 2, 2 TaskManagers, {records} records, {repetitions} run(s) each\n"
+        "\n### Metrics overhead: {job}, parallelism 2, 2 TaskManagers, {records} records, {repetitions} run(s) each\n"
     );
     println!(
         "| configuration | M records/s (median) | range | vs no reporter | TaskManager CPU ns per record (median) | range | vs no reporter |"

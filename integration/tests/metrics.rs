@@ -29,11 +29,13 @@ fn prometheus_scrapes_the_reporters_and_rest_serves_the_metrics() {
     prometheus::assert_installed();
     let first = free_port();
     let last = first.saturating_add(30);
+    let checkpoints = tempfile::tempdir().unwrap();
     let cluster = StandaloneCluster::start(
         2,
         2,
         &format!(
-            "metrics.reporter.prom.factory.class: org.apache.flink.metrics.prometheus.PrometheusReporterFactory\nmetrics.reporter.prom.port: {first}-{last}\nheartbeat.interval: 1 s\n"
+            "metrics.reporter.prom.factory.class: org.apache.flink.metrics.prometheus.PrometheusReporterFactory\nmetrics.reporter.prom.port: {first}-{last}\nheartbeat.interval: 1 s\nexecution.checkpointing.interval: 1 s\nexecution.checkpointing.dir: {}\n",
+            checkpoints.path().display()
         ),
     );
     let http = reqwest::blocking::Client::builder()
@@ -197,6 +199,42 @@ fn prometheus_scrapes_the_reporters_and_rest_serves_the_metrics() {
         .get(&format!("/jobs/{job}/metrics?get=uptime"))
         .expect("job metrics");
     assert!(single(&uptime) > 0.0, "{uptime}");
+
+    // `stateSize`: the sum's subtasks report the bytes of their latest snapshot, which is what
+    // the checkpoint statistics count for the vertex once that snapshot's checkpoint completed
+    // (1,000 keys, so the size settles once every key has been seen).
+    let state_size = || {
+        let v = cluster
+            .get(&format!(
+                "/jobs/{job}/vertices/{vid}/subtasks/metrics?get=stateSize&agg=sum"
+            ))
+            .expect("subtask metrics");
+        v[0]["sum"].as_f64().unwrap_or(0.0) as u64
+    };
+    let (reported, checkpointed) = wait_for(
+        Duration::from_secs(60),
+        "the sum's stateSize to match its latest completed checkpoint",
+        || {
+            let history = cluster.get(&format!("/jobs/{job}/checkpoints")).ok()?;
+            let id = history["latest"]["completed"]["id"].as_u64()?;
+            let detail = cluster
+                .get(&format!("/jobs/{job}/checkpoints/details/{id}"))
+                .ok()?;
+            let checkpointed = detail["tasks"][vid.as_str()]["state_size"].as_u64()?;
+            let reported = state_size();
+            (reported > 0 && reported == checkpointed).then_some((reported, checkpointed))
+        },
+    );
+    assert_eq!(reported, checkpointed);
+    wait_for(
+        Duration::from_secs(30),
+        "Prometheus to see the subtasks' stateSize",
+        || {
+            let promql = format!("flink_taskmanager_job_task_stateSize{{job_id=\"{job}\"}} > 0");
+            let result = prometheus.query(&http, &promql)?;
+            (!result.is_empty()).then_some(())
+        },
+    );
 
     let out = cluster.cli(&["cancel", "-m", &cluster.rest(), &job]);
     assert!(out.status.success(), "{}", text(&out));

@@ -23,6 +23,7 @@ use super::assign::{Assignment, assign};
 use super::metadata::{
     CheckpointMetadata, METADATA_FILE, OperatorKey, OperatorMetadata, RestoreError,
 };
+use super::state_sizes;
 use super::stats::{
     CheckpointConfigInfo, CheckpointEntry, CheckpointStatus, CheckpointingStatistics, Counts,
     Externalization, HISTORY_SIZE, Latest, RestoredEntry, SubtaskAck, SubtaskCheckpoint,
@@ -278,20 +279,6 @@ pub struct RestorePlan {
     pub is_savepoint: bool,
     /// The state of every subtask of the job.
     pub tasks: BTreeMap<TaskKey, TaskRestore>,
-}
-
-/// (bytes written, bytes of state) of some operator states: keyed handles' sizes plus the
-/// operator state's, its elements' bytes when they travel inside `_metadata`, its file's size
-/// when it was written to a file (always written anew: it counts in both).
-fn state_sizes<'a>(states: impl Iterator<Item = &'a OperatorSubtaskState>) -> (u64, u64) {
-    states.fold((0, 0), |(written, full), st| {
-        let inline = st.operator_state.size();
-        let (kw, kf) = st
-            .keyed
-            .as_ref()
-            .map_or((0, 0), |k| (k.checkpointed_size, k.full_size));
-        (written + inline + kw, full + inline + kf)
-    })
 }
 
 fn ms(d: Duration) -> u64 {

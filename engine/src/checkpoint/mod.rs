@@ -80,6 +80,30 @@ pub struct SubtaskState {
     pub operators: BTreeMap<u32, OperatorSubtaskState>,
 }
 
+impl SubtaskState {
+    /// Bytes of the subtask's whole state in this snapshot: its operators' full state size,
+    /// files shared with earlier checkpoints included (Flink's "full size").
+    pub fn full_size(&self) -> u64 {
+        state_sizes(self.operators.values()).1
+    }
+}
+
+/// (bytes written, bytes of state) of some operator states: keyed handles' sizes plus the
+/// operator state's, its elements' bytes when they travel inside `_metadata`, its file's size
+/// when it was written to a file (always written anew: it counts in both).
+pub(crate) fn state_sizes<'a>(
+    states: impl Iterator<Item = &'a OperatorSubtaskState>,
+) -> (u64, u64) {
+    states.fold((0, 0), |(written, full), st| {
+        let inline = st.operator_state.size();
+        let (kw, kf) = st
+            .keyed
+            .as_ref()
+            .map_or((0, 0), |k| (k.checkpointed_size, k.full_size));
+        (written + inline + kw, full + inline + kf)
+    })
+}
+
 /// What a restored subtask gets for one operator.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorRestore {

@@ -51,6 +51,11 @@ pub struct TaskMetrics {
     /// `numLateRecordsDropped`).
     #[serde(default)]
     pub late_records_dropped: u64,
+    /// Bytes of the subtask's state in its latest snapshot (a checkpoint or savepoint it
+    /// acknowledged): keyed state at its full size, files shared with earlier checkpoints
+    /// included, plus operator state; 0 before the first (`stateSize`).
+    #[serde(default)]
+    pub state_size: u64,
 }
 
 fn no_watermark() -> i64 {
@@ -73,12 +78,13 @@ impl Default for TaskMetrics {
             current_input_watermark: no_watermark(),
             current_output_watermark: no_watermark(),
             late_records_dropped: 0,
+            state_size: 0,
         }
     }
 }
 
 /// Flink's names of the task metrics sluice measures, in the order they are listed.
-pub const TASK_METRICS: [&str; 20] = [
+pub const TASK_METRICS: [&str; 21] = [
     "numRecordsIn",
     "numRecordsOut",
     "numRecordsInPerSecond",
@@ -99,6 +105,7 @@ pub const TASK_METRICS: [&str; 20] = [
     "currentInputWatermark",
     "currentOutputWatermark",
     "numLateRecordsDropped",
+    "stateSize",
 ];
 
 /// The meters of one subtask: its counters sampled over time.
@@ -168,6 +175,7 @@ impl TaskMeters {
             m.current_input_watermark as f64,
             m.current_output_watermark as f64,
             m.late_records_dropped as f64,
+            m.state_size as f64,
         ];
         TASK_METRICS.into_iter().zip(values).collect()
     }

@@ -107,6 +107,9 @@ pub(crate) struct IoCounters {
     /// Records its window operators dropped because they came too late for every window
     /// (`numLateRecordsDropped`; counted per such record, never on the main path).
     pub(crate) late_records_dropped: std::sync::atomic::AtomicU64,
+    /// Bytes of the task's state in its latest snapshot (`stateSize`), set when it
+    /// acknowledges a checkpoint or savepoint.
+    pub(crate) state_size: std::sync::atomic::AtomicU64,
     /// The task's output buffer pools, for `outPoolUsage` (locked only when a writer is made
     /// and when the metrics are read).
     out_pools: Mutex<Vec<std::sync::Weak<BufferPool>>>,

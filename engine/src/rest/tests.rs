@@ -1174,6 +1174,7 @@ mod views_of_a_running_cluster {
                     current_input_watermark: 1_700_000_000_000 + s as i64,
                     current_output_watermark: i64::MIN,
                     late_records_dropped: 3,
+                    state_size: 4_096,
                 };
                 let _ = d.task_state(id, ExecutionState::Running, None, metrics, 3_000);
             }
@@ -1852,6 +1853,7 @@ async fn metric_endpoints_answer_in_flinks_shapes() {
                 idle_ms: factor * 1000 * (1 - s as u64),
                 in_pool_usage_permille: 900 * s,
                 input_queue_length: 7 * s,
+                state_size: 1_000 + s as u64,
                 ..TaskMetrics::default()
             };
             let id = ExecutionId {
@@ -1881,12 +1883,12 @@ async fn metric_endpoints_answer_in_flinks_shapes() {
     );
     let usage = c
         .get(&format!(
-            "{base}/metrics?get=1.inPoolUsage,1.inputQueueLength"
+            "{base}/metrics?get=1.inPoolUsage,1.inputQueueLength,1.stateSize"
         ))
         .await;
     assert_eq!(
         usage,
-        json!([{ "id": "1.inPoolUsage", "value": "0.9" }, { "id": "1.inputQueueLength", "value": "7" }])
+        json!([{ "id": "1.inPoolUsage", "value": "0.9" }, { "id": "1.inputQueueLength", "value": "7" }, { "id": "1.stateSize", "value": "1001" }])
     );
     let agg = c
         .get(&format!(

@@ -101,6 +101,7 @@ pub(crate) fn metrics_of(c: &IoCounters) -> TaskMetrics {
         current_input_watermark: c.input_watermark.get(),
         current_output_watermark: c.output_watermark.get(),
         late_records_dropped: c.late_records_dropped.load(Ordering::Relaxed),
+        state_size: c.state_size.load(Ordering::Relaxed),
     }
 }
 
@@ -164,6 +165,7 @@ pub(crate) fn spawn(
             ),
             memory_threshold: deployment.state.memory_threshold,
             enabled: deployment.state.checkpointing,
+            counters: counters.clone(),
         };
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             run(
@@ -232,6 +234,8 @@ struct Checkpoints {
     /// `state.storage.fs.memory-threshold`.
     memory_threshold: u64,
     enabled: bool,
+    /// The task's counters, for the size of its latest snapshot.
+    counters: Arc<IoCounters>,
 }
 
 impl Checkpoints {
@@ -246,11 +250,16 @@ impl Checkpoints {
     fn acknowledge(&self, checkpoint_id: u64, state: Result<SubtaskState, String>) {
         let execution = self.execution;
         (self.acknowledge)(match state {
-            Ok(state) => TmToJm::AcknowledgeCheckpoint {
-                execution,
-                checkpoint_id,
-                state,
-            },
+            Ok(state) => {
+                self.counters
+                    .state_size
+                    .store(state.full_size(), Ordering::Relaxed);
+                TmToJm::AcknowledgeCheckpoint {
+                    execution,
+                    checkpoint_id,
+                    state,
+                }
+            }
             Err(reason) => {
                 warn!(%execution, checkpoint_id, %reason, "declining a checkpoint");
                 TmToJm::DeclineCheckpoint {
