@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::checkpoint::{SubtaskState, TaskRestore};
+use crate::checkpoint::{StateDistribution, SubtaskState, TaskRestore};
 use crate::common::error::TaskError;
 use crate::network::buffer::CheckpointBarrier;
 use crate::state::StateStorage;
@@ -63,11 +63,13 @@ impl<'a> SnapshotContext<'a> {
     }
 
     /// Records operator `op`'s operator state: inline, or written to a file of the checkpoint
-    /// when it exceeds `state.storage.fs.memory-threshold`.
+    /// when it exceeds `state.storage.fs.memory-threshold`; `distribution` says how a restore
+    /// deals it (recorded with it).
     pub(crate) fn set_operator_state(
         &mut self,
         op: u32,
         elements: Vec<Vec<u8>>,
+        distribution: StateDistribution,
     ) -> Result<(), TaskError> {
         let name = format!(
             "op{op}-{}-chk{}-operator",
@@ -81,7 +83,9 @@ impl<'a> SnapshotContext<'a> {
             self.storage,
             &name,
         )?;
-        self.state.operators.entry(op).or_default().operator_state = handle;
+        let state = self.state.operators.entry(op).or_default();
+        state.operator_state = handle;
+        state.distribution = distribution;
         Ok(())
     }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
-use crate::checkpoint::OperatorStateSlice;
+use crate::checkpoint::{OperatorStateSlice, StateDistribution};
 use crate::common::error::TaskError;
 
 /// A subtask's view of itself: which parallel instance it is, and whether it should stop.
@@ -194,6 +194,18 @@ impl RuntimeContext {
         Ok(Some(elements))
     }
 
+    /// How the restored operator state of the operator being built was dealt: `None` when the
+    /// subtask starts fresh, split for an operator the restore has no state for.
+    pub(crate) fn restored_operator_distribution(&self) -> Option<StateDistribution> {
+        let restore = self.state.restore.as_ref()?;
+        Some(
+            restore
+                .operators
+                .get(&self.operator_id)
+                .map_or(StateDistribution::Split, |o| o.distribution),
+        )
+    }
+
     /// Opens the keyed state of the operator being built, restored if the subtask is.
     pub(crate) fn keyed_state_store(&self) -> Result<crate::state::KeyedStateStore, TaskError> {
         let init = &self.state;
@@ -246,6 +258,7 @@ mod tests {
                 operators: [(
                     5,
                     OperatorRestore {
+                        distribution: Default::default(),
                         operator_state: slices,
                         keyed: Vec::new(),
                     },

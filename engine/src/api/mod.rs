@@ -36,6 +36,7 @@ mod triggers;
 mod window_join;
 mod windows;
 
+pub use crate::checkpoint::StateDistribution;
 pub use crate::common::error::TaskError;
 pub use crate::config::RuntimeMode;
 pub use crate::state::{AggregateFunction, TimeDomain};

@@ -12,6 +12,7 @@ use super::context::ProcessingTimeService;
 use super::side::{OutputTag, SideOutputs};
 use super::sinks::SinkFunction;
 use super::sort_spill::SortSpill;
+use crate::checkpoint::StateDistribution;
 use crate::common::error::TaskError;
 use crate::network::valve::TimeSignal;
 use crate::network::writer::NetworkOutput;
@@ -659,7 +660,7 @@ impl<T, S: SinkFunction<T>> Output<T> for Sink<S> {
     }
     fn snapshot(&mut self, snap: &mut SnapshotContext<'_>) -> Result<(), TaskError> {
         let elements = self.sink.snapshot_state(snap.checkpoint_id())?;
-        snap.set_operator_state(self.operator_id, elements)
+        snap.set_operator_state(self.operator_id, elements, StateDistribution::Split)
     }
     fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
         self.sink.checkpoint_complete(checkpoint_id)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::checkpointing::{SnapshotContext, SnapshotStorage, TaskControl};
 use super::context::RuntimeContext;
 use super::operators::Output;
-use crate::checkpoint::SubtaskState;
+use crate::checkpoint::{StateDistribution, SubtaskState};
 use crate::common::error::TaskError;
 use crate::network::buffer::CheckpointBarrier;
 use crate::network::valve::TimeSignal;
@@ -53,6 +53,8 @@ pub struct SourceContext<'a, T> {
     pub(crate) pending: Option<Arc<CheckpointBarrier>>,
     /// The latest checkpoint that completed since the source last asked.
     completed: Option<u64>,
+    /// How the source's operator state is dealt on restore ([`SourceContext::use_union_state`]).
+    distribution: StateDistribution,
 }
 
 impl<'a, T> SourceContext<'a, T> {
@@ -68,6 +70,7 @@ impl<'a, T> SourceContext<'a, T> {
             batch: Vec::with_capacity(SOURCE_BATCH),
             pending: None,
             completed: None,
+            distribution: StateDistribution::Split,
         }
     }
 
@@ -189,7 +192,7 @@ impl<'a, T> SourceContext<'a, T> {
         }
         let mut snap = SnapshotContext::new(barrier, self.hooks.storage());
         let result = snap
-            .set_operator_state(self.runtime.operator_id, state)
+            .set_operator_state(self.runtime.operator_id, state, self.distribution)
             .and_then(|()| self.out.snapshot(&mut snap));
         let state = snap.into_state();
         match result {
@@ -232,6 +235,22 @@ impl<'a, T> SourceContext<'a, T> {
     /// elements is missing or damaged.
     pub fn restored_state(&self) -> Result<Option<Vec<Vec<u8>>>, TaskError> {
         self.runtime.restored_operator_state()
+    }
+
+    /// Declares the source's operator state union list state (Flink's `getUnionListState`):
+    /// the snapshots it takes from now on (the final one of a finished source too) are restored
+    /// whole into every subtask, at any parallelism, instead of being split among them. The
+    /// source keeps what is its own: each element should say whose it is (a Kafka position
+    /// names its partition). Call it before the first snapshot point.
+    pub fn use_union_state(&mut self) {
+        self.distribution = StateDistribution::Union;
+    }
+
+    /// How [`SourceContext::restored_state`] was dealt: `None` on a fresh start; `Union` when
+    /// the snapshot recorded union state (every subtask's elements), `Split` for a share (also
+    /// every snapshot taken before the source used union state).
+    pub fn restored_distribution(&self) -> Option<StateDistribution> {
+        self.runtime.restored_operator_distribution()
     }
 
     /// Waits `duration` while keeping output flushed and cancellation noticed; a rate-limited
@@ -732,6 +751,7 @@ mod tests {
                 operators: [(
                     0,
                     crate::checkpoint::OperatorRestore {
+                        distribution: Default::default(),
                         operator_state: vec![crate::checkpoint::OperatorStateSlice::Inline(
                             elements,
                         )],

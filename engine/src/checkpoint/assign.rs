@@ -2,8 +2,10 @@
 //! starts from. Flink's rules: operator state is a list of elements split into contiguous,
 //! balanced ranges over the new subtasks (Flink's `RoundRobinOperatorStateRepartitioner` for
 //! split-distributed list state), keyed state follows key groups, and the number of key groups
-//! (max parallelism) never changes. Operator state in files is split by element index, which
-//! the handles record: the JobManager never reads a state file, each restoring subtask reads
+//! (max parallelism) never changes. Operator state an operator declared as union list state
+//! (Flink's `getUnionListState`, [`StateDistribution::Union`]) goes whole to every new subtask
+//! instead, at any parallelism. Operator state in files is split by element index, which the
+//! handles record: the JobManager never reads a state file, each restoring subtask reads
 //! its own slices. A snapshot's operators are matched to the new program's by their stable
 //! operator ids, whatever vertex runs them now, as Flink matches `OperatorID`s.
 
@@ -11,7 +13,9 @@ use std::collections::BTreeMap;
 
 use super::metadata::{CheckpointMetadata, OperatorKey, OperatorMetadata, RestoreError};
 use super::topology::{TaskKey, VertexTopology};
-use super::{OperatorRestore, OperatorStateSlice, OperatorSubtaskState, TaskRestore};
+use super::{
+    OperatorRestore, OperatorStateSlice, OperatorSubtaskState, StateDistribution, TaskRestore,
+};
 use crate::state::OperatorStateHandle;
 
 /// The key groups `[first, last]` that subtask `index` of `parallelism` owns, out of
@@ -169,6 +173,32 @@ pub(crate) fn split_operator_state<'a>(
     out
 }
 
+/// Every element of `subtasks` (in subtask order), as whole-handle slices: what each subtask of
+/// a restore gets of union list state. Files are handed on, not read or copied.
+pub(crate) fn union_operator_state<'a>(
+    subtasks: impl Iterator<Item = &'a OperatorSubtaskState>,
+) -> Vec<OperatorStateSlice> {
+    subtasks
+        .filter_map(|st| slice(&st.operator_state, 0, st.operator_state.element_count()))
+        .collect()
+}
+
+/// How an operator's snapshotted state is dealt: union if any subtask recorded union (a subtask
+/// that failed or finished before its operator declared the mode wrote split, and its elements
+/// are dealt with the others'; dealing everything to everyone loses nothing), split otherwise,
+/// which includes every snapshot taken before the mode was recorded.
+fn distribution(state: &OperatorMetadata) -> StateDistribution {
+    if state
+        .subtasks
+        .values()
+        .any(|st| st.distribution == StateDistribution::Union)
+    {
+        StateDistribution::Union
+    } else {
+        StateDistribution::Split
+    }
+}
+
 /// The state every subtask of `topology` starts from when restoring `metadata` (whose files are
 /// relative to `metadata_dir`). Operators are matched by stable id (by node index for metadata
 /// before version 3), whatever vertex they run in now. Every subtask gets an entry; an operator
@@ -227,21 +257,39 @@ pub fn assign(
             });
         }
         let new_p = vertex.parallelism;
-        let mut shares: Vec<OperatorRestore> = vec![OperatorRestore::default(); new_p as usize];
+        let mode = distribution(state);
+        let mut shares: Vec<OperatorRestore> = vec![
+            OperatorRestore {
+                distribution: mode,
+                ..OperatorRestore::default()
+            };
+            new_p as usize
+        ];
+        if mode == StateDistribution::Union {
+            let all = union_operator_state(state.subtasks.values());
+            for share in &mut shares {
+                share.operator_state = all.clone();
+            }
+        }
         if new_p == state.parallelism {
             // Same parallelism: each subtask gets exactly what it wrote, keeping any order or
             // grouping the operator relies on.
             for (&s, st) in &state.subtasks {
                 if let Some(share) = shares.get_mut(s as usize) {
-                    let n = st.operator_state.element_count();
-                    share.operator_state = slice(&st.operator_state, 0, n).into_iter().collect();
+                    if mode == StateDistribution::Split {
+                        let n = st.operator_state.element_count();
+                        share.operator_state =
+                            slice(&st.operator_state, 0, n).into_iter().collect();
+                    }
                     share.keyed.extend(st.keyed.iter().cloned());
                 }
             }
         } else if new_p > 0 {
-            let split = split_operator_state(state.subtasks.values(), new_p);
-            for (share, slices) in shares.iter_mut().zip(split) {
-                share.operator_state = slices;
+            if mode == StateDistribution::Split {
+                let split = split_operator_state(state.subtasks.values(), new_p);
+                for (share, slices) in shares.iter_mut().zip(split) {
+                    share.operator_state = slices;
+                }
             }
             for (i, share) in shares.iter_mut().enumerate() {
                 let range = key_group_range(state.max_parallelism, new_p, i as u32);
@@ -340,6 +388,7 @@ mod tests {
                 (
                     s,
                     OperatorSubtaskState {
+                        distribution: Default::default(),
                         operator_state,
                         keyed: Some(keyed(key_group_range(max_p, parallelism, s))),
                     },
@@ -612,6 +661,75 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    /// `m` with every subtask's operator state recorded as union list state.
+    fn as_union(mut m: CheckpointMetadata) -> CheckpointMetadata {
+        for op in m.operators.values_mut() {
+            for st in op.subtasks.values_mut() {
+                st.distribution = StateDistribution::Union;
+            }
+        }
+        m
+    }
+
+    /// Union list state: at the same parallelism, scaled up and scaled down, every new subtask
+    /// gets every element of every old subtask in subtask order, files handed on whole; keyed
+    /// state follows key groups as with split state.
+    #[test]
+    fn union_state_goes_whole_to_every_subtask_at_any_parallelism() {
+        let want = vec![vec![0, 0], vec![0, 1], vec![1, 0], vec![2, 0], vec![2, 1]];
+        for new_p in [3, 5, 2, 1] {
+            let m = as_union(metadata_with(7, 3, 128, &[2, 1, 2], &[true, false, true]));
+            let out = assign(&m, "/d", &[vertex(new_p, 128, vec![7])], false)
+                .expect("assign")
+                .tasks;
+            for s in 0..new_p {
+                let op = &out[&key(0, s)].operators[&7];
+                assert_eq!(op.distribution, StateDistribution::Union);
+                assert_eq!(elements(&op.operator_state), want, "p 3 -> {new_p}, {s}");
+                assert!(
+                    matches!(&op.operator_state[0], OperatorStateSlice::File { file, first: 0, count: 2 } if file.path == "f0"),
+                    "{:?}",
+                    op.operator_state
+                );
+                let range = key_group_range(128, new_p, s);
+                let expected_keyed: Vec<_> = (0..3)
+                    .map(|old| keyed(key_group_range(128, 3, old)))
+                    .filter(|k| intersects(k.key_groups, range))
+                    .collect();
+                assert_eq!(op.keyed, expected_keyed, "p 3 -> {new_p}, {s}");
+            }
+        }
+    }
+
+    /// A snapshot without the mode (every one taken before union state existed) and one whose
+    /// subtasks all wrote split restore split, and say so; one union subtask makes it union.
+    #[test]
+    fn the_recorded_mode_decides_and_split_is_the_default() {
+        let m = metadata(7, 2, 128, &[2, 1]);
+        let out = assign(&m, "/d", &[vertex(2, 128, vec![7])], false)
+            .expect("assign")
+            .tasks;
+        assert_eq!(
+            out[&key(0, 0)].operators[&7].distribution,
+            StateDistribution::Split
+        );
+        assert_eq!(
+            elements(&out[&key(0, 1)].operators[&7].operator_state),
+            [vec![1, 0]]
+        );
+        let mut m = metadata(7, 2, 128, &[2, 1]);
+        let op = m.operators.get_mut(&OperatorKey::Id(id(7))).unwrap();
+        op.subtasks.get_mut(&1).unwrap().distribution = StateDistribution::Union;
+        let out = assign(&m, "/d", &[vertex(2, 128, vec![7])], false)
+            .expect("assign")
+            .tasks;
+        for s in 0..2 {
+            let op = &out[&key(0, s)].operators[&7];
+            assert_eq!(op.distribution, StateDistribution::Union);
+            assert_eq!(elements(&op.operator_state).len(), 3);
+        }
     }
 
     proptest! {

@@ -323,6 +323,7 @@ fn state(op: u32, element: &[u8], keyed: Option<KeyedStateHandle>) -> SubtaskSta
         operators: BTreeMap::from([(
             op,
             OperatorSubtaskState {
+                distribution: Default::default(),
                 operator_state: OperatorStateHandle::Inline(vec![element.to_vec()]),
                 keyed,
             },
@@ -816,6 +817,7 @@ fn operator_state_files_count_in_stats_and_go_with_their_checkpoint() {
             operators: BTreeMap::from([(
                 1,
                 OperatorSubtaskState {
+                    distribution: Default::default(),
                     operator_state: handle,
                     keyed: None,
                 },

@@ -27,7 +27,9 @@ pub const METADATA_FORMAT: &str = "sluice-checkpoint-metadata";
 /// index in the program that took the snapshot, and restore onto the operator of the same
 /// node index. Version 2 added operator state in files (an operator state handle may be
 /// `{"file": ...}`); version 1 held operator state inline only and reads as it is (its inline
-/// lists are version 2's inline form).
+/// lists are version 2's inline form). Version 3 later gained an optional `"distribution":
+/// "union"` per subtask state for union list state; without it (every earlier snapshot) state
+/// is split, so no version was bumped: what older snapshots hold reads as it always did.
 pub const METADATA_VERSION: u32 = 3;
 /// The first version that addresses operators by their stable id.
 pub const STABLE_ID_METADATA_VERSION: u32 = 3;
@@ -486,6 +488,7 @@ pub fn validate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::StateDistribution;
     use crate::state::{LocalFileStorage, OperatorStateHandle, StateFile};
 
     fn base() -> (tempfile::TempDir, String) {
@@ -509,6 +512,7 @@ mod tests {
                 subtasks: BTreeMap::from([(
                     0,
                     OperatorSubtaskState {
+                        distribution: Default::default(),
                         operator_state: OperatorStateHandle::Inline(vec![b"offset=5".to_vec()]),
                         keyed: Some(KeyedStateHandle {
                             backend: "rocksdb".into(),
@@ -541,6 +545,7 @@ mod tests {
                 subtasks: BTreeMap::from([(
                     0,
                     OperatorSubtaskState {
+                        distribution: StateDistribution::Union,
                         operator_state: OperatorStateHandle::File {
                             file: OperatorStateFile {
                                 path: "op4-sub0-att0-chk7-operator".into(),
@@ -802,6 +807,12 @@ mod tests {
             OperatorStateHandle::Inline(vec![b"off".to_vec(), Vec::new()])
         );
         assert_eq!(subtasks[&1].operator_state, OperatorStateHandle::default());
+        assert!(
+            subtasks
+                .values()
+                .all(|st| st.distribution == StateDistribution::Split),
+            "metadata without a distribution is split state"
+        );
         assert!(m.file_paths(&dir).is_empty());
         validate(&s, &dir, &m).expect("nothing to check");
     }
@@ -818,6 +829,13 @@ mod tests {
             "the id as a key: {text}"
         );
         assert!(text.contains("\"uid\": \"counter\""), "{text}");
+        // Only union state records its distribution: split state's JSON is as before.
+        assert_eq!(
+            text.matches("\"distribution\": \"union\"").count(),
+            1,
+            "{text}"
+        );
+        assert!(!text.contains("split"), "{text}");
         let back: CheckpointMetadata = serde_json::from_str(&text).expect("parse");
         assert_eq!(back, m);
         assert_eq!(

@@ -59,13 +59,41 @@ pub enum AfterSavepoint {
     Drain,
 }
 
+/// How an operator's operator state is dealt to the subtasks of a restore (Flink's
+/// `OperatorStateHandle.Mode`). Recorded with each subtask's state in the snapshot, so that a
+/// restore deals it as the operator declared when it took it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateDistribution {
+    /// Flink's `getListState`: at the same parallelism every subtask gets what it wrote; at
+    /// another the elements of all subtasks, in subtask order, are cut into contiguous ranges.
+    /// What every snapshot written before the mode was recorded holds.
+    #[default]
+    Split,
+    /// Flink's `getUnionListState`: every subtask gets every element of every subtask (in
+    /// subtask order) and keeps what it needs, e.g. a Kafka source the partitions it owns.
+    Union,
+}
+
+impl StateDistribution {
+    /// Whether it is the default, [`StateDistribution::Split`] (not written to `_metadata`, so
+    /// metadata of operators with split state reads as before).
+    pub fn is_split(&self) -> bool {
+        *self == StateDistribution::Split
+    }
+}
+
 /// What one operator of one subtask contributes to a checkpoint.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorSubtaskState {
     /// Operator (non-keyed) state: a list of opaque elements, inline or in a file of the
-    /// checkpoint (above `state.storage.fs.memory-threshold`), split into contiguous ranges
-    /// when the parallelism changes (Flink's split redistribution).
+    /// checkpoint (above `state.storage.fs.memory-threshold`), dealt to the subtasks of a
+    /// restore as `distribution` says.
     pub operator_state: OperatorStateHandle,
+    /// How `operator_state` is dealt on restore; absent in `_metadata` for split state (and in
+    /// every snapshot taken before union state existed).
+    #[serde(default, skip_serializing_if = "StateDistribution::is_split")]
+    pub distribution: StateDistribution,
     /// Keyed state, for operators after a `key_by`.
     pub keyed: Option<KeyedStateHandle>,
 }
@@ -110,6 +138,10 @@ pub struct OperatorRestore {
     /// This subtask's share of the operator state's elements, in order: slices of the
     /// snapshot's handles. The subtask reads the files itself; the JobManager never does.
     pub operator_state: Vec<OperatorStateSlice>,
+    /// How the share was dealt: with [`StateDistribution::Union`] it is every element of every
+    /// subtask of the snapshot, and the operator keeps what is its own.
+    #[serde(default)]
+    pub distribution: StateDistribution,
     /// Every keyed handle whose key groups intersect this subtask's range.
     pub keyed: Vec<KeyedStateHandle>,
 }

@@ -607,6 +607,7 @@ async fn a_savepoint_pointing_outside_itself_is_refused_naming_the_path() {
             subtasks: [(
                 0,
                 crate::checkpoint::OperatorSubtaskState {
+                    distribution: Default::default(),
                     operator_state: Default::default(),
                     keyed: Some(crate::state::KeyedStateHandle {
                         backend: "hashmap".into(),
@@ -653,6 +654,7 @@ async fn a_savepoint_with_state_the_program_lacks_is_refused_unless_allowed() {
             subtasks: [(
                 0,
                 crate::checkpoint::OperatorSubtaskState {
+                    distribution: Default::default(),
                     operator_state: crate::state::OperatorStateHandle::Inline(vec![b"x".to_vec()]),
                     keyed: None,
                 },
