@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -113,6 +113,31 @@ impl Broker {
             let t = m.topics().iter().find(|t| t.name() == topic)?;
             (t.error().is_none() && t.partitions().len() == partitions as usize).then_some(())
         });
+    }
+
+    /// Grows `topic` to `partitions` partitions and waits until the broker's metadata shows
+    /// them.
+    pub fn add_partitions(&self, topic: &str, partitions: usize) {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &self.bootstrap)
+            .create()
+            .expect("admin client");
+        let grow = NewPartitions::new(topic, partitions);
+        let results = block_on(admin.create_partitions([&grow], &AdminOptions::new()))
+            .expect("create partitions");
+        for r in results {
+            r.unwrap_or_else(|(t, e)| panic!("cannot add partitions to {t}: {e}"));
+        }
+        crate::wait_for(
+            Duration::from_secs(20),
+            "the new partitions' metadata",
+            || {
+                let c = self.consumer(None);
+                let m = c.fetch_metadata(Some(topic), Duration::from_secs(5)).ok()?;
+                let t = m.topics().iter().find(|t| t.name() == topic)?;
+                (t.partitions().len() == partitions).then_some(())
+            },
+        );
     }
 
     /// Writes `(key, value)` records to `topic` (partition chosen by key hash, or

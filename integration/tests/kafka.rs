@@ -164,6 +164,130 @@ fn the_source_reads_every_record_once_through_a_savepoint_and_a_rescaled_restart
     cluster.cli(&["cancel", "-m", &cluster.rest(), &id2]);
 }
 
+/// Waits until the job's counts are `expected`, failing at once if a word is counted more
+/// often than the reference (a record read twice).
+fn wait_for_counts(broker: &Broker, output: &str, expected: &BTreeMap<String, u64>, what: &str) {
+    wait_for(Duration::from_secs(90), what, || {
+        let got = output_counts(broker, output);
+        for (word, count) in &got {
+            assert!(
+                *count <= expected[word],
+                "'{word}' counted {count} times, {} expected: a record was read twice",
+                expected[word]
+            );
+        }
+        (&got == expected).then_some(())
+    });
+}
+
+/// `records` spread over `partitions` of `topic`, round-robin.
+fn produce_to(
+    broker: &Broker,
+    topic: &str,
+    partitions: std::ops::Range<i32>,
+    records: &[(String, String)],
+) {
+    let parts: Vec<i32> = partitions.collect();
+    for (i, r) in records.iter().enumerate() {
+        broker.produce(topic, Some(parts[i % parts.len()]), std::slice::from_ref(r));
+    }
+}
+
+/// Partition discovery: partitions added while the job runs are found and read from their
+/// start (records written to them before discovery noticed them included); the positions
+/// survive a killed TaskManager; partitions added while the job is stopped are read after a
+/// restore from a savepoint at another parallelism (2 -> 3 over 8 partitions), though it
+/// starts from "latest"; nothing is read twice or lost.
+#[test]
+fn partitions_added_while_running_or_stopped_are_discovered_and_read_once() {
+    let broker = broker();
+    let (input, output, group) = ("disc-in", "disc-out", "disc-group");
+    broker.create_topic(input, 2);
+    broker.create_topic(output, 2);
+    let scratch = tempfile::tempdir().expect("scratch");
+    let cluster = StandaloneCluster::start(2, 2, &config(&scratch.path().join("chk"), true));
+    let (a, b, c, d) = (
+        lines(0, 200),
+        lines(200, 300),
+        lines(500, 200),
+        lines(700, 300),
+    );
+    broker.produce(input, None, &a);
+    let discovery = ["--partition-discovery-interval-ms", "500"];
+    let id = cluster.submit_args(&wordcount_args(2, broker, input, output, group, &discovery));
+    wait_for_counts(
+        broker,
+        output,
+        &reference_counts(&text_of(&[&a])),
+        "the first batch",
+    );
+    // Three partitions more; records go to them at once, before discovery can notice them.
+    broker.add_partitions(input, 5);
+    produce_to(broker, input, 2..5, &b);
+    wait_for_counts(
+        broker,
+        output,
+        &reference_counts(&text_of(&[&a, &b])),
+        "the records of the discovered partitions",
+    );
+    let logs: usize = cluster
+        .logs("taskmanager")
+        .iter()
+        .map(|l| l.matches("discovered new partitions").count())
+        .sum();
+    assert!(logs >= 1, "no subtask logged a discovery");
+    // A TaskManager dies; the restored positions include the discovered partitions.
+    let now = cluster.completed_checkpoints(&id);
+    wait_for(
+        Duration::from_secs(60),
+        "a checkpoint after the discovery",
+        || (cluster.completed_checkpoints(&id) >= now + 2).then_some(()),
+    );
+    signal("-9", cluster.pids("taskmanager")[0]);
+    let out = cluster.script("taskmanager.sh", &["start"]);
+    assert!(out.status.success(), "taskmanager.sh start failed");
+    produce_to(broker, input, 0..5, &c);
+    wait_for_counts(
+        broker,
+        output,
+        &reference_counts(&text_of(&[&a, &b, &c])),
+        "the counts after the failover",
+    );
+    let savepoint = cluster.cli_savepoint(&[
+        "stop",
+        "-m",
+        &cluster.rest(),
+        "-p",
+        &scratch.path().join("sp").display().to_string(),
+        &id,
+    ]);
+    cluster.wait_state(&id, "FINISHED", Duration::from_secs(30));
+    // While it is stopped the topic grows to 8 partitions, and only the new ones get records.
+    broker.add_partitions(input, 8);
+    produce_to(broker, input, 5..8, &d);
+    let mut args = vec!["-s".to_string(), savepoint];
+    let mut extra = vec!["--starting-offsets", "latest"];
+    extra.extend(discovery);
+    args.extend(wordcount_args(3, broker, input, output, group, &extra));
+    let id2 = cluster.submit_args(&args);
+    wait_for_counts(
+        broker,
+        output,
+        &reference_counts(&text_of(&[&a, &b, &c, &d])),
+        "every batch after the rescaled restore",
+    );
+    // Still reading every partition, each once, at parallelism 3.
+    let e = lines(1000, 160);
+    produce_to(broker, input, 0..8, &e);
+    wait_for_counts(
+        broker,
+        output,
+        &reference_counts(&text_of(&[&a, &b, &c, &d, &e])),
+        "input after the restore",
+    );
+    cluster.cli(&["cancel", "-m", &cluster.rest(), &id2]);
+}
+
 #[test]
 fn bounded_mode_ends_the_job_at_the_end_offsets_of_its_start() {
     let broker = broker();

@@ -148,11 +148,19 @@ impl StateInit {
             incremental: false,
             rocks_memory: None,
             managed_memory: 128 << 20,
-            local_dir: std::env::temp_dir(),
+            local_dir: standalone_dir(),
             storage: Arc::new(crate::state::LocalFileStorage),
             restore: None,
             checkpointing: false,
             key_hash: crate::common::keys::KeyHash::CURRENT,
         }
     }
+}
+
+/// A local state directory of its own for each context made outside a cluster: tests run in
+/// parallel threads, and two stores in one directory would delete each other's files.
+fn standalone_dir() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("sluice-standalone-{}-{n}", std::process::id()))
 }

@@ -125,6 +125,12 @@ impl RuntimeContext {
     pub fn subtask_index(&self) -> u32 {
         self.subtask_index
     }
+
+    /// How often periodic watermarks are made (`pipeline.auto-watermark-interval`; zero: none).
+    pub fn auto_watermark_interval(&self) -> Duration {
+        self.auto_watermark_interval
+    }
+
     /// How many parallel subtasks this operator has.
     pub fn parallelism(&self) -> u32 {
         self.parallelism

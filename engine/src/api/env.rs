@@ -476,6 +476,19 @@ impl StreamExecutionEnvironment {
         self.source_node(name, factory)
     }
 
+    /// Adds a source that stamps its records with event timestamps and makes the stream's
+    /// watermarks itself (Flink's `fromSource` with a watermark strategy, where the source
+    /// applies the strategy per split): its records travel as `(timestamp, record)` and the
+    /// stream has timestamps, as after `assign_timestamps_and_watermarks`.
+    pub(crate) fn add_stamped_source<T: Data, S: SourceFunction<Stamped<T>>>(
+        &self,
+        name: &str,
+        factory: impl Fn(&RuntimeContext) -> S + Send + Sync + 'static,
+    ) -> DataStream<T> {
+        self.add_source::<Stamped<T>, S>(name, factory)
+            .into_timestamped()
+    }
+
     /// Adds a user-defined source whose `run` returns once its input is exhausted (Flink's
     /// `Boundedness.BOUNDED`): a job of bounded sources runs in batch mode under
     /// `execution.runtime-mode: AUTOMATIC`.

@@ -31,7 +31,7 @@ mod sinks;
 mod sort_spill;
 mod sources;
 pub(crate) mod stream_graph;
-mod time;
+pub(crate) mod time;
 mod triggers;
 mod window_join;
 mod windows;

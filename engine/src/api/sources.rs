@@ -146,6 +146,14 @@ impl<'a, T> SourceContext<'a, T> {
         }
     }
 
+    /// Sends an event-time signal downstream after the records collected so far: a source
+    /// that makes its own watermarks (one per split, [`super::time::SplitWatermarks`]) emits
+    /// them with this.
+    pub(crate) fn emit_time(&mut self, signal: TimeSignal) -> Result<(), TaskError> {
+        self.flush()?;
+        self.out.time(signal)
+    }
+
     /// Whether a checkpoint waits for this source to call [`SourceContext::snapshot_point`].
     pub fn checkpoint_pending(&self) -> bool {
         self.pending.is_some()

@@ -342,6 +342,167 @@ impl<I, T: 'static> Output<I> for TimestampsAndWatermarks<I, T> {
     }
 }
 
+/// Per-split watermarks for a source that reads several splits (Kafka partitions, files)
+/// in one subtask (Flink's per-split watermark generation in `SourceOperator`, combined by its
+/// `WatermarkOutputMultiplexer`): every split has a generator of its own, made by the
+/// strategy, and idles on its own; the subtask's watermark is the least watermark of its
+/// active splits, so a split that lags holds the others' time back instead of making their
+/// records late. Pure: the caller gives it records, splits and the time, and sends the
+/// signals it answers.
+pub(crate) struct SplitWatermarks<K, T> {
+    strategy: WatermarkStrategy<T>,
+    splits: std::collections::BTreeMap<K, SplitClock<T>>,
+    /// Periodic emission interval in ms (0: no periodic emission).
+    interval: i64,
+    idleness: Option<i64>,
+    next_emit: i64,
+    /// The last watermark sent.
+    emitted: i64,
+    /// Whether the subtask told downstream it is idle.
+    idle: bool,
+    /// A generator emitted on an event since the signals were last taken.
+    dirty: bool,
+}
+
+/// One split's generator and idleness.
+struct SplitClock<T> {
+    generator: Box<dyn WatermarkGenerator<T>>,
+    out: WatermarkOutput,
+    /// The split's latest watermark (`i64::MIN` before its first).
+    watermark: i64,
+    idle: bool,
+    saw_records: bool,
+    last_active: Option<i64>,
+}
+
+impl<K: Ord + Clone, T: 'static> SplitWatermarks<K, T> {
+    /// Watermarks made by `strategy` per split, emitted every `interval` (Flink's
+    /// `pipeline.auto-watermark-interval`).
+    pub(crate) fn new(strategy: WatermarkStrategy<T>, interval: Duration) -> Self {
+        SplitWatermarks {
+            idleness: strategy
+                .idleness
+                .map(|d| d.as_millis().min(i64::MAX as u128) as i64),
+            strategy,
+            splits: Default::default(),
+            interval: interval.as_millis().min(i64::MAX as u128) as i64,
+            next_emit: i64::MIN,
+            emitted: i64::MIN,
+            idle: false,
+            dirty: false,
+        }
+    }
+
+    /// The subtask reads `split` from now on (nothing changes if it already did).
+    pub(crate) fn add_split(&mut self, split: &K) {
+        if !self.splits.contains_key(split) {
+            let clock = SplitClock {
+                generator: (self.strategy.generator)(),
+                out: WatermarkOutput::default(),
+                watermark: i64::MIN,
+                idle: false,
+                saw_records: false,
+                last_active: None,
+            };
+            self.splits.insert(split.clone(), clock);
+        }
+    }
+
+    /// A record of `split` whose source gave it the timestamp `previous` (`i64::MIN` if none):
+    /// returns its timestamp, the strategy's assigner's answer or `previous`.
+    pub(crate) fn on_event(&mut self, split: &K, record: &T, previous: i64) -> i64 {
+        let timestamp = match &self.strategy.assigner {
+            Some(assign) => assign(record, previous),
+            None => previous,
+        };
+        if !self.splits.contains_key(split) {
+            self.add_split(split);
+        }
+        let clock = self.splits.get_mut(split).expect("added");
+        clock.saw_records = true;
+        if clock.idle {
+            clock.idle = false;
+            self.dirty = true;
+        }
+        clock.generator.on_event(record, timestamp, &mut clock.out);
+        if clock.out.watermark.is_some() {
+            self.dirty = true;
+        }
+        timestamp
+    }
+
+    /// The time is `now` (ms): if the periodic emission is due, every split's generator emits
+    /// and splits without records for the idleness timeout go idle. Returns the signals to
+    /// send, in order, as [`SplitWatermarks::take_signals`].
+    pub(crate) fn on_time(&mut self, now: i64) -> Vec<TimeSignal> {
+        if self.interval > 0 && now >= self.next_emit {
+            self.next_emit = now.saturating_add(self.interval);
+            for clock in self.splits.values_mut() {
+                if clock.saw_records || clock.last_active.is_none() {
+                    clock.last_active = Some(now);
+                    clock.saw_records = false;
+                }
+                let idle_now = match (self.idleness, clock.last_active) {
+                    (Some(timeout), Some(since)) => now.saturating_sub(since) >= timeout,
+                    _ => false,
+                };
+                if idle_now {
+                    clock.idle = true;
+                } else {
+                    clock.generator.on_periodic_emit(&mut clock.out);
+                }
+            }
+            self.dirty = true;
+        }
+        self.take_signals()
+    }
+
+    /// What the splits' watermarks and idleness mean downstream since the last call: a
+    /// watermark when the least of the active splits' watermarks advanced; idle when every
+    /// split is idle or there is none (a subtask without splits does not hold time back);
+    /// active again when a split is. Empty when nothing changed.
+    pub(crate) fn take_signals(&mut self) -> Vec<TimeSignal> {
+        if !std::mem::take(&mut self.dirty) {
+            return Vec::new();
+        }
+        let mut low: Option<i64> = None;
+        for clock in self.splits.values_mut() {
+            let WatermarkOutput { watermark, idle } = std::mem::take(&mut clock.out);
+            if let Some(w) = watermark {
+                clock.watermark = clock.watermark.max(w);
+            }
+            match idle {
+                Some(true) => clock.idle = true,
+                Some(false) => clock.idle = false,
+                None => {}
+            }
+            if !clock.idle {
+                low = Some(low.map_or(clock.watermark, |l| l.min(clock.watermark)));
+            }
+        }
+        let mut out = Vec::new();
+        match low {
+            None => {
+                if !self.idle {
+                    self.idle = true;
+                    out.push(TimeSignal::Idle);
+                }
+            }
+            Some(w) => {
+                if self.idle {
+                    self.idle = false;
+                    out.push(TimeSignal::Active);
+                }
+                if w > self.emitted {
+                    self.emitted = w;
+                    out.push(TimeSignal::Watermark(w));
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Takes a record without a timestamp apart: it has none yet.
 pub(crate) fn unstamped<T>(record: T) -> Stamped<T> {
     (i64::MIN, record)
@@ -505,5 +666,82 @@ mod tests {
                 Seen::Record((20, 20)),
             ]
         );
+    }
+
+    fn split_marks(idleness: Option<u64>) -> SplitWatermarks<&'static str, u32> {
+        let mut strategy = WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(
+            5,
+        ))
+        .with_timestamp_assigner(|r: &u32, _| *r as i64);
+        if let Some(ms) = idleness {
+            strategy = strategy.with_idleness(Duration::from_millis(ms));
+        }
+        SplitWatermarks::new(strategy, Duration::from_millis(100))
+    }
+
+    /// The subtask's watermark is the least of its splits': a lagging split holds the others
+    /// back, and advancing it lets the watermark go on; it never goes back.
+    #[test]
+    fn split_watermarks_are_the_least_of_the_splits() {
+        let mut m = split_marks(None);
+        m.add_split(&"a");
+        m.add_split(&"b");
+        assert_eq!(m.on_event(&"a", &1000, i64::MIN), 1000);
+        m.on_event(&"b", &200, i64::MIN);
+        assert_eq!(m.on_time(0), [TimeSignal::Watermark(194)]);
+        assert!(m.on_time(50).is_empty(), "not due");
+        m.on_event(&"b", &600, i64::MIN);
+        assert_eq!(m.on_time(100), [TimeSignal::Watermark(594)]);
+        // b overtakes a: a holds the watermark now.
+        m.on_event(&"b", &5000, i64::MIN);
+        assert_eq!(m.on_time(200), [TimeSignal::Watermark(994)]);
+        // A new split without records holds time back until it has some; never backwards.
+        m.add_split(&"c");
+        assert!(m.on_time(300).is_empty());
+        m.on_event(&"c", &7000, i64::MIN);
+        m.on_event(&"a", &8000, i64::MIN);
+        assert_eq!(m.on_time(400), [TimeSignal::Watermark(4994)]);
+    }
+
+    /// Without an assigner a record keeps the timestamp its source gave it.
+    #[test]
+    fn split_watermarks_keep_the_sources_timestamp_without_an_assigner() {
+        let mut m: SplitWatermarks<u8, u32> = SplitWatermarks::new(
+            WatermarkStrategy::for_monotonous_timestamps(),
+            Duration::from_millis(100),
+        );
+        assert_eq!(m.on_event(&0, &7, 1234), 1234);
+        assert_eq!(m.on_time(0), [TimeSignal::Watermark(1233)]);
+    }
+
+    /// A split without records for the idleness timeout stops holding time back; when all are
+    /// idle (or there is none) the subtask is idle; a record makes its split active again.
+    #[test]
+    fn idle_splits_stop_holding_the_watermark_back() {
+        let mut m = split_marks(Some(250));
+        assert_eq!(m.on_time(0), [TimeSignal::Idle], "no split: idle");
+        m.add_split(&"a");
+        m.add_split(&"b");
+        m.on_event(&"a", &1000, i64::MIN);
+        m.on_event(&"b", &100, i64::MIN);
+        assert_eq!(
+            m.on_time(100),
+            [TimeSignal::Active, TimeSignal::Watermark(94)]
+        );
+        let mut t = 100;
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            t += 100;
+            m.on_event(&"a", &(1000 + t as u32), i64::MIN);
+            seen.extend(m.on_time(t));
+        }
+        assert!(
+            seen.contains(&TimeSignal::Watermark(1000 + 400 - 6)),
+            "b went idle, a alone decides: {seen:?}"
+        );
+        t += 400;
+        assert_eq!(m.on_time(t), [TimeSignal::Idle], "both idle");
+        m.on_event(&"b", &200, i64::MIN);
+        assert_eq!(m.take_signals(), [TimeSignal::Active]);
     }
 }

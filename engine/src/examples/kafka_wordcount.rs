@@ -2,6 +2,8 @@
 //! (keyed by the word, the value `word count`). Unbounded unless `--bounded`. The output is
 //! written at least once, or exactly once with `--delivery-guarantee exactly-once`.
 
+use std::time::Duration;
+
 use super::wordcount::tokenize;
 use super::{JobProgram, Params};
 use crate::api::StreamExecutionEnvironment;
@@ -53,7 +55,7 @@ impl JobProgram for KafkaWordCount {
         "counts the words of lines read from a Kafka topic, writing running counts to another"
     }
     fn usage(&self) -> &'static str {
-        "[--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (default lines)] [--input-pattern REGEX (topics whose name matches, instead of --input-topic)] [--output-topic T (default counts)] [--group-id G (default kafka-wordcount)] [--starting-offsets earliest|latest|committed (default earliest)] [--bounded (stop at the input's end offsets at start)] [--delivery-guarantee at-least-once|exactly-once (default at-least-once; exactly-once needs checkpointing)] [--transactional-id-prefix P (exactly-once; default kafka-wordcount-OUTPUT)] [--transaction-timeout-ms MS (the producer's transaction.timeout.ms)]"
+        "[--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (default lines)] [--input-pattern REGEX (topics whose name matches, instead of --input-topic)] [--output-topic T (default counts)] [--group-id G (default kafka-wordcount)] [--starting-offsets earliest|latest|committed (default earliest)] [--bounded (stop at the input's end offsets at start)] [--partition-discovery-interval-ms MS (list the input's partitions again every MS while running; 0: never; default 300000)] [--delivery-guarantee at-least-once|exactly-once (default at-least-once; exactly-once needs checkpointing)] [--transactional-id-prefix P (exactly-once; default kafka-wordcount-OUTPUT)] [--transaction-timeout-ms MS (the producer's transaction.timeout.ms)]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
         let mut known = vec![
@@ -64,6 +66,7 @@ impl JobProgram for KafkaWordCount {
             "group-id",
             "starting-offsets",
             "bounded",
+            "partition-discovery-interval-ms",
         ];
         known.extend(SINK_OPTIONS);
         let params = Params::parse(args, &known)?;
@@ -93,6 +96,12 @@ impl JobProgram for KafkaWordCount {
             .value_utf8();
         if params.get("bounded").is_some() {
             source = source.bounded();
+        }
+        if let Some(ms) = params.get("partition-discovery-interval-ms") {
+            let ms: u64 = ms.parse().map_err(|_| {
+                format!("--partition-discovery-interval-ms needs milliseconds, got '{ms}'")
+            })?;
+            source = source.partition_discovery_interval(Duration::from_millis(ms));
         }
         let source = source.build().map_err(|e| e.to_string())?;
         let sink = KafkaSink::<(String, u64)>::builder()

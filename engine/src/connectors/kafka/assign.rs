@@ -71,31 +71,127 @@ fn java_string_hash(s: &str) -> i32 {
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
 }
 
+/// What a subtask restored of the source's state, as the snapshot dealt it.
+#[derive(Clone, Copy, Debug)]
+pub enum Restored<'a> {
+    /// Union list state: the positions of every subtask that took the snapshot; each subtask
+    /// keeps the partitions [`owner`] gives it at the new parallelism.
+    Union(&'a BTreeMap<TopicPartition, i64>),
+    /// A share of split list state (snapshots of sluice before the source used union state):
+    /// exactly the partitions to read, dealt by position in the state.
+    Split(&'a BTreeMap<TopicPartition, i64>),
+}
+
 /// The partitions subtask `index` of `parallelism` reads and where each starts.
 ///
-/// On a fresh start (`restored` is `None`) it owns the partitions [`owner`] gives it and starts
-/// them as `initial` says. Restored, it reads exactly the partitions of its restored state, from
-/// their checkpointed offsets, whatever `initial` says: the snapshot's partitions were dealt to
-/// the (possibly rescaled) subtasks so that each is read by exactly one; `known` is not
-/// consulted, so a partition created after the checkpoint is not read (there is no partition
-/// discovery yet, see docs/kafka.md).
+/// On a fresh start (`restored` is `None`) it owns the partitions of `known` (the partitions
+/// listed when it started) that [`owner`] gives it, and starts them as `initial` says.
+/// Restored from union state, it reads the restored partitions it owns from their
+/// checkpointed offsets, whatever `initial` says, and the partitions of `known` it owns that
+/// the snapshot did not hold from the earliest offset: nobody had read them when the
+/// checkpoint was taken (Flink starts partitions discovered after the first start from the
+/// earliest offset too). Restored from a split share, it reads exactly that share.
 pub fn plan(
     known: &[TopicPartition],
-    restored: Option<&BTreeMap<TopicPartition, i64>>,
+    restored: Option<Restored<'_>>,
     initial: &StartingOffsets,
     index: u32,
     parallelism: u32,
 ) -> BTreeMap<TopicPartition, Start> {
+    let mine = |tp: &&TopicPartition| owner(tp, parallelism) == index;
     match restored {
-        Some(offsets) => offsets
+        Some(Restored::Split(offsets)) => offsets
             .iter()
             .map(|(tp, offset)| (tp.clone(), Start::Offset(*offset)))
             .collect(),
+        Some(Restored::Union(offsets)) => {
+            let mut out: BTreeMap<_, _> = offsets
+                .iter()
+                .filter(|(tp, _)| mine(tp))
+                .map(|(tp, offset)| (tp.clone(), Start::Offset(*offset)))
+                .collect();
+            for tp in known.iter().filter(mine) {
+                out.entry(tp.clone())
+                    .or_insert(Start::Initial(StartingOffsets::Earliest));
+            }
+            out
+        }
         None => known
             .iter()
-            .filter(|tp| owner(tp, parallelism) == index)
+            .filter(mine)
             .map(|tp| (tp.clone(), Start::Initial(initial.clone())))
             .collect(),
+    }
+}
+
+/// Partition discovery for one subtask (Flink's periodic discovery in `KafkaSourceEnumerator`,
+/// `partition.discovery.interval.ms`): every interval the source lists its topics' partitions
+/// again, and the core answers which of them are new and this subtask's to read. A new
+/// partition starts at its earliest offset, so records written to it before it was noticed
+/// are read too. Exact through failures because the source's state is union state: a
+/// restored subtask knows every partition any subtask had in the checkpoint, so a partition
+/// it does not know was read by nobody as far as the checkpoint goes.
+#[derive(Clone, Debug)]
+pub struct Discovery {
+    /// Every partition already accounted for, whoever reads it.
+    accounted: std::collections::BTreeSet<TopicPartition>,
+    index: u32,
+    parallelism: u32,
+    /// Milliseconds between listings; `None`: no periodic discovery.
+    interval: Option<i64>,
+    /// When the next listing is due (ms, the caller's clock).
+    due: i64,
+}
+
+impl Discovery {
+    /// Discovery for subtask `index` of `parallelism` that knows of `accounted` (the partitions
+    /// listed at its start and those of its restored state), listing again every `interval`
+    /// from `now` (ms).
+    pub fn new(
+        accounted: impl IntoIterator<Item = TopicPartition>,
+        index: u32,
+        parallelism: u32,
+        interval: Option<std::time::Duration>,
+        now: i64,
+    ) -> Self {
+        let interval = interval.map(|d| (d.as_millis().min(i64::MAX as u128 / 2) as i64).max(1));
+        Discovery {
+            accounted: accounted.into_iter().collect(),
+            index,
+            parallelism,
+            interval,
+            due: interval.map_or(i64::MAX, |i| now.saturating_add(i)),
+        }
+    }
+
+    /// Whether a listing is due at `now`.
+    pub fn due(&self, now: i64) -> bool {
+        self.interval.is_some() && now >= self.due
+    }
+
+    /// The partitions listed at `now`: returns those that are new and owned by this subtask,
+    /// to be read from their earliest offsets. Every new partition is accounted for from now
+    /// on, whoever owns it.
+    pub fn listed(&mut self, partitions: &[TopicPartition], now: i64) -> Vec<TopicPartition> {
+        self.reschedule(now);
+        let mut out = Vec::new();
+        for tp in partitions {
+            if self.accounted.insert(tp.clone()) && owner(tp, self.parallelism) == self.index {
+                out.push(tp.clone());
+            }
+        }
+        out
+    }
+
+    /// Listing failed at `now` (brokers unreachable): try again an interval later.
+    pub fn failed(&mut self, now: i64) {
+        self.reschedule(now);
+    }
+
+    fn reschedule(&mut self, now: i64) {
+        if let Some(i) = self.interval {
+            self.due = now.saturating_add(i);
+        }
     }
 }
 
@@ -192,6 +288,13 @@ impl Positions {
             })
             .collect();
         Positions { next, stop: None }
+    }
+
+    /// A partition found by discovery is read from now on, from where the client starts it
+    /// (its earliest offset); its position is known with its first record. One already read
+    /// here is left as it is.
+    pub fn add(&mut self, tp: &TopicPartition) {
+        self.next.entry(tp.clone()).or_insert(None);
     }
 
     /// Bounded mode: stop each partition at `ends` (partitions absent from it stop at once).
@@ -338,11 +441,87 @@ mod tests {
     fn restored_offsets_win_over_the_starting_offsets() {
         let known = vec![TopicPartition::new("t", 0), TopicPartition::new("t", 1)];
         let restored: BTreeMap<_, _> = [(TopicPartition::new("t", 1), 42)].into();
-        let got = plan(&known, Some(&restored), &StartingOffsets::Latest, 0, 1);
+        let got = plan(
+            &known,
+            Some(Restored::Split(&restored)),
+            &StartingOffsets::Latest,
+            0,
+            1,
+        );
         assert_eq!(
             got,
             [(TopicPartition::new("t", 1), Start::Offset(42))].into()
         );
+    }
+
+    /// Union state restored at any parallelism: every partition of the snapshot is read by
+    /// exactly one subtask, its owner, from its checkpointed offset; a listed partition the
+    /// snapshot lacks is read by its owner from the earliest offset.
+    #[test]
+    fn a_union_restore_gives_each_partition_to_its_owner_and_new_ones_start_earliest() {
+        let restored: BTreeMap<_, _> = (0..8)
+            .map(|p| (TopicPartition::new("in", p), 100 + p as i64))
+            .collect();
+        let mut known: Vec<_> = restored.keys().cloned().collect();
+        known.push(TopicPartition::new("in", 8));
+        known.push(TopicPartition::new("new-topic", 0));
+        for parallelism in [1, 2, 3, 5, 12] {
+            let mut seen = BTreeMap::new();
+            for i in 0..parallelism {
+                let got = plan(
+                    &known,
+                    Some(Restored::Union(&restored)),
+                    &StartingOffsets::Latest,
+                    i,
+                    parallelism,
+                );
+                for (tp, start) in got {
+                    assert_eq!(owner(&tp, parallelism), i, "{tp} at p {parallelism}");
+                    let want = match restored.get(&tp) {
+                        Some(o) => Start::Offset(*o),
+                        None => Start::Initial(StartingOffsets::Earliest),
+                    };
+                    assert_eq!(start, want, "{tp} at p {parallelism}");
+                    assert!(seen.insert(tp, i).is_none(), "p {parallelism}");
+                }
+            }
+            assert_eq!(seen.len(), known.len(), "p {parallelism}");
+        }
+    }
+
+    /// Discovery lists on its interval, answers each new partition once and only to its owner,
+    /// and never answers a partition it accounted for at the start.
+    #[test]
+    fn discovery_finds_each_new_partition_once_for_its_owner() {
+        let start: Vec<_> = (0..4).map(|p| TopicPartition::new("t", p)).collect();
+        let interval = Some(std::time::Duration::from_millis(1000));
+        let mut all: Vec<_> = (0..8).map(|p| TopicPartition::new("t", p)).collect();
+        all.push(TopicPartition::new("u", 0));
+        for parallelism in [1, 3] {
+            let mut found = BTreeMap::new();
+            for i in 0..parallelism {
+                let mut d = Discovery::new(start.clone(), i, parallelism, interval, 0);
+                assert!(!d.due(999));
+                assert!(d.due(1000));
+                for tp in d.listed(&all[..6], 1000) {
+                    assert!(found.insert(tp, i).is_none());
+                }
+                assert!(!d.due(1999), "rescheduled from the listing");
+                d.failed(2000);
+                assert!(!d.due(2999) && d.due(3000));
+                for tp in d.listed(&all, 3000) {
+                    assert!(found.insert(tp, i).is_none(), "answered twice");
+                }
+                assert!(d.listed(&all, 4000).is_empty());
+            }
+            let want: Vec<_> = all[4..].to_vec();
+            assert_eq!(found.keys().cloned().collect::<Vec<_>>(), want);
+            for (tp, i) in found {
+                assert_eq!(owner(&tp, parallelism), i);
+            }
+        }
+        let d = Discovery::new(start, 0, 1, None, 0);
+        assert!(!d.due(i64::MAX), "no interval: never due");
     }
 
     #[test]

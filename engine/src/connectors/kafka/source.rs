@@ -12,12 +12,16 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::assign::{
-    PendingCommits, Positions, Start, StartingOffsets, TopicPartition, decode_positions, plan,
+    Discovery, PendingCommits, Positions, Restored, Start, StartingOffsets, TopicPartition,
+    decode_positions, plan,
 };
 use super::{ConfigError, check_properties};
+use crate::api::time::SplitWatermarks;
 use crate::api::{
-    DataStream, SourceContext, SourceFunction, StreamExecutionEnvironment, TaskError,
+    DataStream, SourceContext, SourceFunction, Stamped, StateDistribution,
+    StreamExecutionEnvironment, TaskError, WatermarkStrategy,
 };
+use crate::network::valve::TimeSignal;
 use crate::record::Data;
 
 /// One record as read from Kafka, for the deserializer.
@@ -52,8 +56,16 @@ struct Spec<T> {
     bounded: bool,
     commit_on_checkpoint: bool,
     timeout: Duration,
+    /// How often to list the topics for new partitions; `None`: only at the start.
+    discovery: Option<Duration>,
     deserializer: Deserializer<T>,
 }
+
+/// Flink's default `partition.discovery.interval.ms`: five minutes.
+const DEFAULT_DISCOVERY_INTERVAL: Duration = Duration::from_secs(300);
+/// The consumer property that sets the discovery interval, as Flink's builder takes it; the
+/// connector reads it and does not pass it to librdkafka.
+const DISCOVERY_PROPERTY: &str = "partition.discovery.interval.ms";
 
 /// A Kafka source (Flink's `KafkaSource`): reads a list of topics, each partition by exactly
 /// one subtask, with the partitions' offsets in checkpoints and savepoints — exactly-once
@@ -76,6 +88,7 @@ impl<T: Data> KafkaSource<T> {
             bounded: false,
             commit_on_checkpoint: true,
             timeout: Duration::from_secs(30),
+            discovery: Some(DEFAULT_DISCOVERY_INTERVAL),
             deserializer: None,
         }
     }
@@ -85,6 +98,25 @@ impl<T: Data> KafkaSource<T> {
         let spec = self.spec.clone();
         env.add_source("Kafka Source", move |_ctx| KafkaReader {
             spec: spec.clone(),
+        })
+    }
+
+    /// The source as the first stream of a job on `env`, with event time (Flink's
+    /// `env.fromSource(source, watermarkStrategy, name)`): a record's timestamp is the Kafka
+    /// record's (its create or log-append time), or what the strategy's timestamp assigner makes
+    /// of the record and that timestamp. Watermarks are made **per partition**: each partition
+    /// a subtask reads has a generator of its own and idles on its own (the strategy's
+    /// idleness), and the subtask's watermark is the least of its active partitions', so one
+    /// partition that lags behind holds time back instead of making its records late.
+    pub fn stream_with_watermarks(
+        &self,
+        env: &StreamExecutionEnvironment,
+        strategy: WatermarkStrategy<T>,
+    ) -> DataStream<T> {
+        let spec = self.spec.clone();
+        env.add_stamped_source("Kafka Source", move |_ctx| StampedKafkaReader {
+            reader: KafkaReader { spec: spec.clone() },
+            strategy: strategy.clone(),
         })
     }
 }
@@ -100,6 +132,7 @@ pub struct KafkaSourceBuilder<T> {
     bounded: bool,
     commit_on_checkpoint: bool,
     timeout: Duration,
+    discovery: Option<Duration>,
     deserializer: Option<Deserializer<T>>,
 }
 
@@ -159,6 +192,17 @@ impl<T: Data> KafkaSourceBuilder<T> {
         self
     }
 
+    /// How often each subtask lists its topics (or the topics matching its pattern) for new
+    /// partitions while it runs (Flink's `partition.discovery.interval.ms`, also accepted as
+    /// that property in milliseconds; default five minutes). A new partition is read by its
+    /// owner from its earliest offset. `Duration::ZERO` turns periodic discovery off: the
+    /// partitions are then those listed when a subtask starts. A bounded source never
+    /// discovers (as in Flink).
+    pub fn partition_discovery_interval(mut self, interval: Duration) -> Self {
+        self.discovery = (!interval.is_zero()).then_some(interval);
+        self
+    }
+
     /// How long to wait for metadata and offset look-ups before failing with an error that
     /// names the brokers (default 30 s).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
@@ -202,9 +246,23 @@ impl<T: Data> KafkaSourceBuilder<T> {
             )
         })?;
         check_properties(self.properties.keys())?;
+        let mut properties = self.properties;
+        let mut discovery = self.discovery;
+        if let Some(ms) = properties.remove(DISCOVERY_PROPERTY) {
+            let ms: i64 = ms.trim().parse().map_err(|_| {
+                ConfigError(format!(
+                    "the property '{DISCOVERY_PROPERTY}' must be a number of milliseconds, not '{ms}'"
+                ))
+            })?;
+            // As Flink's: zero or a negative interval turns discovery off.
+            discovery = (ms > 0).then(|| Duration::from_millis(ms as u64));
+        }
+        if self.bounded {
+            discovery = None;
+        }
         let group_id = self
             .group_id
-            .or_else(|| self.properties.get("group.id").cloned());
+            .or_else(|| properties.get("group.id").cloned());
         if group_id.is_none() && uses_committed(&self.starting) {
             return Err(ConfigError(
                 "starting from committed offsets needs a group id".into(),
@@ -216,11 +274,12 @@ impl<T: Data> KafkaSourceBuilder<T> {
                 topics: self.topics,
                 pattern,
                 group_id,
-                properties: self.properties,
+                properties,
                 starting: self.starting,
                 bounded: self.bounded,
                 commit_on_checkpoint: self.commit_on_checkpoint,
                 timeout: self.timeout,
+                discovery,
                 deserializer,
             }),
         })
@@ -467,26 +526,171 @@ fn to_task_error(e: rdkafka::error::KafkaError, servers: &str) -> TaskError {
     TaskError::User(format!("reading from Kafka at {servers} failed: {e}"))
 }
 
+/// What the reader does with its records and with the time: a plain stream collects the
+/// records; a stream with event time stamps them and makes watermarks per partition.
+trait Emitter<T, O> {
+    /// A deserialized record of `tp` with the Kafka record's timestamp.
+    fn record(
+        &mut self,
+        ctx: &mut SourceContext<'_, O>,
+        tp: &TopicPartition,
+        value: T,
+        timestamp: Option<i64>,
+    ) -> Result<(), TaskError>;
+    /// The subtask reads `tp` from now on.
+    fn partition(&mut self, tp: &TopicPartition);
+    /// The clock says `now` (ms).
+    fn time(&mut self, ctx: &mut SourceContext<'_, O>, now: i64) -> Result<(), TaskError>;
+    /// A bounded read reached its end.
+    fn finish(&mut self, ctx: &mut SourceContext<'_, O>) -> Result<(), TaskError>;
+}
+
+/// The records as they are.
+struct Plain;
+
+impl<T> Emitter<T, T> for Plain {
+    fn record(
+        &mut self,
+        ctx: &mut SourceContext<'_, T>,
+        _tp: &TopicPartition,
+        value: T,
+        _timestamp: Option<i64>,
+    ) -> Result<(), TaskError> {
+        ctx.collect(value)
+    }
+    fn partition(&mut self, _tp: &TopicPartition) {}
+    fn time(&mut self, _ctx: &mut SourceContext<'_, T>, _now: i64) -> Result<(), TaskError> {
+        Ok(())
+    }
+    fn finish(&mut self, _ctx: &mut SourceContext<'_, T>) -> Result<(), TaskError> {
+        Ok(())
+    }
+}
+
+/// Records with timestamps, and watermarks per partition.
+struct PerPartition<T> {
+    marks: SplitWatermarks<TopicPartition, T>,
+}
+
+impl<T: 'static> PerPartition<T> {
+    fn send(
+        ctx: &mut SourceContext<'_, Stamped<T>>,
+        signals: Vec<TimeSignal>,
+    ) -> Result<(), TaskError> {
+        for signal in signals {
+            ctx.emit_time(signal)?;
+        }
+        Ok(())
+    }
+}
+
+impl<T: 'static> Emitter<T, Stamped<T>> for PerPartition<T> {
+    fn record(
+        &mut self,
+        ctx: &mut SourceContext<'_, Stamped<T>>,
+        tp: &TopicPartition,
+        value: T,
+        timestamp: Option<i64>,
+    ) -> Result<(), TaskError> {
+        let ts = self
+            .marks
+            .on_event(tp, &value, timestamp.unwrap_or(i64::MIN));
+        ctx.collect((ts, value))?;
+        // Punctuated watermarks go right after their record.
+        let signals = self.marks.take_signals();
+        Self::send(ctx, signals)
+    }
+    fn partition(&mut self, tp: &TopicPartition) {
+        self.marks.add_split(tp);
+    }
+    fn time(&mut self, ctx: &mut SourceContext<'_, Stamped<T>>, now: i64) -> Result<(), TaskError> {
+        let signals = self.marks.on_time(now);
+        Self::send(ctx, signals)
+    }
+    fn finish(&mut self, ctx: &mut SourceContext<'_, Stamped<T>>) -> Result<(), TaskError> {
+        // The end of a bounded input is the end of its event time.
+        ctx.emit_time(TimeSignal::Watermark(i64::MAX))
+    }
+}
+
+/// A reader whose records carry timestamps ([`KafkaSource::stream_with_watermarks`]).
+struct StampedKafkaReader<T> {
+    reader: KafkaReader<T>,
+    strategy: WatermarkStrategy<T>,
+}
+
+impl<T: Data> SourceFunction<Stamped<T>> for StampedKafkaReader<T> {
+    fn run(&mut self, ctx: &mut SourceContext<'_, Stamped<T>>) -> Result<(), TaskError> {
+        let interval = ctx.runtime().auto_watermark_interval();
+        let mut emitter = PerPartition {
+            marks: SplitWatermarks::new(self.strategy.clone(), interval),
+        };
+        self.reader.read(ctx, &mut emitter)
+    }
+}
+
 impl<T: Data> SourceFunction<T> for KafkaReader<T> {
     fn run(&mut self, ctx: &mut SourceContext<'_, T>) -> Result<(), TaskError> {
+        self.read(ctx, &mut Plain)
+    }
+}
+
+impl<T: Data> KafkaReader<T> {
+    /// The subtask's reading, whatever its output.
+    fn read<O>(
+        &mut self,
+        ctx: &mut SourceContext<'_, O>,
+        emitter: &mut dyn Emitter<T, O>,
+    ) -> Result<(), TaskError> {
         let (index, parallelism) = (ctx.runtime().subtask_index(), ctx.runtime().parallelism());
+        // Every subtask of a restore gets every partition's position and keeps those it owns:
+        // what partition discovery needs to tell a new partition from one another subtask
+        // read (see `Discovery`).
+        ctx.use_union_state();
         let restored = ctx
             .restored_state()?
             .map(|elements| decode_positions(&elements))
             .transpose()
             .map_err(|e| TaskError::State(e.to_string()))?;
+        let union = ctx.restored_distribution() == Some(StateDistribution::Union);
         let consumer = self.consumer()?;
-        let known = match restored {
-            Some(_) => Vec::new(),
+        let mut discovery_interval = self.spec.discovery;
+        let known = match &restored {
             None => self.discover(&consumer)?,
+            Some(_) if self.spec.bounded => Vec::new(),
+            // Restored, a failed listing is not fatal: the restored partitions are read, and
+            // discovery lists again later.
+            Some(_) => self.discover(&consumer).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot list the Kafka partitions at the restore; discovery will try again");
+                if !union {
+                    // A split share knows only its own partitions; without the listing at
+                    // the restore, later listings cannot tell which are new.
+                    discovery_interval = None;
+                }
+                Vec::new()
+            }),
         };
         let plan = plan(
             &known,
-            restored.as_ref().map(|r| &r.next),
+            restored.as_ref().map(|r| {
+                if union {
+                    Restored::Union(&r.next)
+                } else {
+                    Restored::Split(&r.next)
+                }
+            }),
             &self.spec.starting,
             index,
             parallelism,
         );
+        let clock = std::time::Instant::now();
+        let now_ms = || clock.elapsed().as_millis() as i64;
+        let accounted = known
+            .iter()
+            .cloned()
+            .chain(restored.iter().flat_map(|r| r.next.keys().cloned()));
+        let mut discovery =
+            Discovery::new(accounted, index, parallelism, discovery_interval, now_ms());
         let starts = self.resolve(&consumer, &plan)?;
         let mut positions = Positions::new(&plan);
         for (tp, offset) in &starts {
@@ -520,6 +724,7 @@ impl<T: Data> SourceFunction<T> for KafkaReader<T> {
         );
         let mut assignment = TopicPartitionList::new();
         for (tp, offset) in &starts {
+            emitter.partition(tp);
             if !positions.partition_done(tp) {
                 assignment
                     .add_partition_offset(&tp.topic, tp.partition, Offset::Offset(*offset))
@@ -527,12 +732,35 @@ impl<T: Data> SourceFunction<T> for KafkaReader<T> {
             }
         }
         consumer
-            .assign(&assignment)
+            .incremental_assign(&assignment)
             .map_err(|e| to_task_error(e, &self.spec.servers))?;
         let commit = self.spec.commit_on_checkpoint && self.spec.group_id.is_some();
         let mut commits = PendingCommits::default();
         let deserializer = self.spec.deserializer.clone();
+        // Polls since the clock was last read (see `CLOCK_CHECK_POLLS`).
+        let mut polls = 0u32;
         loop {
+            polls += 1;
+            if polls >= CLOCK_CHECK_POLLS {
+                polls = 0;
+                let now = now_ms();
+                emitter.time(ctx, now)?;
+                if discovery.due(now) {
+                    match self.discover(&consumer) {
+                        Ok(listed) => {
+                            let new = discovery.listed(&listed, now);
+                            for tp in &new {
+                                emitter.partition(tp);
+                            }
+                            self.add_partitions(&consumer, &new, &mut positions)?;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "Kafka partition discovery failed; trying again at the next interval");
+                            discovery.failed(now);
+                        }
+                    }
+                }
+            }
             if let Some(id) = ctx.take_completed_checkpoint()
                 && let Some(offsets) = commits.completed(id).filter(|_| commit)
             {
@@ -546,13 +774,15 @@ impl<T: Data> SourceFunction<T> for KafkaReader<T> {
                 positions.snapshot()
             })?;
             if positions.finished() {
-                return Ok(());
+                return emitter.finish(ctx);
             }
             // What the client has at hand comes without waiting; before waiting for more, the
             // records collected so far go downstream (a source's batch is passed on when it
             // waits), so a trickle of input is not held for a batch to fill.
             let polled = match consumer.poll(Duration::ZERO) {
                 None => {
+                    // Waiting for input: a good moment to look at the clock.
+                    polls = CLOCK_CHECK_POLLS;
                     ctx.idle(Duration::ZERO)?;
                     consumer.poll(Duration::from_millis(100))
                 }
@@ -595,12 +825,45 @@ impl<T: Data> SourceFunction<T> for KafkaReader<T> {
                             timestamp: message.timestamp().to_millis(),
                         };
                         if let Some(value) = deserializer(&record).map_err(TaskError::User)? {
-                            ctx.collect(value)?;
+                            emitter.record(ctx, &tp, value, record.timestamp)?;
                         }
                     }
                 }
             }
         }
+    }
+}
+
+/// Records polled between two looks at the clock, for periodic watermarks and partition
+/// discovery (an empty poll looks at once): reading it on every record would cost more than
+/// the checks are worth.
+const CLOCK_CHECK_POLLS: u32 = 64;
+
+impl<T> KafkaReader<T> {
+    /// Starts reading the partitions discovery found, each from its earliest offset. Their
+    /// position is unknown until a record arrives, so a checkpoint before that does not hold
+    /// them, and a restore finds them new again: read from the earliest offset once more,
+    /// which is where nothing had been read from.
+    fn add_partitions(
+        &self,
+        consumer: &BaseConsumer,
+        new: &[TopicPartition],
+        positions: &mut Positions,
+    ) -> Result<(), TaskError> {
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut list = TopicPartitionList::new();
+        for tp in new {
+            positions.add(tp);
+            list.add_partition_offset(&tp.topic, tp.partition, Offset::Beginning)
+                .map_err(|e| to_task_error(e, &self.spec.servers))?;
+        }
+        consumer
+            .incremental_assign(&list)
+            .map_err(|e| to_task_error(e, &self.spec.servers))?;
+        tracing::info!(partitions = ?new, "Kafka source discovered new partitions");
+        Ok(())
     }
 }
 
