@@ -69,6 +69,19 @@ fn start() -> Broker {
     Broker { dir, bootstrap }
 }
 
+/// A record to write with [`Broker::produce_records`].
+#[derive(Clone, Debug)]
+pub struct Produced {
+    /// Its partition; `None`: by the key's hash.
+    pub partition: Option<i32>,
+    /// Its timestamp (ms since the epoch); `None`: the producer's clock.
+    pub timestamp: Option<i64>,
+    /// Its key.
+    pub key: String,
+    /// Its value.
+    pub value: String,
+}
+
 impl Broker {
     /// Stops the broker and starts it again in its directory, on its port (clients reconnect).
     pub fn restart(&self) {
@@ -143,15 +156,33 @@ impl Broker {
     /// Writes `(key, value)` records to `topic` (partition chosen by key hash, or
     /// `partition` when given) and waits until all are acknowledged.
     pub fn produce(&self, topic: &str, partition: Option<i32>, records: &[(String, String)]) {
+        let records: Vec<_> = records
+            .iter()
+            .map(|(k, v)| Produced {
+                partition,
+                timestamp: None,
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect();
+        self.produce_records(topic, &records);
+    }
+
+    /// Writes `records` to `topic`, each to its partition (or by key hash) with its timestamp
+    /// (or the producer's clock), and waits until all are acknowledged.
+    pub fn produce_records(&self, topic: &str, records: &[Produced]) {
         let producer: BaseProducer = ClientConfig::new()
             .set("bootstrap.servers", &self.bootstrap)
             .set("linger.ms", "5")
             .create()
             .expect("producer");
-        for (key, value) in records {
-            let mut record = BaseRecord::to(topic).key(key).payload(value);
-            if let Some(p) = partition {
+        for r in records {
+            let mut record = BaseRecord::to(topic).key(&r.key).payload(&r.value);
+            if let Some(p) = r.partition {
                 record = record.partition(p);
+            }
+            if let Some(ts) = r.timestamp {
+                record = record.timestamp(ts);
             }
             let mut record = Some(record);
             while let Some(r) = record.take() {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use sluice_integration::kafka::{Broker, broker};
+use sluice_integration::kafka::{Broker, Produced, broker};
 use sluice_integration::{
     StandaloneCluster, all_running, free_port, reference_counts, signal, wait_for,
 };
@@ -188,9 +188,17 @@ fn produce_to(
     records: &[(String, String)],
 ) {
     let parts: Vec<i32> = partitions.collect();
-    for (i, r) in records.iter().enumerate() {
-        broker.produce(topic, Some(parts[i % parts.len()]), std::slice::from_ref(r));
-    }
+    let records: Vec<Produced> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| Produced {
+            partition: Some(parts[i % parts.len()]),
+            timestamp: None,
+            key: key.clone(),
+            value: value.clone(),
+        })
+        .collect();
+    broker.produce_records(topic, &records);
 }
 
 /// Partition discovery: partitions added while the job runs are found and read from their
@@ -286,6 +294,65 @@ fn partitions_added_while_running_or_stopped_are_discovered_and_read_once() {
         "input after the restore",
     );
     cluster.cli(&["cancel", "-m", &cluster.rest(), &id2]);
+}
+
+/// Event time from Kafka record timestamps with watermarks per partition: a subtask reads two
+/// partitions whose times are an hour apart, the one ahead read first. With one watermark for
+/// the subtask, the first partition's records would move it an hour on and the other's
+/// records would come late and be dropped; per partition, the lagging one holds the watermark
+/// back and every record lands in its window.
+#[test]
+fn event_time_windows_over_kafka_timestamps_count_every_record_of_a_lagging_partition() {
+    let broker = broker();
+    let (input, output) = ("et-in", "et-out");
+    broker.create_topic(input, 2);
+    broker.create_topic(output, 1);
+    let (base, window) = (1_700_000_000_000i64, 10_000i64);
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    let mut batch = |partition: i32, from: i64| -> Vec<Produced> {
+        (0..300i64)
+            .map(|i| {
+                let ts = from + i * 250;
+                let word = ["alpha", "beta", "gamma"][(i % 3) as usize];
+                let end = (ts - ts.rem_euclid(window)) + window;
+                *expected.entry(format!("{word}@{end}")).or_insert(0) += 1;
+                Produced {
+                    partition: Some(partition),
+                    timestamp: Some(ts),
+                    key: format!("k{i}"),
+                    value: word.to_string(),
+                }
+            })
+            .collect()
+    };
+    let (ahead, behind) = (batch(0, base + 3_600_000), batch(1, base));
+    let scratch = tempfile::tempdir().expect("scratch");
+    let cluster = StandaloneCluster::start(1, 2, &config(&scratch.path().join("chk"), false));
+    let id = cluster.submit_args(&wordcount_args(
+        1,
+        broker,
+        input,
+        output,
+        "et-group",
+        &["--window-ms", &window.to_string()],
+    ));
+    wait_for(Duration::from_secs(60), "the job to run", || {
+        all_running(&cluster.job(&id)).then_some(())
+    });
+    broker.produce_records(input, &ahead);
+    // Periodic watermarks (every 200 ms) go out after the first partition's records.
+    std::thread::sleep(Duration::from_secs(2));
+    broker.produce_records(input, &behind);
+    // A record two hours on in each partition moves both watermarks past every window above.
+    let closer = |partition| Produced {
+        partition: Some(partition),
+        timestamp: Some(base + 7_200_000),
+        key: "end".into(),
+        value: "end".into(),
+    };
+    broker.produce_records(input, &[closer(0), closer(1)]);
+    wait_for_counts(broker, output, &expected, "every window of both partitions");
+    cluster.cli(&["cancel", "-m", &cluster.rest(), &id]);
 }
 
 #[test]

@@ -669,10 +669,9 @@ mod tests {
     }
 
     fn split_marks(idleness: Option<u64>) -> SplitWatermarks<&'static str, u32> {
-        let mut strategy = WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(
-            5,
-        ))
-        .with_timestamp_assigner(|r: &u32, _| *r as i64);
+        let mut strategy =
+            WatermarkStrategy::for_bounded_out_of_orderness(Duration::from_millis(5))
+                .with_timestamp_assigner(|r: &u32, _| *r as i64);
         if let Some(ms) = idleness {
             strategy = strategy.with_idleness(Duration::from_millis(ms));
         }

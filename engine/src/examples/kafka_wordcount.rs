@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use super::wordcount::tokenize;
 use super::{JobProgram, Params};
-use crate::api::StreamExecutionEnvironment;
+use crate::api::{
+    DataStream, StreamExecutionEnvironment, TimeWindow, TumblingEventTimeWindows, WatermarkStrategy,
+};
 use crate::connectors::kafka::{
     DeliveryGuarantee, KafkaSink, KafkaSinkBuilder, KafkaSource, ProducedRecord, StartingOffsets,
 };
@@ -55,7 +57,7 @@ impl JobProgram for KafkaWordCount {
         "counts the words of lines read from a Kafka topic, writing running counts to another"
     }
     fn usage(&self) -> &'static str {
-        "[--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (default lines)] [--input-pattern REGEX (topics whose name matches, instead of --input-topic)] [--output-topic T (default counts)] [--group-id G (default kafka-wordcount)] [--starting-offsets earliest|latest|committed (default earliest)] [--bounded (stop at the input's end offsets at start)] [--partition-discovery-interval-ms MS (list the input's partitions again every MS while running; 0: never; default 300000)] [--delivery-guarantee at-least-once|exactly-once (default at-least-once; exactly-once needs checkpointing)] [--transactional-id-prefix P (exactly-once; default kafka-wordcount-OUTPUT)] [--transaction-timeout-ms MS (the producer's transaction.timeout.ms)]"
+        "[--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (default lines)] [--input-pattern REGEX (topics whose name matches, instead of --input-topic)] [--output-topic T (default counts)] [--group-id G (default kafka-wordcount)] [--starting-offsets earliest|latest|committed (default earliest)] [--bounded (stop at the input's end offsets at start)] [--partition-discovery-interval-ms MS (list the input's partitions again every MS while running; 0: never; default 300000)] [--window-ms MS (count per word and tumbling window of MS ms of event time, the Kafka records' timestamps with watermarks per partition; the output's key and word are WORD@WINDOW_END)] [--delivery-guarantee at-least-once|exactly-once (default at-least-once; exactly-once needs checkpointing)] [--transactional-id-prefix P (exactly-once; default kafka-wordcount-OUTPUT)] [--transaction-timeout-ms MS (the producer's transaction.timeout.ms)]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
         let mut known = vec![
@@ -67,6 +69,7 @@ impl JobProgram for KafkaWordCount {
             "starting-offsets",
             "bounded",
             "partition-discovery-interval-ms",
+            "window-ms",
         ];
         known.extend(SINK_OPTIONS);
         let params = Params::parse(args, &known)?;
@@ -115,12 +118,32 @@ impl JobProgram for KafkaWordCount {
         let sink = sink_options(&params, &format!("kafka-wordcount-{output}"), sink)?
             .build()
             .map_err(|e| e.to_string())?;
-        let counts = source
-            .stream(env)
-            .flat_map(|line: String| tokenize(&line).map(|w| (w, 1u64)).collect::<Vec<_>>())
-            .name("Tokenizer")
-            .key_by(|pair: &(String, u64)| pair.0.clone())
-            .sum();
+        let words = |lines: DataStream<String>| {
+            lines
+                .flat_map(|line: String| tokenize(&line).map(|w| (w, 1u64)).collect::<Vec<_>>())
+                .name("Tokenizer")
+                .key_by(|pair: &(String, u64)| pair.0.clone())
+        };
+        let counts = match params.get("window-ms") {
+            None => words(source.stream(env)).sum(),
+            Some(ms) => {
+                let ms: u64 =
+                    ms.parse().ok().filter(|ms| *ms > 0).ok_or_else(|| {
+                        format!("--window-ms needs a positive number, got '{ms}'")
+                    })?;
+                // Each partition's timestamps only grow: its records arrive in offset order.
+                let lines = source
+                    .stream_with_watermarks(env, WatermarkStrategy::for_monotonous_timestamps());
+                words(lines)
+                    .window(TumblingEventTimeWindows::of(Duration::from_millis(ms)))
+                    .reduce_with(
+                        |(w, a): (String, u64), (_, b): (String, u64)| (w, a + b),
+                        |word: &String, window: TimeWindow, (_, n): (String, u64)| {
+                            (format!("{word}@{}", window.end), n)
+                        },
+                    )
+            }
+        };
         sink.write(&counts);
         Ok(format!("Kafka WordCount ({input} -> {output})"))
     }
