@@ -377,7 +377,12 @@ fn the_text_source_reads_every_line_of_an_hdfs_file_once_at_parallelism_1_and_3(
     let file = format!("{root}/seqs.txt");
     let text: String = (0..records).map(|seq| format!("{seq}\n")).collect();
     fs.write(&file, text.as_bytes()).unwrap();
-    let cluster = cluster(dfs, 1, 3, "");
+    let cluster = cluster(
+        dfs,
+        1,
+        3,
+        &format!("execution.checkpointing.dir: {root}/checkpoints\n"),
+    );
     for p in [1, 3] {
         let output = format!("{root}/out-{p}");
         let id = cluster.submit_args(&counting_text_args(p, 7, &file, &output, 0));
