@@ -597,10 +597,10 @@ impl StandaloneCluster {
         args.push(dir.display().to_string());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = self.cli(&args);
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
+        // A checker that could not read the output says why on standard error.
+        let mut report = String::from_utf8_lossy(&out.stdout).into_owned();
+        report.push_str(&String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), report)
     }
 
     /// Sends a raw request; returns status and body.

@@ -1,9 +1,10 @@
-//! Checkpoints and savepoints on a real HDFS (a MiniDFSCluster shared by the tests of this
-//! binary): the engine's HDFS storage against the NameNode and DataNodes, RocksDB incremental
-//! checkpoints on `hdfs://` surviving a killed TaskManager exactly once, and a savepoint on HDFS
-//! that still restores, at another parallelism, after it was moved to another HDFS path.
+//! Checkpoints, savepoints, inputs and outputs on a real HDFS (a MiniDFSCluster shared by the
+//! tests of this binary): the engine's HDFS storage against the NameNode and DataNodes, RocksDB
+//! incremental checkpoints on `hdfs://` surviving a killed TaskManager exactly once, a savepoint
+//! on HDFS that still restores, at another parallelism, after it was moved to another HDFS
+//! path, and jobs reading text from HDFS and writing through the exactly-once file sink to HDFS.
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -95,6 +96,30 @@ fn hdfs_storage_writes_atomically_and_errors_name_the_path() {
     let back = local.path().join("nested/down");
     fs.download(&format!("{root}/up"), &back).unwrap();
     assert_eq!(std::fs::read(&back).unwrap(), big);
+
+    // Streamed reads from any offset, across block boundaries.
+    for offset in [0usize, 1, 1024 * 1024 - 1, 2 * 1024 * 1024 + 5, big.len()] {
+        let mut got = Vec::new();
+        let mut input = fs.open_read(&format!("{root}/up"), offset as u64).unwrap();
+        input.read_to_end(&mut got).unwrap();
+        assert!(got == big[offset..], "a read from byte {offset}");
+    }
+    // A streamed write is complete when closed, and a rename puts it in place.
+    let (hidden, visible) = (format!("{root}/.s.inprogress"), format!("{root}/s"));
+    let mut out = fs.create_file(&hidden).unwrap();
+    out.write_all(&big).unwrap();
+    out.sync().unwrap();
+    out.write_all(b"end").unwrap();
+    out.close().unwrap();
+    fs.rename(&hidden, &visible).unwrap();
+    assert_eq!(fs.size(&hidden).unwrap(), None);
+    assert_eq!(fs.read(&visible).unwrap(), [&big[..], b"end"].concat());
+    let e = fs.rename(&hidden, &visible).unwrap_err();
+    assert!(e.to_string().contains(&hidden), "{e}");
+    let Err(e) = fs.create_file(&format!("{root}/no/dir/f")) else {
+        panic!("a file created in a missing directory");
+    };
+    assert!(e.to_string().contains(&format!("{root}/no/dir/f")), "{e}");
 
     let missing = format!("{root}/nope/_metadata");
     assert_eq!(fs.size(&missing).unwrap(), None);
@@ -245,4 +270,125 @@ fn a_savepoint_moved_to_another_hdfs_path_restores_at_another_parallelism() {
     cluster.wait_state(&id2, "FINISHED", Duration::from_secs(60));
     assert_exactly_once(&cluster, records, keys, &output);
     fs.delete_dir(&dfs.uri(&base)).unwrap();
+}
+
+/// `counting` arguments reading its seqs from the text input `input` at `rate` lines per second
+/// per reading subtask (0: unlimited) and writing to the directory `output`.
+fn counting_text_args(p: u32, keys: u64, input: &str, output: &str, rate: u64) -> Vec<String> {
+    let p = p.to_string();
+    let (keys, rate) = (keys.to_string(), rate.to_string());
+    let args = [
+        "-p", &p, "counting", "--input", input, "--keys", &keys, "--output", output, "--rate",
+        &rate,
+    ];
+    args.map(String::from).to_vec()
+}
+
+/// Writes the seqs `0..records` to `files` files in the HDFS directory `dir`, one per line,
+/// dealt round-robin, plus a hidden and an underscore file whose lines a reader must skip.
+fn write_seqs(fs: &FileSystems, dir: &str, records: u64, files: u64) {
+    for f in 0..files {
+        let text: String = (f..records)
+            .step_by(files as usize)
+            .map(|seq| format!("{seq}\n"))
+            .collect();
+        fs.write(&format!("{dir}/seqs-{f}"), text.as_bytes())
+            .unwrap();
+    }
+    fs.write(&format!("{dir}/_SUCCESS"), b"not a seq\n")
+        .unwrap();
+    fs.write(&format!("{dir}/.seqs.crc"), b"not a seq\n")
+        .unwrap();
+}
+
+/// The names in the HDFS directory `dir` that are committed part files (visible ones).
+fn committed(fs: &FileSystems, dir: &str) -> Vec<String> {
+    let names = fs.list(dir).unwrap();
+    names
+        .into_iter()
+        .filter(|n| n.starts_with("part-"))
+        .collect()
+}
+
+#[test]
+fn text_input_on_hdfs_to_the_exactly_once_file_sink_on_hdfs_survives_a_killed_taskmanager() {
+    let dfs = mini_dfs();
+    let fs = storage(dfs);
+    let root = dfs.uri(&unique("files"));
+    let (input, output) = (format!("{root}/input"), format!("{root}/output"));
+    let (records, keys) = (30_000u64, 5u64);
+    write_seqs(&fs, &input, records, 3);
+    // Three TaskManagers of one slot for a job of parallelism 2: one is the spare.
+    let cluster = cluster(
+        dfs,
+        3,
+        1,
+        &format!(
+            "execution.checkpointing.dir: {root}/checkpoints
+"
+        ),
+    );
+    // 2 x 2000 lines/s: the job runs ≈ 7.5 s unless failed.
+    let id = cluster.submit_args(&counting_text_args(2, keys, &input, &output, 2000));
+    wait_for(Duration::from_secs(40), "two completed checkpoints", || {
+        (cluster.completed_checkpoints(&id) >= 2).then_some(())
+    });
+    assert!(
+        !committed(&fs, &output).is_empty(),
+        "a completed checkpoint committed part files to {output}"
+    );
+    let victim = *cluster
+        .pids("taskmanager")
+        .iter()
+        .find(|&&pid| cluster.logs_of_pid_mention(pid, &id))
+        .expect("a TaskManager running the job");
+    signal("-9", victim);
+    cluster.wait_state(&id, "FINISHED", Duration::from_secs(90));
+    let log = cluster.logs("jobmanager").concat();
+    assert!(
+        log.contains("restoring from a checkpoint"),
+        "the job restored a checkpoint"
+    );
+    // Only committed files count: what the killed attempt left in progress or pending is
+    // hidden, and every seq of the input is in exactly one committed line.
+    assert_exactly_once(&cluster, records, keys, Path::new(&output));
+    let hidden: Vec<String> = fs
+        .list(&output)
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(
+        hidden
+            .iter()
+            .all(|n| n.ends_with(".inprogress") || n.ends_with(".pending")),
+        "{hidden:?}"
+    );
+    fs.delete_dir(&root).unwrap();
+}
+
+#[test]
+fn the_text_source_reads_every_line_of_an_hdfs_file_once_at_parallelism_1_and_3() {
+    let dfs = mini_dfs();
+    let fs = storage(dfs);
+    let root = dfs.uri(&unique("text"));
+    // ≈ 2.3 MB: three blocks of the mini cluster's 1 MiB, so ranges and lines cross blocks.
+    let records = 330_000u64;
+    let file = format!("{root}/seqs.txt");
+    let text: String = (0..records).map(|seq| format!("{seq}\n")).collect();
+    fs.write(&file, text.as_bytes()).unwrap();
+    let cluster = cluster(
+        dfs,
+        1,
+        3,
+        &format!("execution.checkpointing.dir: {root}/checkpoints\n"),
+    );
+    for p in [1, 3] {
+        let output = format!("{root}/out-{p}");
+        let id = cluster.submit_args(&counting_text_args(p, 7, &file, &output, 0));
+        cluster.wait_state(&id, "FINISHED", Duration::from_secs(60));
+        assert_exactly_once(&cluster, records, 7, Path::new(&output));
+        assert!(!committed(&fs, &output).is_empty(), "parallelism {p}");
+    }
+    fs.delete_dir(&root).unwrap();
 }

@@ -537,7 +537,9 @@ impl StreamExecutionEnvironment {
         self.add_bounded_source("Sequence Source", move |_| SequenceSource { from, to })
     }
 
-    /// The lines of a text file, or of every visible file in a directory.
+    /// The lines of a text file, or of every visible file in a directory: a local path or an
+    /// `hdfs://` URI (kept as written: a `PathBuf` holds the URI's text unchanged), read by the
+    /// TaskManagers' file systems.
     pub fn read_text_file(&self, path: impl Into<PathBuf>) -> DataStream<String> {
         let path = path.into();
         self.uses_file("Text File Source", &path, false);
@@ -1040,7 +1042,8 @@ impl<T: Data + Display> DataStream<T> {
 
     /// Writes one line per record into the directory `dir`, exactly once: files are hidden
     /// while in progress and become visible (`part-<subtask>-<attempt>-<token>-<n>`) when the
-    /// checkpoint covering them completes, or at the end of input without checkpointing.
+    /// checkpoint covering them completes, or at the end of input without checkpointing. `dir`
+    /// may be an `hdfs://` URI: files are written whole and renamed, never appended to.
     pub fn sink_to_directory(&self, dir: impl Into<PathBuf>) -> DataStream<()> {
         let dir = dir.into();
         self.env.uses_file("Directory Sink", &dir, true);
@@ -1050,7 +1053,7 @@ impl<T: Data + Display> DataStream<T> {
     }
 
     /// Writes one line per record: to `path` with parallelism 1, else to files `1`, `2`, ... in
-    /// the directory `path`.
+    /// the directory `path`. `path` may be an `hdfs://` URI.
     pub fn write_as_text(&self, path: impl Into<PathBuf>) -> DataStream<()> {
         let path = path.into();
         self.env.uses_file("Text File Sink", &path, true);

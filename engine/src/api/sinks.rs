@@ -1,12 +1,13 @@
 //! Sinks: where records leave a job.
 
 use std::fmt::Display;
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::context::RuntimeContext;
+use super::sources::storage_path;
 use crate::common::error::TaskError;
+use crate::state::{OutputFile, StateStorage};
 
 /// A user-defined sink. One instance runs per parallel subtask.
 pub trait SinkFunction<T>: 'static {
@@ -60,60 +61,111 @@ impl<T: Display> SinkFunction<T> for PrintSink {
     }
 }
 
+/// The buffer between a file sink's records and its file system: large writes, few calls.
+const SINK_BUFFER: usize = 256 * 1024;
+
+/// A file a sink writes, buffered.
+type SinkFile = BufWriter<Box<dyn OutputFile>>;
+
+/// Creates `path` on `storage` for a sink to write.
+fn create_sink_file(storage: &dyn StateStorage, path: &str) -> Result<SinkFile, TaskError> {
+    let file = storage
+        .create_file(path)
+        .map_err(|e| TaskError::io(format!("cannot create output file {path}"), e))?;
+    Ok(BufWriter::with_capacity(SINK_BUFFER, file))
+}
+
+/// Writes out `file`'s buffer and makes what it holds durable, keeping it open.
+fn sync_sink_file(file: &mut SinkFile, path: &str) -> Result<(), TaskError> {
+    let err = |e| TaskError::io(format!("cannot write {path}"), e);
+    file.flush().map_err(err)?;
+    file.get_mut().sync().map_err(err)
+}
+
+/// Writes out `file`'s buffer and closes it: everything it holds is durable.
+fn close_sink_file(file: SinkFile, path: &str) -> Result<(), TaskError> {
+    let err = |e| TaskError::io(format!("cannot write {path}"), e);
+    file.into_inner()
+        .map_err(|e| err(e.into_error()))?
+        .close()
+        .map_err(err)
+}
+
+/// Creates the directory `dir` (and its parents) on `storage`.
+fn create_sink_dir(storage: &dyn StateStorage, dir: &str) -> Result<(), TaskError> {
+    storage
+        .create_dir(dir)
+        .map_err(|e| TaskError::io(format!("cannot create output directory {dir}"), e))
+}
+
+/// The directory a file path lies in, if it names one.
+fn parent_of(path: &str) -> Option<&str> {
+    let trimmed = path.trim_end_matches('/');
+    let (parent, _) = trimmed.rsplit_once('/')?;
+    // `/x` lies in the root, and `hdfs://nn/x` in the cluster's root: nothing to create.
+    (!parent.is_empty() && !parent.ends_with(':') && !parent.ends_with("//")).then_some(parent)
+}
+
+/// `dir/name` as a storage path.
+fn child(dir: &str, name: &str) -> String {
+    format!("{}/{name}", dir.trim_end_matches('/'))
+}
+
 /// Writes one line per record. With parallelism 1 the path is the file; otherwise the path is a
 /// directory holding one file per subtask, named by its number from 1 (Flink's `writeAsText`).
+/// Any file system of the subtask's storage: a local path or an `hdfs://` URI.
 pub(crate) struct TextFileSink {
-    path: PathBuf,
-    writer: BufWriter<File>,
+    path: String,
+    writer: Option<SinkFile>,
 }
 
 impl TextFileSink {
     pub(crate) fn open(path: &std::path::Path, ctx: &RuntimeContext) -> Result<Self, TaskError> {
+        let storage = ctx.state.storage.as_ref();
+        let path = storage_path(path)?;
         let path = if ctx.parallelism() == 1 {
-            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(|e| {
-                    TaskError::io(format!("cannot create directory {}", parent.display()), e)
-                })?;
+            if let Some(parent) = parent_of(path) {
+                storage
+                    .create_dir(parent)
+                    .map_err(|e| TaskError::io(format!("cannot create directory {parent}"), e))?;
             }
-            path.to_path_buf()
+            path.to_string()
         } else {
-            std::fs::create_dir_all(path).map_err(|e| {
-                TaskError::io(
-                    format!("cannot create output directory {}", path.display()),
-                    e,
-                )
-            })?;
-            path.join((ctx.subtask_index() + 1).to_string())
+            create_sink_dir(storage, path)?;
+            child(path, &(ctx.subtask_index() + 1).to_string())
         };
-        let file = File::create(&path).map_err(|e| {
-            TaskError::io(format!("cannot create output file {}", path.display()), e)
-        })?;
         Ok(TextFileSink {
-            writer: BufWriter::with_capacity(256 * 1024, file),
+            writer: Some(create_sink_file(storage, &path)?),
             path,
         })
     }
-}
 
-impl TextFileSink {
-    fn sync(&mut self) -> Result<(), TaskError> {
-        let err = |e| TaskError::io(format!("cannot write {}", self.path.display()), e);
-        self.writer.flush().map_err(err)?;
-        self.writer.get_ref().sync_all().map_err(err)
+    fn writer(&mut self) -> Result<&mut SinkFile, TaskError> {
+        let path = &self.path;
+        self.writer
+            .as_mut()
+            .ok_or_else(|| TaskError::State(format!("the output file {path} is closed")))
     }
 }
 
 impl<T: Display> SinkFunction<T> for TextFileSink {
     fn invoke(&mut self, record: T) -> Result<(), TaskError> {
-        writeln!(self.writer, "{record}")
-            .map_err(|e| TaskError::io(format!("cannot write {}", self.path.display()), e))
+        let written = writeln!(self.writer()?, "{record}");
+        written.map_err(|e| TaskError::io(format!("cannot write {}", self.path), e))
     }
+    /// The end of input closes the file: all of it is durable (and, on HDFS, complete).
     fn finish(&mut self) -> Result<(), TaskError> {
-        self.sync()
+        match self.writer.take() {
+            Some(writer) => close_sink_file(writer, &self.path),
+            None => Ok(()),
+        }
     }
-    /// At least once: what was written before the barrier is on disk.
+    /// At least once: what was written before the barrier is durable (after the end of
+    /// input, the closed file is already).
     fn snapshot_state(&mut self, _checkpoint_id: u64) -> Result<Vec<Vec<u8>>, TaskError> {
-        self.sync()?;
+        if let Some(writer) = self.writer.as_mut() {
+            sync_sink_file(writer, &self.path)?;
+        }
         Ok(Vec::new())
     }
 }
@@ -126,11 +178,15 @@ impl<T: Display> SinkFunction<T> for TextFileSink {
 /// files of the checkpoint it restores (commits are idempotent); what a failed attempt wrote
 /// after its last checkpoint stays hidden. Without checkpointing, files commit when the input
 /// ends. The random token keeps a job restarted from a savepoint from reusing names.
+///
+/// Files are only ever written whole and renamed, never appended to, so the directory may be on
+/// any file system of the subtask's storage: a local path or an `hdfs://` URI.
 pub(crate) struct TransactionalFileSink {
-    dir: PathBuf,
+    storage: Arc<dyn StateStorage>,
+    dir: String,
     base: String,
     counter: u64,
-    current: Option<(String, BufWriter<File>)>,
+    current: Option<(String, SinkFile)>,
     /// Pre-committed files with the checkpoint that covers them.
     pending: Vec<(u64, String)>,
     checkpointing: bool,
@@ -138,14 +194,12 @@ pub(crate) struct TransactionalFileSink {
 
 impl TransactionalFileSink {
     pub(crate) fn open(dir: &std::path::Path, ctx: &RuntimeContext) -> Result<Self, TaskError> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            TaskError::io(
-                format!("cannot create output directory {}", dir.display()),
-                e,
-            )
-        })?;
+        let storage = ctx.state.storage.clone();
+        let dir = storage_path(dir)?.trim_end_matches('/').to_string();
+        create_sink_dir(storage.as_ref(), &dir)?;
         let sink = TransactionalFileSink {
-            dir: dir.to_path_buf(),
+            storage,
+            dir,
             base: format!(
                 "part-{}-{}-{:08x}",
                 ctx.subtask_index(),
@@ -175,22 +229,19 @@ impl TransactionalFileSink {
         Ok(sink)
     }
 
-    fn hidden(&self, name: &str, suffix: &str) -> PathBuf {
-        self.dir.join(format!(".{name}.{suffix}"))
+    fn hidden(&self, name: &str, suffix: &str) -> String {
+        child(&self.dir, &format!(".{name}.{suffix}"))
     }
 
     /// Makes a pre-committed file visible; done already is fine, lost is an error.
     fn commit(&self, name: &str) -> Result<(), TaskError> {
         let pending = self.hidden(name, "pending");
-        let visible = self.dir.join(name);
-        match std::fs::rename(&pending, &visible) {
+        let visible = child(&self.dir, name);
+        match self.storage.rename(&pending, &visible) {
             Ok(()) => Ok(()),
-            Err(_) if visible.exists() => Ok(()),
+            Err(_) if matches!(self.storage.status(&visible), Ok(Some(_))) => Ok(()),
             Err(e) => Err(TaskError::io(
-                format!(
-                    "cannot commit {}: the pre-committed file is gone",
-                    pending.display()
-                ),
+                format!("cannot commit {pending}: the pre-committed file is gone"),
                 e,
             )),
         }
@@ -198,30 +249,26 @@ impl TransactionalFileSink {
 
     /// Closes the in-progress file, if any, and renames it to pending.
     fn pre_commit(&mut self, checkpoint_id: u64) -> Result<(), TaskError> {
-        let Some((name, mut writer)) = self.current.take() else {
+        let Some((name, writer)) = self.current.take() else {
             return Ok(());
         };
         let inprogress = self.hidden(&name, "inprogress");
-        let err = |e| TaskError::io(format!("cannot write {}", inprogress.display()), e);
-        writer.flush().map_err(err)?;
-        writer.get_ref().sync_all().map_err(err)?;
-        drop(writer);
+        close_sink_file(writer, &inprogress)?;
         let pending = self.hidden(&name, "pending");
-        std::fs::rename(&inprogress, &pending)
-            .map_err(|e| TaskError::io(format!("cannot pre-commit {}", inprogress.display()), e))?;
+        self.storage
+            .rename(&inprogress, &pending)
+            .map_err(|e| TaskError::io(format!("cannot pre-commit {inprogress}"), e))?;
         self.pending.push((checkpoint_id, name));
         Ok(())
     }
 
-    fn writer(&mut self) -> Result<&mut BufWriter<File>, TaskError> {
+    fn writer(&mut self) -> Result<&mut SinkFile, TaskError> {
         if self.current.is_none() {
             let name = format!("{}-{}", self.base, self.counter);
             self.counter += 1;
             let path = self.hidden(&name, "inprogress");
-            let file = File::create(&path).map_err(|e| {
-                TaskError::io(format!("cannot create output file {}", path.display()), e)
-            })?;
-            self.current = Some((name, BufWriter::with_capacity(256 * 1024, file)));
+            let file = create_sink_file(self.storage.as_ref(), &path)?;
+            self.current = Some((name, file));
         }
         match &mut self.current {
             Some((_, w)) => Ok(w),
@@ -233,7 +280,7 @@ impl TransactionalFileSink {
 impl<T: Display> SinkFunction<T> for TransactionalFileSink {
     fn invoke(&mut self, record: T) -> Result<(), TaskError> {
         let written = writeln!(self.writer()?, "{record}");
-        written.map_err(|e| TaskError::io(format!("cannot write into {}", self.dir.display()), e))
+        written.map_err(|e| TaskError::io(format!("cannot write into {}", self.dir), e))
     }
     fn finish(&mut self) -> Result<(), TaskError> {
         if self.checkpointing {

@@ -1,8 +1,7 @@
 //! Sources: where records enter a job. Bounded ones end by themselves; unbounded ones run until
 //! the job is cancelled.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +13,7 @@ use crate::checkpoint::{StateDistribution, SubtaskState};
 use crate::common::error::TaskError;
 use crate::network::buffer::CheckpointBarrier;
 use crate::network::valve::TimeSignal;
+use crate::state::StateStorage;
 
 /// How a running task lets a source flush buffers on time, notice cancellation and take part
 /// in checkpoints.
@@ -426,37 +426,55 @@ impl SourceFunction<u64> for SequenceSource {
         todo.emit_all(ctx, |n| Some(from + n))
     }
 }
-/// Lines of a text file or of every visible file in a directory. The files' bytes are split into
+/// Lines of a text file or of every visible file in a directory, on any file system the
+/// subtask's storage reaches (a local path, an `hdfs://` URI). The files' bytes are split into
 /// one contiguous range per subtask; a line belongs to the subtask whose range holds its first
 /// byte, so every line is read exactly once whatever the parallelism.
 pub(crate) struct TextFileSource {
     pub(crate) path: PathBuf,
 }
 
-/// The files a text source reads: the path itself, or a directory's visible regular files in
-/// name order.
-pub(crate) fn list_input_files(path: &Path) -> Result<Vec<(PathBuf, u64)>, TaskError> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| TaskError::io(format!("cannot read input {}", path.display()), e))?;
-    if meta.is_file() {
-        return Ok(vec![(path.to_path_buf(), meta.len())]);
+/// `path` as the storage path the file-system layer takes (a local path or an `hdfs://` URI);
+/// an error naming it when it is not UTF-8.
+pub(crate) fn storage_path(path: &Path) -> Result<&str, TaskError> {
+    path.to_str().ok_or_else(|| {
+        TaskError::State(format!(
+            "the path {} is not UTF-8, which the file systems cannot name",
+            path.display()
+        ))
+    })
+}
+
+/// The files a text source reads, with their lengths: the path itself, or a directory's
+/// visible files (names not starting with `.` or `_`) in name order.
+pub(crate) fn list_input_files(
+    storage: &dyn StateStorage,
+    path: &str,
+) -> Result<Vec<(String, u64)>, TaskError> {
+    let status = |p: &str| {
+        storage
+            .status(p)
+            .map_err(|e| TaskError::io(format!("cannot read input {p}"), e))
+    };
+    let info = status(path)?.ok_or_else(|| {
+        TaskError::io(
+            format!("cannot read input {path}"),
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        )
+    })?;
+    if !info.is_dir {
+        return Ok(vec![(path.to_string(), info.len)]);
     }
+    let names = storage
+        .list(path)
+        .map_err(|e| TaskError::io(format!("cannot list input directory {path}"), e))?;
+    let dir = path.trim_end_matches('/');
     let mut files = Vec::new();
-    let entries = std::fs::read_dir(path)
-        .map_err(|e| TaskError::io(format!("cannot list input directory {}", path.display()), e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| {
-            TaskError::io(format!("cannot list input directory {}", path.display()), e)
-        })?;
-        let name = entry.file_name();
-        if name.to_string_lossy().starts_with(['.', '_']) {
-            continue;
-        }
-        let meta = entry
-            .metadata()
-            .map_err(|e| TaskError::io(format!("cannot read {}", entry.path().display()), e))?;
-        if meta.is_file() {
-            files.push((entry.path(), meta.len()));
+    for name in names.into_iter().filter(|n| !n.starts_with(['.', '_'])) {
+        let file = format!("{dir}/{name}");
+        // An entry gone since the listing is no input.
+        if let Some(info) = status(&file)?.filter(|i| !i.is_dir) {
+            files.push((file, info.len));
         }
     }
     files.sort();
@@ -465,7 +483,8 @@ pub(crate) fn list_input_files(path: &Path) -> Result<Vec<(PathBuf, u64)>, TaskE
 
 impl SourceFunction<String> for TextFileSource {
     fn run(&mut self, ctx: &mut SourceContext<'_, String>) -> Result<(), TaskError> {
-        let files = list_input_files(&self.path)?;
+        let storage = ctx.runtime.state.storage.clone();
+        let files = list_input_files(storage.as_ref(), storage_path(&self.path)?)?;
         let total: u64 = files.iter().map(|(_, len)| len).sum();
         let (start, end) = split_range(total, ctx.runtime.subtask_index, ctx.runtime.parallelism);
         // The position: byte ranges (of all files' bytes in order) whose line starts are due.
@@ -477,7 +496,8 @@ impl SourceFunction<String> for TextFileSource {
                 if file_end > start && file_start < end {
                     let from = start.saturating_sub(file_start);
                     let to = end.min(file_end) - file_start;
-                    read_lines(path, from, to, ctx, |next_line| {
+                    let input = LineRange { path, from, to };
+                    read_lines(storage.as_ref(), input, ctx, |next_line| {
                         // After a line, the rest of this range and the ranges after it.
                         let mut rest = todo.clone();
                         rest.0.push_front((file_start + next_line, end, 1));
@@ -492,23 +512,30 @@ impl SourceFunction<String> for TextFileSource {
     }
 }
 
-/// Emits the lines of `path` whose first byte lies in `[from, to)`; `position(p)` is the
-/// source's state when the next line starts at byte `p` of this file.
-fn read_lines(
-    path: &Path,
+/// The lines of the file `path` whose first byte lies in `[from, to)`.
+struct LineRange<'a> {
+    path: &'a str,
     from: u64,
     to: u64,
+}
+
+/// Emits the lines of `input`, read as a stream from `storage`; `position(p)` is the source's
+/// state when the next line starts at byte `p` of the file.
+fn read_lines(
+    storage: &dyn StateStorage,
+    input: LineRange<'_>,
     ctx: &mut SourceContext<'_, String>,
     position: impl Fn(u64) -> Vec<Vec<u8>>,
 ) -> Result<(), TaskError> {
-    let err = |e| TaskError::io(format!("cannot read input {}", path.display()), e);
-    let mut file = File::open(path).map_err(err)?;
-    let mut pos = from;
-    if from > 0 {
-        // A line that started before our range belongs to the previous subtask: skip to its end.
-        file.seek(SeekFrom::Start(from - 1)).map_err(err)?;
-    }
+    let LineRange { path, from, to } = input;
+    let err = |e| TaskError::io(format!("cannot read input {path}"), e);
+    // A line that started before our range belongs to the previous subtask: start at the byte
+    // before the range and skip to that line's end.
+    let file = storage
+        .open_read(path, from.saturating_sub(1))
+        .map_err(err)?;
     let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut pos = from;
     let mut line = Vec::new();
     if from > 0 {
         pos = from - 1 + reader.read_until(b'\n', &mut line).map_err(err)? as u64;
@@ -573,6 +600,7 @@ mod tests {
     use super::*;
     use crate::api::operators::testing::Collect;
     use std::cell::RefCell;
+    use std::fs::File;
     use std::io::Write;
     use std::rc::Rc;
 
@@ -934,7 +962,7 @@ mod tests {
 
     #[test]
     fn missing_input_names_the_path() {
-        let err = list_input_files(Path::new("/no/such/input")).unwrap_err();
+        let err = list_input_files(&crate::state::LocalFileStorage, "/no/such/input").unwrap_err();
         assert!(err.to_string().contains("/no/such/input"), "{err}");
     }
 }

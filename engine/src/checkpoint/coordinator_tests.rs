@@ -50,6 +50,18 @@ impl StateStorage for FlakyStorage {
     fn delete_dir(&self, path: &str) -> io::Result<()> {
         self.inner.delete_dir(path)
     }
+    fn open_read(&self, path: &str, offset: u64) -> io::Result<Box<dyn std::io::Read + Send>> {
+        self.inner.open_read(path, offset)
+    }
+    fn create_file(&self, path: &str) -> io::Result<Box<dyn crate::state::OutputFile>> {
+        self.inner.create_file(path)
+    }
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn create_dir(&self, path: &str) -> io::Result<()> {
+        self.inner.create_dir(path)
+    }
 }
 
 const JOB: &str = "0123456789abcdef0123456789abcdef";

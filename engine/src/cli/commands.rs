@@ -374,8 +374,15 @@ async fn execute(
             window_ms,
             dir,
         } => {
-            let report = crate::examples::check_counting_dir(records, keys, window_ms, &dir)
-                .with_context(|| format!("cannot read the output directory {}", dir.display()))?;
+            // An hdfs:// directory is read with blocking calls, which must not run on a worker
+            // of this runtime.
+            let shown = dir.display().to_string();
+            let report = tokio::task::spawn_blocking(move || {
+                crate::examples::check_counting_dir(records, keys, window_ms, &dir)
+            })
+            .await
+            .context("the output check stopped")?
+            .with_context(|| format!("cannot read the output directory {shown}"))?;
             print!("{report}");
             Ok(if report.is_exactly_once() {
                 std::process::ExitCode::SUCCESS

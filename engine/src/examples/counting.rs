@@ -12,6 +12,10 @@
 //! means one line per key and window with exactly the window's seqs: a lost or replayed record
 //! changes `n` or `sum`, a window fired twice shows as two lines.
 //!
+//! With `--input PATH` the seqs are the lines of a text file or directory (a local path or an
+//! `hdfs://` URI; `--rate` then limits each reading subtask), and `--output` may name an
+//! `hdfs://` directory too: the exactly-once file sink commits there by renames.
+//!
 //! With `--input-topic` the seqs come from a Kafka topic (each record's value is a seq) instead
 //! of the generator, and with `--output-topic` the lines go to a Kafka topic (keyed by the key)
 //! instead of a directory, at least or exactly once: Kafka → counting → Kafka.
@@ -24,11 +28,12 @@ use super::{JobProgram, Params};
 use std::time::Duration;
 
 use crate::api::{
-    AggregateFunction, Collector, Context, DataStream, KeyedProcessFunction,
-    StreamExecutionEnvironment, TaskError, TimeWindow, TumblingEventTimeWindows, WatermarkStrategy,
+    AggregateFunction, Collector, Context, DataStream, KeyedProcessFunction, ProcessContext,
+    ProcessFunction, StreamExecutionEnvironment, TaskError, TimeWindow, TumblingEventTimeWindows,
+    WatermarkStrategy,
 };
 use crate::connectors::kafka::{KafkaSink, KafkaSource, ProducedRecord};
-use crate::state::ValueState;
+use crate::state::{StateStorage, ValueState};
 
 pub(crate) struct Counting;
 
@@ -40,7 +45,7 @@ impl JobProgram for Counting {
         "emits 0..N-1 once, counts per key (seq % K) and writes 'seq key count' lines; check the output with `sluice check-counting`"
     }
     fn usage(&self) -> &'static str {
-        "--records N --keys K --output DIR [--rate R (records/s over all sources; default unlimited)] [--window-ms W (per key and event-time window of W ms: 'start key n sum' lines)] | Kafka instead of the generator or the directory: [--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (seqs as UTF-8 values, instead of --records/--rate)] [--output-topic T (instead of --output)] [--delivery-guarantee at-least-once|exactly-once] [--transactional-id-prefix P (default counting-OUTPUT)] [--transaction-timeout-ms MS]"
+        "--records N --keys K --output DIR (a local path or hdfs:// URI) [--rate R (records/s over all sources; default unlimited)] [--input PATH (seqs as lines of a text file or directory, local or hdfs://, instead of the generator; --rate is then per reading subtask)] [--window-ms W (per key and event-time window of W ms: 'start key n sum' lines)] | Kafka instead of the generator or the directory: [--bootstrap-servers HOST:PORT (default 127.0.0.1:9092)] [--input-topic T (seqs as UTF-8 values, instead of --records/--rate)] [--output-topic T (instead of --output)] [--delivery-guarantee at-least-once|exactly-once] [--transactional-id-prefix P (default counting-OUTPUT)] [--transaction-timeout-ms MS]"
     }
     fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
         let mut known = vec![
@@ -50,6 +55,7 @@ impl JobProgram for Counting {
             "rate",
             "bootstrap-servers",
             "input-topic",
+            "input",
             "output-topic",
             "window-ms",
         ];
@@ -60,8 +66,21 @@ impl JobProgram for Counting {
             return Err("--keys K (at least 1) is required".into());
         }
         let servers = params.get("bootstrap-servers").unwrap_or("127.0.0.1:9092");
-        let (seqs, input) = match params.get("input-topic") {
-            Some(topic) => {
+        let (seqs, input) = match (params.get("input-topic"), params.storage_path("input")?) {
+            (None, Some(path)) => {
+                let rate = params.number("rate", 0)?;
+                let seqs = env
+                    .read_text_file(path.clone())
+                    .process(Throttle::new(rate))
+                    .map(move |line: String| {
+                        // A line that is no seq becomes u64::MAX, which check-counting calls
+                        // malformed.
+                        let seq = line.trim().parse::<u64>().unwrap_or(u64::MAX);
+                        (seq, seq % keys)
+                    });
+                (seqs, format!("text input {path}"))
+            }
+            (Some(topic), _) => {
                 let source = KafkaSource::<String>::builder()
                     .bootstrap_servers(servers)
                     .topics([topic])
@@ -76,7 +95,7 @@ impl JobProgram for Counting {
                 });
                 (seqs, format!("Kafka topic {topic}"))
             }
-            None => {
+            (None, None) => {
                 let records = params
                     .get("records")
                     .ok_or("--records (or --input-topic) is required")?
@@ -167,8 +186,8 @@ fn write_lines<L: Line>(
         sink.write(lines);
         return Ok(format!("Kafka topic {topic}"));
     }
-    let output = match params.path("output")? {
-        Some(dir) => dir.display().to_string(),
+    let output = match params.storage_path("output")? {
+        Some(dir) => dir,
         None => return Err("--output DIR (or --output-topic) is required".into()),
     };
     lines
@@ -200,6 +219,44 @@ impl Line for (u64, u64, u64, u64) {
     }
     fn text(&self) -> String {
         format!("{} {} {} {}", self.0, self.1, self.2, self.3)
+    }
+}
+
+/// Passes records on at most `rate` per second per subtask (0: unlimited), so that a job over a
+/// small input runs long enough to be checkpointed and failed while it runs.
+#[derive(Clone)]
+struct Throttle {
+    rate: u64,
+    started: Option<std::time::Instant>,
+    passed: u64,
+}
+
+impl Throttle {
+    fn new(rate: u64) -> Self {
+        Throttle {
+            rate,
+            started: None,
+            passed: 0,
+        }
+    }
+}
+
+impl<T: 'static> ProcessFunction<T, T> for Throttle {
+    fn process_element(
+        &mut self,
+        value: T,
+        _ctx: &mut ProcessContext<'_>,
+        out: &mut Collector<'_, T>,
+    ) -> Result<(), TaskError> {
+        if self.rate > 0 {
+            let started = *self.started.get_or_insert_with(std::time::Instant::now);
+            let due = Duration::from_secs_f64(self.passed as f64 / self.rate as f64);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(wait);
+            }
+            self.passed += 1;
+        }
+        out.collect(value)
     }
 }
 
@@ -418,14 +475,31 @@ pub fn check_windowed_counting<'a>(
     report
 }
 
-/// Reads the visible files of an output directory (hidden `.`-files are in progress) and checks
-/// them: `counting`'s lines, or with `window` those of `counting --window-ms window`.
+/// Reads the visible files of an output directory (hidden `.`-files are in progress or
+/// pending; only committed files count) and checks them: `counting`'s lines, or with `window`
+/// those of `counting --window-ms window`. The directory may be an `hdfs://` URI, read with the
+/// Hadoop configuration of the environment (`HADOOP_CONF_DIR`).
 pub fn check_counting_dir(
     records: u64,
     keys: u64,
     window: Option<u64>,
     dir: &Path,
 ) -> std::io::Result<CountingReport> {
+    let text = match dir
+        .to_str()
+        .filter(|d| crate::config::HdfsUri::parse(d).is_some())
+    {
+        Some(uri) => read_visible_files(&crate::state::FileSystems::new(), uri)?,
+        None => read_visible_local_files(dir)?,
+    };
+    Ok(match window {
+        Some(window) => check_windowed_counting(records, keys, window, text.lines()),
+        None => check_counting(records, keys, text.lines()),
+    })
+}
+
+/// The visible files of a local directory, concatenated in name order, each ending in a newline.
+fn read_visible_local_files(dir: &Path) -> std::io::Result<String> {
     let mut text = String::new();
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
@@ -433,15 +507,38 @@ pub fn check_counting_dir(
         if entry.file_name().to_string_lossy().starts_with('.') || !entry.file_type()?.is_file() {
             continue;
         }
-        text.push_str(&std::fs::read_to_string(entry.path())?);
-        if !text.ends_with('\n') && !text.is_empty() {
-            text.push('\n');
-        }
+        push_file(&mut text, &std::fs::read_to_string(entry.path())?);
     }
-    Ok(match window {
-        Some(window) => check_windowed_counting(records, keys, window, text.lines()),
-        None => check_counting(records, keys, text.lines()),
-    })
+    Ok(text)
+}
+
+/// The visible files of a directory on `storage`, concatenated in name order, each ending in a
+/// newline.
+fn read_visible_files(storage: &dyn StateStorage, dir: &str) -> std::io::Result<String> {
+    let mut text = String::new();
+    for name in storage.list(dir)? {
+        let path = format!("{}/{name}", dir.trim_end_matches('/'));
+        if name.starts_with('.') || storage.status(&path)?.is_none_or(|info| info.is_dir) {
+            continue;
+        }
+        let bytes = storage.read(&path)?;
+        let content = String::from_utf8(bytes).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{path} is not UTF-8: {e}"),
+            )
+        })?;
+        push_file(&mut text, &content);
+    }
+    Ok(text)
+}
+
+/// Appends one file's content to `text`, ending it with a newline.
+fn push_file(text: &mut String, content: &str) {
+    text.push_str(content);
+    if !text.ends_with('\n') && !text.is_empty() {
+        text.push('\n');
+    }
 }
 
 #[cfg(test)]

@@ -105,6 +105,18 @@ impl Params {
         }
     }
 
+    /// A storage path argument (a plain path, a `file:` URI or an `hdfs:` URI), or `None` when
+    /// absent; an empty one is refused.
+    pub(crate) fn storage_path(&self, key: &str) -> Result<Option<String>, String> {
+        match self.get(key) {
+            None => Ok(None),
+            Some("") => Err(format!("--{key} needs a path")),
+            Some(raw) => crate::config::storage_path(raw)
+                .map(Some)
+                .map_err(|e| format!("--{key}: {e}")),
+        }
+    }
+
     /// A flag (`--key` without a value): whether it is given; a value after it is refused.
     pub(crate) fn flag(&self, key: &str) -> Result<bool, String> {
         match self.get(key) {

@@ -90,15 +90,18 @@ pub fn check_job_paths(
     cluster: &Config,
 ) -> Result<(), SubmitError> {
     let allowed = &cluster.security.io_allowed_dirs;
-    let check = |path: &std::path::Path, what: &str| {
-        crate::config::check_client_path(path, what, allowed).map_err(SubmitError::BadPath)
-    };
-    for file in &graph.files {
-        check(&file.path, &format!("the path of the {}", file.operator))?;
-    }
     let check_storage = |path: &str, what: &str| {
         crate::config::check_client_storage_path(path, what, allowed).map_err(SubmitError::BadPath)
     };
+    // Built-in sources and sinks read and write local paths and hdfs:// URIs alike.
+    for file in &graph.files {
+        let what = format!("the path of the {}", file.operator);
+        match file.path.to_str() {
+            Some(path) => check_storage(path, &what)?,
+            None => crate::config::check_client_path(&file.path, &what, allowed)
+                .map_err(SubmitError::BadPath)?,
+        }
+    }
     if let Some(raw) = savepoint {
         let path = crate::config::storage_path(raw).map_err(SubmitError::BadRestore)?;
         check_storage(&path, "the savepoint path")?;

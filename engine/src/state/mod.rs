@@ -57,6 +57,6 @@ pub use snapshot::{
     KeyedStateHandle, OperatorStateFile, OperatorStateHandle, SnapshotKind, SnapshotLocation,
     StateFile,
 };
-pub use storage::{FileInfo, LocalFileStorage, StateStorage};
+pub use storage::{FileInfo, LocalFileStorage, OutputFile, StateStorage};
 pub use store::KeyedStateStore;
 pub use timers::{TimeDomain, Timers};

@@ -3,7 +3,7 @@
 //!
 //! Paths are storage paths: `/`-separated strings, absolute for the local file system.
 
-use std::io;
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// A file store for checkpoint data. Every write is atomic: a reader sees the whole file or none.
@@ -38,6 +38,29 @@ pub trait StateStorage: Send + Sync {
     fn check_path(&self, _path: &str) -> io::Result<()> {
         Ok(())
     }
+    /// Opens the file `path` for reading from byte `offset` on, as a stream: for inputs too
+    /// large to [`read`](StateStorage::read) whole, such as a text source's files.
+    fn open_read(&self, path: &str, offset: u64) -> io::Result<Box<dyn Read + Send>>;
+    /// Creates the file `path` (replacing one that exists; its directory must exist) for
+    /// writing as a stream. Unlike [`write`](StateStorage::write) it is not atomic: the file
+    /// exists under its name while it is written, so callers write to a hidden name and
+    /// [`rename`](StateStorage::rename) it into place once it is closed.
+    fn create_file(&self, path: &str) -> io::Result<Box<dyn OutputFile>>;
+    /// Renames the file `from` to `to` (replacing a file `to`), atomically.
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+    /// Creates the directory `path` and its missing parents; an existing one is fine.
+    fn create_dir(&self, path: &str) -> io::Result<()>;
+}
+
+/// A file being written by [`StateStorage::create_file`]. Writes may be buffered by the file
+/// system; [`sync`](OutputFile::sync) makes them durable while the file stays open, and
+/// [`close`](OutputFile::close) ends the file. A file dropped without `close` may lose what was
+/// written (on HDFS it stays open until its lease expires).
+pub trait OutputFile: Write + Send {
+    /// Makes everything written so far durable (local `fsync`, HDFS `hsync`).
+    fn sync(&mut self) -> io::Result<()>;
+    /// Makes everything written durable and closes the file.
+    fn close(self: Box<Self>) -> io::Result<()>;
 }
 
 /// What [`StateStorage::status`] reports about a path.
@@ -134,6 +157,27 @@ impl LocalFileStorage {
     }
 }
 
+/// A local file being written: [`OutputFile`] over [`std::fs::File`].
+struct LocalOutputFile(std::fs::File);
+
+impl Write for LocalOutputFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl OutputFile for LocalOutputFile {
+    fn sync(&mut self) -> io::Result<()> {
+        self.0.sync_all()
+    }
+    fn close(self: Box<Self>) -> io::Result<()> {
+        self.0.sync_all()
+    }
+}
+
 impl StateStorage for LocalFileStorage {
     fn write(&self, path: &str, data: &[u8]) -> io::Result<()> {
         let path = Self::path(path);
@@ -227,6 +271,27 @@ impl StateStorage for LocalFileStorage {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }
+    }
+
+    fn open_read(&self, path: &str, offset: u64) -> io::Result<Box<dyn Read + Send>> {
+        let mut file = std::fs::File::open(Self::path(path))?;
+        if offset > 0 {
+            file.seek(SeekFrom::Start(offset))?;
+        }
+        Ok(Box::new(file))
+    }
+
+    fn create_file(&self, path: &str) -> io::Result<Box<dyn OutputFile>> {
+        let file = std::fs::File::create(Self::path(path))?;
+        Ok(Box::new(LocalOutputFile(file)))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        std::fs::rename(Self::path(from), Self::path(to))
+    }
+
+    fn create_dir(&self, path: &str) -> io::Result<()> {
+        std::fs::create_dir_all(Self::path(path))
     }
 }
 

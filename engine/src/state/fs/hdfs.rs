@@ -17,11 +17,12 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
+use hdfs_native::file::{FileReader, FileWriter};
 use hdfs_native::{Client, ClientBuilder, HdfsError, WriteOptions};
 
 use super::hadoop_conf::{HadoopConf, HdfsCluster};
 use crate::config::HdfsUri;
-use crate::state::storage::{FileInfo, StateStorage};
+use crate::state::storage::{FileInfo, OutputFile, StateStorage};
 
 /// Whole-file attempts of a write before its error is returned.
 const WRITE_ATTEMPTS: u32 = 3;
@@ -29,6 +30,8 @@ const WRITE_ATTEMPTS: u32 = 3;
 const CHUNK: usize = 4 << 20;
 /// The permission of a directory only its owner may read or enter (`rwx------`).
 const PRIVATE_DIR: u32 = 0o700;
+/// The permission of other directories made (`rwxr-xr-x`, HDFS's default under its umask).
+const PUBLIC_DIR: u32 = 0o755;
 /// Worker threads of the HDFS runtime: they only shuttle bytes between sockets and buffers.
 const IO_THREADS: usize = 2;
 
@@ -284,6 +287,120 @@ impl StateStorage for HdfsStorage {
             Err(e) if not_found(&e) => Ok(()),
             Err(e) => Err(to_io(path, "cannot delete", e)),
         }
+    }
+
+    fn open_read(&self, path: &str, offset: u64) -> io::Result<Box<dyn Read + Send>> {
+        let inner = Self::inner(path)?;
+        let mut reader = self
+            .runtime
+            .block_on(self.client.read(&inner))
+            .map_err(|e| to_io(path, "cannot open", e))?;
+        let length = reader.file_length() as u64;
+        if offset > length {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{path}: cannot read from byte {offset}: the file has {length} bytes"),
+            ));
+        }
+        reader.set_position(offset as usize);
+        Ok(Box::new(HdfsInput {
+            reader,
+            path: path.to_string(),
+            buffer: Bytes::new(),
+            runtime: self.runtime,
+        }))
+    }
+
+    fn create_file(&self, path: &str) -> io::Result<Box<dyn OutputFile>> {
+        let inner = Self::inner(path)?;
+        let options = WriteOptions::default().overwrite(true).create_parent(false);
+        let writer = self
+            .runtime
+            .block_on(self.client.create(&inner, options))
+            .map_err(|e| to_io(path, "cannot create", e))?;
+        Ok(Box::new(HdfsOutput {
+            writer,
+            path: path.to_string(),
+            runtime: self.runtime,
+        }))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let (source, target) = (Self::inner(from)?, Self::inner(to)?);
+        self.runtime
+            .block_on(self.client.rename(&source, &target, true))
+            .map_err(|e| to_io(from, &format!("cannot rename to {to}"), e))
+    }
+
+    fn create_dir(&self, path: &str) -> io::Result<()> {
+        let inner = Self::inner(path)?;
+        self.runtime
+            .block_on(self.client.mkdirs(&inner, PUBLIC_DIR, true))
+            .map_err(|e| to_io(path, "cannot create the directory", e))
+    }
+}
+
+/// A file read as a stream ([`StateStorage::open_read`]): [`CHUNK`]-sized ranges fetched from
+/// the DataNodes as the reader asks for them, so a large file is never in memory whole.
+struct HdfsInput {
+    reader: FileReader,
+    /// The URI, for errors.
+    path: String,
+    /// Fetched and not yet read.
+    buffer: Bytes,
+    runtime: &'static tokio::runtime::Runtime,
+}
+
+impl Read for HdfsInput {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.buffer.is_empty() {
+            // `read_bytes` advances the reader's position; empty at the end of the file.
+            let reader = &mut self.reader;
+            self.buffer = self
+                .runtime
+                .block_on(reader.read_bytes(CHUNK))
+                .map_err(|e| to_io(&self.path, "cannot read", e))?;
+        }
+        let n = buf.len().min(self.buffer.len());
+        buf[..n].copy_from_slice(&self.buffer.split_to(n));
+        Ok(n)
+    }
+}
+
+/// A file being written as a stream ([`StateStorage::create_file`]). Each `write` goes to the
+/// client's block pipeline (callers buffer); `sync` is HDFS's `hsync`, `close` completes the
+/// file at the NameNode.
+struct HdfsOutput {
+    writer: FileWriter,
+    /// The URI, for errors.
+    path: String,
+    runtime: &'static tokio::runtime::Runtime,
+}
+
+impl Write for HdfsOutput {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let writer = &mut self.writer;
+        self.runtime
+            .block_on(writer.write_bytes(Bytes::copy_from_slice(buf)))
+            .map_err(|e| to_io(&self.path, "cannot write", e))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl OutputFile for HdfsOutput {
+    fn sync(&mut self) -> io::Result<()> {
+        let writer = &mut self.writer;
+        self.runtime
+            .block_on(writer.hsync())
+            .map_err(|e| to_io(&self.path, "cannot sync", e))
+    }
+    fn close(mut self: Box<Self>) -> io::Result<()> {
+        let writer = &mut self.writer;
+        self.runtime
+            .block_on(writer.close())
+            .map_err(|e| to_io(&self.path, "cannot close", e))
     }
 }
 

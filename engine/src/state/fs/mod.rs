@@ -12,7 +12,7 @@ mod hadoop_conf;
 mod hdfs;
 
 use std::collections::HashMap;
-use std::io;
+use std::io::{self, Read};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -20,7 +20,7 @@ pub use hadoop_conf::{HadoopConf, HdfsCluster};
 pub use hdfs::HdfsStorage;
 
 use crate::config::HdfsUri;
-use crate::state::storage::{FileInfo, LocalFileStorage, StateStorage};
+use crate::state::storage::{FileInfo, LocalFileStorage, OutputFile, StateStorage};
 
 /// Durable storage by scheme: local paths and `hdfs://` URIs.
 #[derive(Default)]
@@ -160,6 +160,29 @@ impl StateStorage for FileSystems {
 
     fn delete_dir(&self, path: &str) -> io::Result<()> {
         routed!(self, path, |s| s.delete_dir(path))
+    }
+
+    fn open_read(&self, path: &str, offset: u64) -> io::Result<Box<dyn Read + Send>> {
+        routed!(self, path, |s| s.open_read(path, offset))
+    }
+
+    fn create_file(&self, path: &str) -> io::Result<Box<dyn OutputFile>> {
+        routed!(self, path, |s| s.create_file(path))
+    }
+
+    /// Both paths must be on one file system: a rename never copies.
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        if HdfsUri::parse(from).is_some() != HdfsUri::parse(to).is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot rename {from} to {to}: they are on different file systems"),
+            ));
+        }
+        routed!(self, from, |s| s.rename(from, to))
+    }
+
+    fn create_dir(&self, path: &str) -> io::Result<()> {
+        routed!(self, path, |s| s.create_dir(path))
     }
 }
 
