@@ -2,8 +2,11 @@
 //! source reads every record exactly once through a savepoint and a rescaled restart, bounded
 //! mode ends the job, a missing topic or an unreachable broker fails the job naming it, the
 //! sink writes what the job produced (read back with a consumer), and the exactly-once sink
-//! writes every record of Kafka → counting → Kafka once through TaskManager kills and a broker
-//! restart (read back with a `read_committed` consumer, checked by `sluice check-counting`).
+//! writes every record of Kafka → counting → Kafka once through TaskManager kills, a frozen
+//! TaskManager and a broker restart (read back with a `read_committed` consumer, checked by
+//! `sluice check-counting`); partitions added while the job runs or while it is stopped are
+//! discovered and read once, and event-time windows over Kafka timestamps count every record
+//! of a partition that lags the other by an hour (watermarks per partition).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -512,7 +515,7 @@ fn check_committed(
 }
 
 #[test]
-fn exactly_once_kafka_to_counting_to_kafka_through_taskmanager_kills_and_a_broker_restart() {
+fn exactly_once_kafka_to_counting_to_kafka_through_kills_a_freeze_and_a_broker_restart() {
     let broker = broker();
     let (input, output) = ("eo-in", "eo-out");
     broker.create_topic(input, 3);
@@ -544,6 +547,14 @@ fn exactly_once_kafka_to_counting_to_kafka_through_taskmanager_kills_and_a_broke
                 let out = cluster.script("taskmanager.sh", &["start"]);
                 assert!(out.status.success(), "taskmanager.sh start failed");
                 running(&cluster);
+            }
+            // A TaskManager freezes for a moment (SIGSTOP) with records in flight, then
+            // goes on where it stood.
+            2 => {
+                let frozen = cluster.pids("taskmanager")[0];
+                signal("-STOP", frozen);
+                std::thread::sleep(Duration::from_secs(3));
+                signal("-CONT", frozen);
             }
             // The broker goes away and comes back while the job runs.
             4 => broker.restart(),
