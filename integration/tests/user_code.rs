@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sluice_integration::{
-    StandaloneCluster, alive, final_sums, job_id_of, shared_cluster, test_job_bin, wait_for,
+    StandaloneCluster, alive, final_sums, free_port, job_id_of, shared_cluster, test_job_bin,
+    wait_for,
 };
 
 /// One cluster for the tests that submit: two TaskManagers of two slots.
@@ -16,11 +17,19 @@ fn cluster() -> &'static StandaloneCluster {
     // Fetched artifacts no worker runs leave the TaskManagers' caches after 2 s. The job
     // projects here are built with the tests' profile, debug info included: over 100 MB, the
     // default upload limit, where a release build is a fraction of that.
+    // Each process has a Prometheus reporter on a port of a range, and TaskManagers heartbeat
+    // (and hear their workers' counters) every second.
     shared_cluster(&CLUSTER, || {
+        let first = free_port();
         StandaloneCluster::start(
             2,
             2,
-            "blob.service.cleanup.interval: 2\nrest.server.max-content-length: 512mb",
+            &format!(
+                "blob.service.cleanup.interval: 2\nrest.server.max-content-length: 512mb\n\
+                 metrics.reporter.prom.factory.class: org.apache.flink.metrics.prometheus.PrometheusReporterFactory\n\
+                 metrics.reporter.prom.port: {first}-{}\nheartbeat.interval: 1 s\n",
+                first.saturating_add(20)
+            ),
         )
     })
 }
@@ -77,54 +86,139 @@ fn an_artifact_job_runs_across_taskmanagers_with_exact_results() {
 }
 
 #[test]
-fn a_job_that_aborts_its_process_fails_alone() {
+fn jobs_that_abort_their_process_or_outgrow_its_memory_fail_alone() {
     let cluster = cluster();
     let taskmanagers = cluster.pids("taskmanager");
     let steady = cluster.submit_detached(&["-p", "2", "stream-sum", "--rate", "2000"]);
     cluster.wait_state(&steady, "RUNNING", Duration::from_secs(30));
+    let artifact = test_job_bin();
+    let records = |cluster: &StandaloneCluster| {
+        cluster.job(&steady)["vertices"][0]["metrics"]["write-records"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    // A job that aborts, then one that holds ever more memory (it would stop at 3 GiB, past
+    // the TaskManagers' 1728 MiB), each failing with its own reason.
+    let cases: [(&[&str], &[&str]); 2] = [
+        (&["-p", "2", "-c", "abort"], &["--after", "300"]),
+        (
+            &["-p", "1", "-c", "hog"],
+            &["--mib-per-record", "4", "--max-mib", "3072"],
+        ),
+    ];
+    for ((options, program_args), expected) in cases.iter().zip([
+        &["worker process", "SIGABRT"][..],
+        &[
+            "worker process",
+            "stopped for its memory",
+            "taskmanager.memory.process.size (1728 MiB)",
+        ][..],
+    ]) {
+        let mut args = vec!["-d", "-D", "restart-strategy.type=none"];
+        args.extend_from_slice(options);
+        args.push(artifact.to_str().unwrap());
+        args.extend_from_slice(program_args);
+        let (ok, text) = run(cluster, &args);
+        assert!(ok, "{text}");
+        let failing = job_id_of(&text);
+        cluster.wait_state(&failing, "FAILED", Duration::from_secs(60));
+        let exceptions = cluster
+            .get(&format!("/jobs/{failing}/exceptions"))
+            .expect("exceptions")
+            .to_string();
+        for part in expected {
+            assert!(exceptions.contains(part), "{part:?} in {exceptions}");
+        }
+        // The other job and every TaskManager went on.
+        let before = records(cluster);
+        wait_for(
+            Duration::from_secs(30),
+            "the other job to keep going",
+            || (records(cluster) > before).then_some(()),
+        );
+        assert_eq!(cluster.job_state(&steady), "RUNNING");
+        assert!(taskmanagers.iter().all(|&pid| alive(pid)));
+        assert_eq!(cluster.pids("taskmanager"), taskmanagers);
+    }
+    let _ = cluster.cli(&["cancel", "-m", &cluster.rest(), &steady]);
+}
+
+#[test]
+fn a_workers_subtasks_are_served_by_its_taskmanagers_prometheus_reporter() {
+    let cluster = cluster();
     let artifact = test_job_bin();
     let (ok, text) = run(
         cluster,
         &[
             "-d",
             "-p",
-            "2",
-            "-D",
-            "restart-strategy.type=none",
+            "1",
             "-c",
-            "abort",
+            "stream-sum",
             artifact.to_str().unwrap(),
-            "--after",
-            "300",
+            "--rate",
+            "2000",
         ],
     );
     assert!(ok, "{text}");
-    let aborting = job_id_of(&text);
-    cluster.wait_state(&aborting, "FAILED", Duration::from_secs(60));
-    let exceptions = cluster
-        .get(&format!("/jobs/{aborting}/exceptions"))
-        .expect("exceptions")
-        .to_string();
-    assert!(
-        exceptions.contains("worker process") && exceptions.contains("SIGABRT"),
-        "{exceptions}"
-    );
-    // The other job and every TaskManager went on.
-    let records = |cluster: &StandaloneCluster| {
-        cluster.job(&steady)["vertices"][0]["metrics"]["write-records"]
-            .as_u64()
-            .unwrap_or(0)
-    };
-    let before = records(cluster);
-    wait_for(
+    let job = job_id_of(&text);
+    cluster.wait_state(&job, "RUNNING", Duration::from_secs(30));
+    let ports: Vec<u64> = cluster.get("/taskmanagers").expect("taskmanagers")["taskmanagers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tm| {
+            tm["prometheusReporterPort"]
+                .as_u64()
+                .expect("a reporter port")
+        })
+        .collect();
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    // The worker's source subtask, with Flink's labels, counting what it wrote.
+    let wanted = "flink_taskmanager_job_task_numRecordsOut{host=";
+    let line = wait_for(
         Duration::from_secs(30),
-        "the other job to keep going",
-        || (records(cluster) > before).then_some(()),
+        "the worker's source among a TaskManager's task metrics",
+        || {
+            ports.iter().find_map(|port| {
+                let text = http
+                    .get(format!("http://127.0.0.1:{port}/metrics"))
+                    .send()
+                    .and_then(|r| r.text())
+                    .ok()?;
+                text.lines()
+                    .find(|l| {
+                        l.starts_with(wanted)
+                            && l.contains(&format!("job_id=\"{job}\""))
+                            && l.contains("task_name=\"Generator Source\"")
+                            && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) > Some(0.0)
+                    })
+                    .map(str::to_string)
+            })
+        },
     );
-    assert_eq!(cluster.job_state(&steady), "RUNNING");
-    assert!(taskmanagers.iter().all(|&pid| alive(pid)));
-    assert_eq!(cluster.pids("taskmanager"), taskmanagers);
-    let _ = cluster.cli(&["cancel", "-m", &cluster.rest(), &steady]);
+    assert!(line.contains("subtask_index=\"0\""), "{line}");
+    let _ = cluster.cli(&["cancel", "-m", &cluster.rest(), &job]);
+    cluster.wait_state(&job, "CANCELED", Duration::from_secs(30));
+    // Its subtasks leave the exposition with it.
+    wait_for(
+        Duration::from_secs(10),
+        "the canceled job's tasks to leave the exposition",
+        || {
+            ports
+                .iter()
+                .all(|port| {
+                    http.get(format!("http://127.0.0.1:{port}/metrics"))
+                        .send()
+                        .and_then(|r| r.text())
+                        .is_ok_and(|t| !t.contains(&format!("job_id=\"{job}\"")))
+                })
+                .then_some(())
+        },
+    );
 }
 
 /// `POST /jars/upload` of `bytes` as `name`; status and body.

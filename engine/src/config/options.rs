@@ -1198,7 +1198,7 @@ options! {
         doc "Lower bound of the network buffer memory.";
     "taskmanager.memory.process.size" => network.process_size: Mem { min: 1, power_of_two: false },
         default "1728mb",
-        doc "Total memory of a TaskManager process.";
+        doc "Total memory of a TaskManager process: the container size on YARN and Kubernetes; a job worker that takes the TaskManager and its workers past it is stopped.";
     "taskmanager.memory.segment-size" => network.segment_size: Mem { min: 4096, power_of_two: true },
         default "32kb",
         doc "Size of one network buffer (memory segment). Larger segments mean fewer buffers per record to hand between threads (64kb: 1.2x the shuffle benchmark's throughput, bench/README.md) but half as many buffers from the same network memory.";

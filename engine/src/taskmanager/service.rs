@@ -152,6 +152,7 @@ fn start_reporter(
     config: &Config,
     metrics: Arc<TaskManagerMetrics>,
     tasks: Tasks,
+    workers: Option<Arc<Workers>>,
 ) -> std::io::Result<(u16, tokio::task::JoinHandle<()>)> {
     let listener = crate::metrics::bind(
         &config.metrics.prometheus_port,
@@ -160,8 +161,15 @@ fn start_reporter(
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let port = listener.local_addr()?.port();
-    let render: crate::metrics::Render =
-        Arc::new(move || metrics.render(crate::metrics::now_ms(), &running_metrics(&tasks)));
+    // The workers' subtasks are this TaskManager's as well, with their counters as of each
+    // worker's last heartbeat.
+    let render: crate::metrics::Render = Arc::new(move || {
+        let mut running = running_metrics(&tasks);
+        if let Some(workers) = &workers {
+            running.extend(workers.metrics());
+        }
+        metrics.render(crate::metrics::now_ms(), &running)
+    });
     let limits = crate::rpc::http::HttpLimits {
         header_read_timeout: config.rest.header_read_timeout,
         idle_timeout: config.rest.idle_timeout,
@@ -328,6 +336,7 @@ impl TaskManager {
                     secret.clone(),
                     services.registry.clone(),
                     &services.local_state_dir,
+                    metrics.clone(),
                 )
                 .await
                 .map_err(TaskManagerError::Workers)?,
@@ -335,7 +344,7 @@ impl TaskManager {
         };
         let reporter = if config.metrics.prometheus {
             Some(
-                start_reporter(&config, metrics.clone(), tasks.clone())
+                start_reporter(&config, metrics.clone(), tasks.clone(), workers.clone())
                     .map_err(TaskManagerError::Reporter)?,
             )
         } else {

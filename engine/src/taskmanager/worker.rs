@@ -22,6 +22,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use super::metrics::{TaskLabels, TaskManagerMetrics};
 use crate::common::ids::{ExecutionId, JobId};
 use crate::config::Config;
 use crate::network::channel::ProducerGroups;
@@ -39,6 +40,9 @@ const IDLE_LINGER: Duration = Duration::from_secs(10);
 const REGISTRATION_DEADLINE: Duration = Duration::from_secs(30);
 /// Lines of a worker's last output kept for the error that reports its end.
 const TAIL_LINES: usize = 8;
+/// How often the workers' memory is read. YARN's NodeManager checks a container's processes
+/// every 3 s by default; this is well inside that.
+const MEMORY_WATCH: Duration = Duration::from_millis(250);
 
 /// The messages a worker is to get: queued until it registers, then sent.
 enum Outbox {
@@ -59,6 +63,8 @@ struct Worker {
     pid: Option<u32>,
     /// Since when it has had no execution.
     idle_since: Option<Instant>,
+    /// Why this process stopped it, if it did: reported instead of the bare signal.
+    stopped_for: Option<String>,
 }
 
 impl Worker {
@@ -88,6 +94,8 @@ pub(crate) struct Workers {
     upstream: Mutex<Option<(mpsc::UnboundedSender<TmToJm>, String)>>,
     /// When each cached artifact was last run (or first seen in the cache).
     last_used: Mutex<HashMap<String, Instant>>,
+    /// This TaskManager's metrics: the workers' subtasks are among its tasks there.
+    metrics: Arc<TaskManagerMetrics>,
 }
 
 /// The cached artifacts to remove: of the `cached` keys, those no worker runs (`in_use`) and
@@ -113,6 +121,25 @@ fn stale_artifacts(
     stale
 }
 
+/// The worker to stop when this TaskManager (`own` resident bytes) and its workers (`workers`,
+/// resident bytes each) together hold more than `budget` (`taskmanager.memory.process.size`,
+/// what YARN and Kubernetes size the container by): the largest, whose growth it most likely
+/// is. A TaskManager over its budget by itself has no worker to stop, and none is.
+fn over_budget(own: u64, workers: &[u64], budget: u64) -> Option<usize> {
+    let total = workers.iter().fold(own, |sum, w| sum.saturating_add(*w));
+    if total <= budget {
+        return None;
+    }
+    (0..workers.len()).max_by_key(|&i| workers[i])
+}
+
+/// Resident bytes of process `pid` (`"self"` for this one); 0 if it cannot be read (gone).
+fn resident_bytes(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map(|status| crate::metrics::parse_status(&status).0)
+        .unwrap_or(0)
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -125,6 +152,7 @@ impl Workers {
         secret: ClusterSecret,
         registry: Arc<PartitionRegistry>,
         local_dir: &Path,
+        metrics: Arc<TaskManagerMetrics>,
     ) -> std::io::Result<Arc<Workers>> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let workers = Arc::new(Workers {
@@ -138,6 +166,7 @@ impl Workers {
             next_generation: Default::default(),
             upstream: Mutex::default(),
             last_used: Mutex::default(),
+            metrics,
         });
         let acceptor = transport::acceptor().map_err(std::io::Error::other)?;
         let weak = Arc::downgrade(&workers);
@@ -167,7 +196,63 @@ impl Workers {
                 });
             }
         });
+        let weak = Arc::downgrade(&workers);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(MEMORY_WATCH);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                ticker.tick().await;
+                let Some(workers) = weak.upgrade() else {
+                    return;
+                };
+                workers.watch_memory();
+            }
+        });
         Ok(workers)
+    }
+
+    /// Stops the largest worker when this TaskManager and its workers together hold more
+    /// memory than `taskmanager.memory.process.size`: the job's code is what grows, and
+    /// stopping its worker fails that job alone, where the container's limit (YARN's memory
+    /// check, a Kubernetes pod's) or the kernel's OOM killer would take the TaskManager too.
+    fn watch_memory(&self) {
+        let running: Vec<(JobId, u32)> = lock(&self.jobs)
+            .iter()
+            .filter_map(|(job, w)| Some((*job, w.pid?)))
+            .collect();
+        if running.is_empty() {
+            return;
+        }
+        let own = resident_bytes("self");
+        let sizes: Vec<u64> = running
+            .iter()
+            .map(|(_, pid)| resident_bytes(&pid.to_string()))
+            .collect();
+        let budget = self.config.network.process_size;
+        let Some(i) = over_budget(own, &sizes, budget) else {
+            return;
+        };
+        let (job, pid) = running[i];
+        let mib = |bytes: u64| bytes >> 20;
+        let others: u64 = sizes.iter().sum::<u64>() - sizes[i];
+        let why = format!(
+            "stopped for its memory: it held {} MiB, which with the TaskManager's {} MiB and \
+             its other workers' {} MiB is more than taskmanager.memory.process.size ({} MiB)",
+            mib(sizes[i]),
+            mib(own),
+            mib(others),
+            mib(budget)
+        );
+        let mut jobs = lock(&self.jobs);
+        let Some(w) = jobs.get_mut(&job).filter(|w| w.pid == Some(pid)) else {
+            return;
+        };
+        if w.stopped_for.is_none() {
+            warn!(%job, pid, "the job's worker is {why}");
+            w.stopped_for = Some(why);
+            // SAFETY: as in `stop_all`.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
     }
 
     /// The JobManager connection workers' reports go to (`None` while there is none).
@@ -182,6 +267,7 @@ impl Workers {
     }
 
     fn fail(&self, execution: ExecutionId, error: String) {
+        self.metrics.task_ended(&execution);
         self.report(TmToJm::TaskState {
             execution,
             state: ExecutionState::Failed,
@@ -200,6 +286,13 @@ impl Workers {
     ) {
         let execution = deployment.execution;
         let job = execution.job;
+        self.metrics.task_deployed(
+            execution,
+            TaskLabels {
+                job_name: deployment.job_name.clone(),
+                task_name: deployment.vertex_name.clone(),
+            },
+        );
         let mut jobs = lock(&self.jobs);
         if jobs.get(&job).is_some_and(|w| w.key != key) {
             // A new build of the job under the same id (not done by the JobManager today):
@@ -230,6 +323,7 @@ impl Workers {
                 metrics: Vec::new(),
                 pid: None,
                 idle_since: None,
+                stopped_for: None,
             }
         });
         for input in &deployment.inputs {
@@ -262,7 +356,7 @@ impl Workers {
         }
     }
 
-    /// The counters of the workers' running subtasks.
+    /// The counters of the workers' running subtasks, as of each worker's last heartbeat.
     pub(crate) fn metrics(&self) -> Vec<(ExecutionId, TaskMetrics)> {
         lock(&self.jobs)
             .values()
@@ -355,11 +449,18 @@ impl Workers {
         for entry in self.worker_overrides() {
             command.arg("-D").arg(entry);
         }
-        // The worker ends with this process, however this process ends.
-        // SAFETY: prctl in the child between fork and exec only sets its death signal.
+        // The worker ends with this process, however this process ends; and when the host runs
+        // out of memory, the kernel's OOM killer takes the worker before the TaskManager.
+        // SAFETY: between fork and exec the child makes only async-signal-safe calls (prctl,
+        // open, write, close) on a constant path and buffer.
         unsafe {
             command.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY);
+                if fd >= 0 {
+                    libc::write(fd, b"1000".as_ptr().cast(), 4);
+                    libc::close(fd);
+                }
                 Ok(())
             });
         }
@@ -440,9 +541,14 @@ impl Workers {
         watchdog.abort();
         // Let the output readers catch the last lines.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let how = match status {
-            Ok(status) => crate::pids::describe_exit(status),
-            Err(e) => format!("cannot be waited for: {e}"),
+        let stopped_for = lock(&self.jobs)
+            .get(&job)
+            .filter(|w| w.generation == generation)
+            .and_then(|w| w.stopped_for.clone());
+        let how = match (stopped_for, status) {
+            (Some(why), _) => why,
+            (None, Ok(status)) => crate::pids::describe_exit(status),
+            (None, Err(e)) => format!("cannot be waited for: {e}"),
         };
         let last = lock(&tail).iter().cloned().collect::<Vec<_>>().join("\n");
         let mut reason = format!(
@@ -655,6 +761,7 @@ impl Workers {
                         if state.is_terminal() {
                             w.executions.remove(&execution);
                             w.metrics.retain(|(e, _)| *e != execution);
+                            self.metrics.task_ended(&execution);
                         }
                         drop(jobs);
                         self.report(TmToJm::TaskState {
@@ -689,6 +796,20 @@ impl Workers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_largest_worker_goes_when_the_processes_hold_more_than_the_budget() {
+        // Within the budget, or exactly at it: nothing is stopped.
+        assert_eq!(over_budget(100, &[300, 500], 900), None);
+        assert_eq!(over_budget(100, &[300, 500], 1000), None);
+        // Over it: the largest worker, wherever it is in the list.
+        assert_eq!(over_budget(100, &[300, 700], 1000), Some(1));
+        assert_eq!(over_budget(100, &[800, 150], 1000), Some(0));
+        // A TaskManager over its budget by itself, with no worker: none to stop.
+        assert_eq!(over_budget(2000, &[], 1000), None);
+        // Sizes that would overflow do not wrap into "within the budget".
+        assert_eq!(over_budget(u64::MAX, &[1], 1000), Some(0));
+    }
 
     #[test]
     fn cached_artifacts_go_after_the_interval_without_a_worker() {

@@ -5,6 +5,9 @@
 //!   update written as text (`key sum`); the last sum of each key is N / K.
 //! - `abort --after N`: records forever, and the process aborts at record N of a subtask (a
 //!   job whose code takes its process down, as a crash in a C library would).
+//! - `hog --mib-per-record M --max-mib X`: records at 250 a second, each subtask keeping M MiB
+//!   of written memory per record until it holds X MiB (a job whose state outgrows its
+//!   TaskManager).
 //! - `panic-in-build`: the program panics while building its dataflow.
 //! - `upgrade-v1`, `upgrade-v2`, `upgrade-v3`: three versions of one stateful job with uids,
 //!   for resuming a changed program from a savepoint (see `upgrade.rs`).
@@ -85,6 +88,39 @@ impl JobProgram for Abort {
     }
 }
 
+struct Hog;
+
+impl JobProgram for Hog {
+    fn name(&self) -> &str {
+        "hog"
+    }
+    fn description(&self) -> &str {
+        "records at 250/s; each keeps M MiB of memory until the subtask holds X MiB"
+    }
+    fn usage(&self) -> &str {
+        "--mib-per-record M --max-mib X"
+    }
+    fn build(&self, env: &StreamExecutionEnvironment, args: &[String]) -> Result<String, String> {
+        let per_record = number(args, "--mib-per-record", 4)? as usize;
+        let max = number(args, "--max-mib", 4096)? as usize;
+        env.generate(250, |i| i)
+            .map(move |i: u64| {
+                thread_local! {
+                    static HELD: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+                }
+                HELD.with_borrow_mut(|held| {
+                    if held.len() * per_record < max {
+                        // Written, so that the pages are resident and not merely reserved.
+                        held.push(vec![0x5a; per_record << 20]);
+                    }
+                });
+                i
+            })
+            .discard();
+        Ok("Hog".into())
+    }
+}
+
 struct PanicInBuild;
 
 impl JobProgram for PanicInBuild {
@@ -107,6 +143,7 @@ fn main() -> std::process::ExitCode {
     for program in [
         Arc::new(Sum) as Arc<dyn JobProgram>,
         Arc::new(Abort),
+        Arc::new(Hog),
         Arc::new(PanicInBuild),
     ] {
         programs.register(program).expect("distinct names");
