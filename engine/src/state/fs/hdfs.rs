@@ -77,7 +77,7 @@ impl HdfsStorage {
         let runtime = io_runtime()?;
         let client = ClientBuilder::new()
             .with_url(cluster.uri.clone())
-            .with_config(conf.settings())
+            .with_config(conf.client_settings(&cluster))
             .with_io_runtime(runtime.handle().clone())
             .build()
             .map_err(|e| {
