@@ -5,7 +5,9 @@
 #   scripts/yarn-minicluster.sh start DIR    start YARN; DIR gets yarn-site.xml, ready, pid, log
 #   scripts/yarn-minicluster.sh start-dfs DIR [PID]
 #                                            start HDFS; DIR gets core-site.xml, hdfs-site.xml,
-#                                            ready, pid, log; with PID it stops when PID ends
+#                                            ready, pid, log; with PID it stops when PID ends;
+#                                            DIR/control takes commands that stop and restart
+#                                            the NameNode or stop a DataNode (DfsLauncher.java)
 #   scripts/yarn-minicluster.sh stop DIR     stop the cluster started in DIR
 # Starting where a cluster already runs prints its line again. `start` prints the launcher's
 # line READY rm=HOST:PORT scheduler=HOST:PORT web=HOST:PORT; `start-dfs` prints

@@ -104,9 +104,9 @@ pub fn free_udp_port() -> u16 {
         .expect("no free port")
 }
 
-/// Removes the directories `<dir_prefix><pid of a test binary>` of earlier test binaries whose
-/// server is gone: neither the binary nor the process in the directory's `pid_file` runs (the
-/// servers stop with their test binary; their data stays behind).
+/// Removes the directories `<dir_prefix><pid of a test binary>[-<name>]` of earlier test
+/// binaries whose server is gone: neither the binary nor the process in the directory's
+/// `pid_file` runs (the servers stop with their test binary; their data stays behind).
 pub fn remove_stale_dirs(dir_prefix: &str, pid_file: &str) {
     let Some(parent) = Path::new(dir_prefix).parent() else {
         return;
@@ -121,6 +121,7 @@ pub fn remove_stale_dirs(dir_prefix: &str, pid_file: &str) {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(owner) = name
             .strip_prefix(&prefix)
+            .and_then(|p| p.split('-').next())
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;

@@ -18,6 +18,17 @@ const DEFAULT_FS: &str = "fs.defaultFS";
 const DEFAULT_NAMENODE_PORT: u16 = 8020;
 /// The site files, lowest precedence first.
 const SITE_FILES: [&str; 2] = ["core-site.xml", "hdfs-site.xml"];
+/// How often Hadoop's client tries to connect to a NameNode that refuses before the call fails,
+/// and Hadoop's default.
+const CONNECT_MAX_RETRIES: (&str, u64) = ("ipc.client.connect.max.retries", 10);
+/// The milliseconds between those tries, and Hadoop's default.
+const CONNECT_RETRY_INTERVAL: (&str, u64) = ("ipc.client.connect.retry.interval", 1000);
+/// How often a NameNode call that could not reach a NameNode tries (the next) one again.
+const FAILOVER_MAX_ATTEMPTS: &str = "dfs.client.failover.max.attempts";
+/// The first pause between those tries, in ms; it doubles up to the next setting.
+const FAILOVER_SLEEP_BASE: &str = "dfs.client.failover.sleep.base.millis";
+/// The longest pause between those tries, in ms.
+const FAILOVER_SLEEP_MAX: &str = "dfs.client.failover.sleep.max.millis";
 
 /// Hadoop settings (name to value) and where they were read from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,6 +98,43 @@ impl HadoopConf {
     /// Every setting, for a client that takes the configuration as pairs.
     pub fn settings(&self) -> impl Iterator<Item = (&str, &str)> {
         self.settings.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The settings a client of `cluster` is built with: these, and for a cluster of one
+    /// NameNode how long a call keeps trying to reach it.
+    ///
+    /// `hdfs-native` retries a NameNode it cannot reach through its failover loop, also when
+    /// there is only one NameNode: `dfs.client.failover.max.attempts` tries (15 by default)
+    /// with pauses from `dfs.client.failover.sleep.base.millis` doubling to
+    /// `dfs.client.failover.sleep.max.millis` (1 s to 15 s), about three minutes in all. Hadoop's
+    /// own client fails over only between the NameNodes of a name service; a single NameNode
+    /// that refuses is tried `ipc.client.connect.max.retries` times (10),
+    /// `ipc.client.connect.retry.interval` apart (1 s), and the call fails after ≈ 10 s. So for
+    /// one NameNode the failover settings not set explicitly are taken from those two, and a
+    /// NameNode that is down fails a checkpoint's writes within seconds instead of minutes.
+    /// For a name service of several NameNodes the failover settings apply as they are.
+    pub fn client_settings(&self, cluster: &HdfsCluster) -> Vec<(String, String)> {
+        let mut settings = self.settings.clone();
+        if cluster.namenodes.len() == 1 {
+            let number = |(key, default): (&str, u64)| {
+                self.get(key)
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or(default)
+            };
+            // Tries after the first, as hdfs-native counts them too.
+            let retries = number(CONNECT_MAX_RETRIES);
+            let interval = number(CONNECT_RETRY_INTERVAL);
+            for (key, value) in [
+                (FAILOVER_MAX_ATTEMPTS, retries),
+                (FAILOVER_SLEEP_BASE, interval),
+                (FAILOVER_SLEEP_MAX, interval),
+            ] {
+                settings
+                    .entry(key.to_string())
+                    .or_insert_with(|| value.to_string());
+            }
+        }
+        settings.into_iter().collect()
     }
 
     /// Where the settings came from, for messages.
@@ -302,6 +350,48 @@ mod tests {
         assert_eq!(direct.namenodes, vec!["nn:9000"]);
         let default_port = conf.resolve("hdfs://nn/x", &uri("hdfs://nn/x")).unwrap();
         assert_eq!(default_port.namenodes, vec!["nn:8020"]);
+    }
+
+    #[test]
+    fn one_namenode_is_retried_as_hadoop_retries_connections_and_a_name_service_fails_over() {
+        let get = |settings: &[(String, String)], key: &str| {
+            settings
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+        };
+        let conf = ha_conf();
+        let single = conf
+            .resolve("hdfs://nn:9000/x", &uri("hdfs://nn:9000/x"))
+            .unwrap();
+        let settings = conf.client_settings(&single);
+        assert_eq!(get(&settings, FAILOVER_MAX_ATTEMPTS).as_deref(), Some("10"));
+        assert_eq!(get(&settings, FAILOVER_SLEEP_BASE).as_deref(), Some("1000"));
+        assert_eq!(get(&settings, FAILOVER_SLEEP_MAX).as_deref(), Some("1000"));
+        assert_eq!(
+            get(&settings, "dfs.nameservices").as_deref(),
+            Some("prod, other")
+        );
+        let prod = conf.resolve("hdfs:///x", &uri("hdfs:///x")).unwrap();
+        let settings = conf.client_settings(&prod);
+        assert_eq!(get(&settings, FAILOVER_MAX_ATTEMPTS), None);
+
+        let mut tuned = ha_conf();
+        tuned
+            .add_site(&site(&[
+                ("ipc.client.connect.max.retries", "3"),
+                ("ipc.client.connect.retry.interval", "200"),
+                ("dfs.client.failover.sleep.max.millis", "700"),
+            ]))
+            .unwrap();
+        let settings = tuned.client_settings(&single);
+        assert_eq!(get(&settings, FAILOVER_MAX_ATTEMPTS).as_deref(), Some("3"));
+        assert_eq!(get(&settings, FAILOVER_SLEEP_BASE).as_deref(), Some("200"));
+        assert_eq!(
+            get(&settings, FAILOVER_SLEEP_MAX).as_deref(),
+            Some("700"),
+            "an explicit setting wins"
+        );
     }
 
     #[test]

@@ -1,9 +1,14 @@
 //! [`StateStorage`] on HDFS, through the pure-Rust `hdfs-native` client (no JVM, no libhdfs).
 //!
 //! Files are written whole and renamed into place: a reader sees the old file or the new one,
-//! never a prefix, and nothing relies on append. A write whose pipeline fails (a DataNode lost
-//! mid-block, a NameNode that refused to complete the file) is retried from the start as a new
-//! temporary file; the client itself already replaces DataNodes within one attempt.
+//! never a prefix, and nothing relies on append. Within one attempt the client itself drops a
+//! DataNode lost mid-block from the pipeline (and replaces it as
+//! `dfs.client.block.write.replace-datanode-on-failure.*` say); a write that fails all the same
+//! (a pipeline that could not be set up because its first DataNode is gone, a NameNode that
+//! refused to complete the file) is retried from the start as a new temporary file, after a
+//! pause that lets the NameNode notice the lost DataNode and leave it out of new pipelines.
+//! A NameNode that cannot be reached fails the write at once: the client has already retried
+//! it (see [`HadoopConf::client_settings`]), and the next checkpoint tries again.
 //!
 //! The client is asynchronous, the storage calls are not: they come from blocking threads
 //! (checkpoint I/O lanes, task threads, the JobManager's blocking pool). Each call runs its
@@ -15,6 +20,7 @@
 use std::io::{self, Read, Write};
 use std::path::Path;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use bytes::Bytes;
 use hdfs_native::file::{FileReader, FileWriter};
@@ -25,7 +31,13 @@ use crate::config::HdfsUri;
 use crate::state::storage::{FileInfo, OutputFile, StateStorage};
 
 /// Whole-file attempts of a write before its error is returned.
-const WRITE_ATTEMPTS: u32 = 3;
+const WRITE_ATTEMPTS: u32 = 4;
+/// The pause before a write's second attempt; it doubles for each further one (1, 2, 4 s).
+/// A NameNode takes a DataNode without heartbeats for stale after
+/// `dfs.namenode.stale.datanode.interval` and, with `dfs.namenode.avoid.write.stale.datanode`,
+/// places no new block on it; a cluster with more DataNodes than replicas most likely picks
+/// other ones anyway.
+const WRITE_RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// Bytes moved per client call when uploading or downloading a local file.
 const CHUNK: usize = 4 << 20;
 /// The permission of a directory only its owner may read or enter (`rwx------`).
@@ -77,7 +89,7 @@ impl HdfsStorage {
         let runtime = io_runtime()?;
         let client = ClientBuilder::new()
             .with_url(cluster.uri.clone())
-            .with_config(conf.settings())
+            .with_config(conf.client_settings(&cluster))
             .with_io_runtime(runtime.handle().clone())
             .build()
             .map_err(|e| {
@@ -118,36 +130,78 @@ impl HdfsStorage {
         loop {
             let tmp = temp_beside(&target);
             let reader = source()?;
-            match self
+            let failed = match self
                 .runtime
                 .block_on(self.write_attempt(&tmp, &target, reader))
             {
                 Ok(n) => return Ok(n),
-                Err(e) => {
-                    // The temporary file is not referenced by anything; drop it, quietly.
-                    let _ = self.runtime.block_on(self.client.delete(&tmp, false));
-                    if !retryable(&e) || attempt == WRITE_ATTEMPTS {
-                        return Err(to_io(path, "cannot write", e));
-                    }
-                    tracing::warn!(
-                        path,
-                        attempt,
-                        "HDFS write failed, retrying the whole file: {e}"
-                    );
-                    attempt += 1;
+                Err(failed) => failed,
+            };
+            let namenode_answered = failed.created && {
+                // The temporary file is not referenced by anything; drop it, quietly. Whether
+                // the NameNode answers also says who broke the attempt.
+                match self.runtime.block_on(self.client.delete(&tmp, false)) {
+                    Ok(_) => true,
+                    Err(e) => not_found(&e),
                 }
+            };
+            let e = failed.error;
+            if !retryable(&e, namenode_answered) || attempt == WRITE_ATTEMPTS {
+                // A file that could not even be created failed at the NameNode.
+                let doing = match &e {
+                    HdfsError::IOError(_) if !failed.created => format!(
+                        "cannot write: no answer from the NameNode ({})",
+                        self.cluster.namenodes.join(", ")
+                    ),
+                    _ => "cannot write".to_string(),
+                };
+                return Err(to_io(path, &doing, e));
             }
+            let pause = WRITE_RETRY_PAUSE * 2u32.pow(attempt - 1);
+            tracing::warn!(
+                path,
+                attempt,
+                pause_ms = pause.as_millis() as u64,
+                "HDFS write failed, retrying the whole file: {e}"
+            );
+            std::thread::sleep(pause);
+            attempt += 1;
         }
     }
 
+    /// One attempt of [`write_whole`](Self::write_whole): `tmp` written from `reader`, closed
+    /// and renamed to `target`.
     async fn write_attempt<'a>(
         &self,
         tmp: &str,
         target: &str,
+        reader: Box<dyn Read + 'a>,
+    ) -> Result<u64, FailedAttempt> {
+        let options = WriteOptions::default().overwrite(true).create_parent(true);
+        let writer = self
+            .client
+            .create(tmp, options)
+            .await
+            .map_err(|error| FailedAttempt {
+                error,
+                created: false,
+            })?;
+        self.fill(writer, tmp, target, reader)
+            .await
+            .map_err(|error| FailedAttempt {
+                error,
+                created: true,
+            })
+    }
+
+    /// Writes `reader` to the created `writer` of `tmp`, closes it and renames it to `target`.
+    async fn fill<'a>(
+        &self,
+        mut writer: FileWriter,
+        tmp: &str,
+        target: &str,
         mut reader: Box<dyn Read + 'a>,
     ) -> Result<u64, HdfsError> {
-        let options = WriteOptions::default().overwrite(true).create_parent(true);
-        let mut writer = self.client.create(tmp, options).await?;
         let mut total = 0u64;
         let mut buf = vec![0u8; CHUNK];
         loop {
@@ -423,18 +477,27 @@ fn not_found(e: &HdfsError) -> bool {
     }
 }
 
-/// Whether a failed write may succeed when tried again from the start: a broken pipeline or
-/// connection may, a refused path or permission may not.
-fn retryable(e: &HdfsError) -> bool {
+/// A write attempt that failed: why, and whether its temporary file was created (so the
+/// NameNode answered at least once).
+struct FailedAttempt {
+    error: HdfsError,
+    created: bool,
+}
+
+/// Whether a failed write may succeed when tried again from the start: a broken pipeline may, a
+/// refused path or permission may not. A connection error is ambiguous: it may be the
+/// NameNode's, which the client has already retried (its failover attempts), or a DataNode's,
+/// which a new attempt's new pipeline may avoid; `namenode_answered` (the NameNode answered the
+/// cleanup of the failed attempt) tells them apart.
+fn retryable(e: &HdfsError, namenode_answered: bool) -> bool {
     match e {
-        // A refused connection was already retried by the client (its NameNode failover
-        // attempts); a NameNode that is down fails this write, and the next checkpoint tries.
-        HdfsError::IOError(io) => !matches!(
-            io.kind(),
-            io::ErrorKind::NotFound
-                | io::ErrorKind::ConnectionRefused
-                | io::ErrorKind::PermissionDenied
-        ),
+        HdfsError::IOError(io) => {
+            namenode_answered
+                && !matches!(
+                    io.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                )
+        }
         HdfsError::DataTransferError(_)
         | HdfsError::ChecksumError
         | HdfsError::OperationFailed(_)
@@ -499,18 +562,33 @@ mod tests {
 
     #[test]
     fn pipeline_failures_are_retried_and_refusals_are_not() {
-        assert!(retryable(&HdfsError::DataTransferError("pipeline".into())));
-        assert!(retryable(&HdfsError::IOError(
-            io::ErrorKind::ConnectionReset.into()
-        )));
-        assert!(!retryable(&HdfsError::RPCError(
-            "org.apache.hadoop.security.AccessControlException".into(),
-            String::new()
-        )));
-        assert!(!retryable(&HdfsError::InvalidPath("x".into())));
-        assert!(!retryable(&HdfsError::IOError(
-            io::ErrorKind::ConnectionRefused.into()
-        )));
+        for answered in [true, false] {
+            assert!(retryable(
+                &HdfsError::DataTransferError("pipeline".into()),
+                answered
+            ));
+            assert!(!retryable(
+                &HdfsError::RPCError(
+                    "org.apache.hadoop.security.AccessControlException".into(),
+                    String::new()
+                ),
+                answered
+            ));
+            assert!(!retryable(&HdfsError::InvalidPath("x".into()), answered));
+        }
+        // A refused or dropped connection is a lost DataNode's while the NameNode answers, and
+        // a NameNode that is down (already retried by the client) otherwise.
+        for kind in [
+            io::ErrorKind::ConnectionRefused,
+            io::ErrorKind::ConnectionReset,
+        ] {
+            assert!(retryable(&HdfsError::IOError(kind.into()), true));
+            assert!(!retryable(&HdfsError::IOError(kind.into()), false));
+        }
+        assert!(!retryable(
+            &HdfsError::IOError(io::ErrorKind::PermissionDenied.into()),
+            true
+        ));
     }
 
     #[test]
