@@ -95,12 +95,7 @@ impl HadoopConf {
         self.settings.get(key).map(String::as_str)
     }
 
-    /// Every setting, for a client that takes the configuration as pairs.
-    pub fn settings(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.settings.iter().map(|(k, v)| (k.as_str(), v.as_str()))
-    }
-
-    /// The settings a client of `cluster` is built with: these, and for a cluster of one
+    /// The settings a client of `cluster` is built with: all of these, and for a cluster of one
     /// NameNode how long a call keeps trying to reach it.
     ///
     /// `hdfs-native` retries a NameNode it cannot reach through its failover loop, also when
