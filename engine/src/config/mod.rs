@@ -470,13 +470,23 @@ pub struct NetworkOptions {
     /// `taskmanager.network.sort-shuffle.min-buffers` (default 512, ≥ 1): segments of output a
     /// blocking partition gathers in memory before it writes a region of its file.
     pub sort_shuffle_buffers: u32,
-    /// `taskmanager.network.quic.max-mtu` (default 1452): largest UDP payload the data plane's
-    /// QUIC connections grow to by MTU discovery (the path MTU; 9000 on jumbo-frame links,
-    /// 65000 on loopback).
-    pub quic_max_mtu: u16,
+    /// `taskmanager.network.quic.max-mtu` (default `auto`): largest UDP payload the data plane's
+    /// QUIC connections grow to by MTU discovery. `auto` takes it per peer from the MTU the
+    /// kernel reports for the route to it (loopback's 64 KiB between TaskManagers of one host,
+    /// 9000 on jumbo frames, Ethernet's 1500 otherwise); a number is one bound for every peer.
+    pub quic_max_mtu: MtuLimit,
     /// `taskmanager.network.quic.num-threads` (default -1: one per task slot): threads of the
     /// data plane's own async runtime (QUIC I/O, encryption, serving and reading channels).
     pub quic_num_threads: i32,
+}
+
+/// The bound on the data plane's datagram size (`taskmanager.network.quic.max-mtu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MtuLimit {
+    /// Per peer, from the route's MTU.
+    Auto,
+    /// The largest UDP payload for every peer, in bytes (1200 to 65000).
+    Max(u16),
 }
 
 impl NetworkOptions {
@@ -773,7 +783,7 @@ impl Config {
                 blocking_compression: false,
                 sort_shuffle_buffers: 0,
                 buffer_timeout: Duration::ZERO,
-                quic_max_mtu: 0,
+                quic_max_mtu: MtuLimit::Auto,
                 quic_num_threads: 0,
             },
             parallelism_default: 0,

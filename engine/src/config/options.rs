@@ -444,6 +444,34 @@ impl<T: TryFrom<i64> + std::fmt::Display> Codec for Int<T> {
     }
 }
 
+/// `auto`, or a UDP payload size in `1200..=65000`.
+struct Mtu;
+
+impl Codec for Mtu {
+    type Value = super::MtuLimit;
+    const TYPE_NAME: &'static str = "auto or integer";
+    fn parse(&self, raw: &str) -> Result<super::MtuLimit, Rejection> {
+        if raw.trim().eq_ignore_ascii_case("auto") {
+            return Ok(super::MtuLimit::Auto);
+        }
+        Int::<u16>::range(1200, 65000)
+            .parse(raw)
+            .map(super::MtuLimit::Max)
+            .map_err(|e| match e {
+                Rejection::Invalid(_) => {
+                    Rejection::Invalid("expected auto or a size in bytes such as 9000".into())
+                }
+                out_of_range => out_of_range,
+            })
+    }
+    fn render(&self, value: &super::MtuLimit) -> String {
+        match value {
+            super::MtuLimit::Auto => "auto".into(),
+            super::MtuLimit::Max(n) => n.to_string(),
+        }
+    }
+}
+
 /// A fraction strictly between 0 and 1.
 struct Fraction;
 
@@ -1214,9 +1242,9 @@ options! {
     "taskmanager.network.memory.max-buffers-per-channel" => network.max_buffers_per_channel: AT_LEAST_ONE,
         default "10",
         doc "Most buffers one subpartition may queue, so that one slow consumer cannot take its partition's whole pool.";
-    "taskmanager.network.quic.max-mtu" => network.quic_max_mtu: Int::<u16>::range(1200, 65000),
-        default "1452",
-        doc "Largest UDP payload QUIC data connections grow to by MTU discovery: the path MTU (9000 on jumbo frames, 65000 on loopback).";
+    "taskmanager.network.quic.max-mtu" => network.quic_max_mtu: Mtu,
+        default "auto",
+        doc "Largest UDP payload QUIC data connections grow to by MTU discovery. auto: per peer, the MTU the kernel reports for the route to it (64 KiB over loopback between TaskManagers of one host, 9000 on jumbo frames, 1452 on Ethernet); a number from 1200 to 65000 bounds every connection.";
     "taskmanager.network.quic.num-threads" => network.quic_num_threads: Int::<i32>::range(-1, 1024),
         default "-1",
         doc "Threads of the data plane's own runtime (QUIC I/O and encryption, serving and reading channels); -1 or 0 means one per task slot, like Flink's netty threads.";
@@ -1413,6 +1441,27 @@ mod tests {
             codec.parse("reactive"),
             Err(Rejection::Invalid(
                 r#"expected one of "default", "adaptive""#.into()
+            ))
+        );
+    }
+
+    #[test]
+    fn the_datagram_bound_is_auto_or_a_size_in_range() {
+        use super::super::MtuLimit;
+        assert_eq!(Mtu.parse(" AUTO "), Ok(MtuLimit::Auto));
+        assert_eq!(Mtu.parse("9000"), Ok(MtuLimit::Max(9000)));
+        assert_eq!(Mtu.render(&MtuLimit::Auto), "auto");
+        assert_eq!(Mtu.render(&MtuLimit::Max(1452)), "1452");
+        assert_eq!(
+            Mtu.parse("1000"),
+            Err(Rejection::OutOfRange(
+                "must be between 1200 and 65000".into()
+            ))
+        );
+        assert_eq!(
+            Mtu.parse("jumbo"),
+            Err(Rejection::Invalid(
+                "expected auto or a size in bytes such as 9000".into()
             ))
         );
     }

@@ -41,6 +41,7 @@ use super::registry::{PartitionRegistry, TakeError};
 use super::valve::TimeSignal;
 use crate::common::error::TaskError;
 use crate::common::ids::PartitionId;
+use crate::config::MtuLimit;
 use crate::security::{self, ClusterSecret};
 use crate::threads::SchedulingPolicy;
 
@@ -143,7 +144,7 @@ pub struct DataPlaneSettings {
     /// A peer silent this long is considered gone.
     pub idle_timeout: Duration,
     /// The largest UDP payload MTU discovery may reach (`taskmanager.network.quic.max-mtu`).
-    pub max_mtu: u16,
+    pub max_mtu: MtuLimit,
     /// Threads of the data plane's runtime (`taskmanager.network.quic.num-threads`, resolved).
     pub threads: usize,
     /// How the OS schedules them (`taskmanager.threads.scheduling-policy`).
@@ -157,8 +158,70 @@ pub struct DataPlaneSettings {
 
 /// QUIC's default and minimum-safe UDP payload: what every IPv4 path with a 1500-byte MTU carries.
 const DEFAULT_MTU: u16 = 1452;
+/// The largest UDP payload the data plane sends or accepts: loopback's 64 KiB MTU less the IP and
+/// UDP headers, rounded down.
+const LARGEST_MTU: u16 = 65000;
+/// Routes whose MTU is at most this (Ethernet's 1500, or a tunnel's less) keep QUIC's defaults.
+const ETHERNET_MTU: u32 = 1500;
 
-fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
+/// The largest UDP payload MTU discovery may try towards a peer. A fixed limit is used as it
+/// is. With `auto`, a route whose MTU exceeds Ethernet's (loopback, jumbo frames) bounds it at
+/// that MTU less the IP and UDP headers; any other route, or one the kernel could not tell,
+/// keeps QUIC's safe default, from which discovery still climbs on paths that allow it.
+pub(crate) fn mtu_upper_bound(limit: MtuLimit, route_mtu: Option<u32>, ipv6: bool) -> u16 {
+    match limit {
+        MtuLimit::Max(n) => n,
+        MtuLimit::Auto => match route_mtu {
+            Some(mtu) if mtu > ETHERNET_MTU => {
+                let headers = if ipv6 { 40 + 8 } else { 20 + 8 };
+                (mtu - headers).min(u32::from(LARGEST_MTU)) as u16
+            }
+            _ => DEFAULT_MTU,
+        },
+    }
+}
+
+/// The MTU the kernel holds for the route to `peer` (the outgoing interface's, or less if ICMP
+/// taught it a smaller path MTU), read from a UDP socket connected to it; nothing is sent.
+fn route_mtu(peer: SocketAddr) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let any: SocketAddr = if peer.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let socket = std::net::UdpSocket::bind(any).ok()?;
+    socket.connect(peer).ok()?;
+    let (level, name) = if peer.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_MTU)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    };
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the socket is open for the call, and `mtu`/`len` are a valid c_int and its size.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&mut mtu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && mtu > 0).then_some(mtu as u32)
+}
+
+/// The upper bound for a connection with `peer`.
+fn peer_upper_bound(limit: MtuLimit, peer: SocketAddr) -> u16 {
+    let route = match limit {
+        MtuLimit::Auto => route_mtu(peer),
+        MtuLimit::Max(_) => None,
+    };
+    mtu_upper_bound(limit, route, peer.is_ipv6())
+}
+
+fn transport_config(settings: &DataPlaneSettings, max_mtu: u16) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
     // Our own credits bound what is in flight per channel, so QUIC's stream window only has to
     // be large enough not to throttle a channel below its credit.
@@ -182,21 +245,21 @@ fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
     ack_frequency.ack_eliciting_threshold(quinn::VarInt::from_u32(8));
     ack_frequency.max_ack_delay(Some(Duration::from_millis(5)));
     t.ack_frequency_config(Some(ack_frequency));
-    if settings.max_mtu > DEFAULT_MTU {
-        // Let MTU discovery climb to the configured path MTU (it stops at 1452 by default).
-        // Both sides start at the safe default: a server's initial MTU above ~3600 bytes would
-        // stall the handshake on the anti-amplification limit.
+    if max_mtu > DEFAULT_MTU {
+        // Let MTU discovery climb to the path MTU (it stops at 1452 by default). Both sides
+        // start at the safe default: a server's initial MTU above ~3600 bytes would stall the
+        // handshake on the anti-amplification limit.
         let mut discovery = quinn::MtuDiscoveryConfig::default();
-        discovery.upper_bound(settings.max_mtu);
+        discovery.upper_bound(max_mtu);
         t.mtu_discovery_config(Some(discovery));
         // Batches of large datagrams exceed 64 KiB with segmentation offload: throughput
         // collapses above ~6500 bytes unless it is off (measured on loopback; `bench/README.md`).
-        if settings.max_mtu > 6500 {
+        if max_mtu > 6500 {
             t.enable_segmentation_offload(false);
         }
         // A congestion window of a few datagrams would throttle large datagrams from the start.
         let mut cubic = quinn::congestion::CubicConfig::default();
-        cubic.initial_window(64 * settings.max_mtu as u64);
+        cubic.initial_window(64 * max_mtu as u64);
         t.congestion_controller_factory(Arc::new(cubic));
     }
     t
@@ -210,12 +273,41 @@ fn transport_config(settings: &DataPlaneSettings) -> quinn::TransportConfig {
 /// another never wakes a second worker thread, and the task threads wake at most one.
 pub struct DataPlane {
     endpoint: quinn::Endpoint,
+    configs: PeerConfigs,
     secret: ClusterSecret,
     connections: AsyncMutex<HashMap<SocketAddr, quinn::Connection>>,
     runtime: tokio::runtime::Handle,
     settings: DataPlaneSettings,
     /// Ends the runtime's thread when the data plane is dropped.
     _shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+/// The data plane's QUIC configurations, made per peer: the transport's datagram size depends on
+/// the route to it.
+struct PeerConfigs {
+    server: quinn::ServerConfig,
+    client: quinn::ClientConfig,
+    settings: DataPlaneSettings,
+}
+
+impl PeerConfigs {
+    /// For a connection accepted from a peer with this upper bound: it starts closed but for
+    /// its proof stream; `authenticate` opens the windows once the proof verified.
+    fn server_for(&self, max_mtu: u16) -> quinn::ServerConfig {
+        let mut pre_auth = transport_config(&self.settings, max_mtu);
+        pre_auth
+            .receive_window(quinn::VarInt::from_u32(PRE_AUTH_WINDOW))
+            .max_concurrent_bidi_streams(quinn::VarInt::from_u32(1));
+        let mut config = self.server.clone();
+        config.transport_config(Arc::new(pre_auth));
+        config
+    }
+
+    fn client_for(&self, max_mtu: u16) -> quinn::ClientConfig {
+        let mut config = self.client.clone();
+        config.transport_config(Arc::new(transport_config(&self.settings, max_mtu)));
+        config
+    }
 }
 
 /// Starts the data plane's runtime on a thread of its own; it ends when `shutdown` fires or is
@@ -269,30 +361,29 @@ impl DataPlane {
             .map_err(|e| bind_err(e.to_string()))?
             .next()
             .ok_or_else(|| bind_err("the host name resolves to no address".into()))?;
-        let transport = Arc::new(transport_config(&settings));
         let server_tls = security::server_tls(ALPN).map_err(|e| bind_err(e.to_string()))?;
         let server_crypto = quinn::crypto::rustls::QuicServerConfig::try_from(server_tls)
             .map_err(|e| bind_err(e.to_string()))?;
-        let mut server_config = quinn::ServerConfig::with_crypto(Arc::new(server_crypto));
-        // An accepted connection starts closed but for its proof stream; `authenticate` opens
-        // the windows once the proof verified.
-        let mut pre_auth = transport_config(&settings);
-        pre_auth
-            .receive_window(quinn::VarInt::from_u32(PRE_AUTH_WINDOW))
-            .max_concurrent_bidi_streams(quinn::VarInt::from_u32(1));
-        server_config
-            .transport_config(Arc::new(pre_auth))
+        let mut server_base = quinn::ServerConfig::with_crypto(Arc::new(server_crypto));
+        server_base
             .max_incoming(MAX_INCOMING)
             .incoming_buffer_size(64 * 1024)
             .incoming_buffer_size_total(4 * 1024 * 1024);
         let client_tls = security::client_tls(ALPN).map_err(|e| bind_err(e.to_string()))?;
         let client_crypto = quinn::crypto::rustls::QuicClientConfig::try_from(client_tls)
             .map_err(|e| bind_err(e.to_string()))?;
-        let mut client_config = quinn::ClientConfig::new(Arc::new(client_crypto));
-        client_config.transport_config(transport);
+        let client_base = quinn::ClientConfig::new(Arc::new(client_crypto));
+        let configs = PeerConfigs {
+            server: server_base,
+            client: client_base,
+            settings: settings.clone(),
+        };
         let mut endpoint_config = quinn::EndpointConfig::default();
         endpoint_config
-            .max_udp_payload_size(settings.max_mtu.max(DEFAULT_MTU))
+            .max_udp_payload_size(match settings.max_mtu {
+                MtuLimit::Auto => LARGEST_MTU,
+                MtuLimit::Max(n) => n.max(DEFAULT_MTU),
+            })
             .map_err(|e| bind_err(e.to_string()))?;
         let socket = std::net::UdpSocket::bind(addr).map_err(|e| bind_err(e.to_string()))?;
         // Bursts of large datagrams overflow the kernel's default socket buffers (~208 KiB) as
@@ -311,14 +402,15 @@ impl DataPlane {
             let _in_runtime = handle.enter();
             let runtime =
                 quinn::default_runtime().ok_or_else(|| bind_err("no async runtime".into()))?;
-            let mut endpoint =
-                quinn::Endpoint::new(endpoint_config, Some(server_config), socket, runtime)
-                    .map_err(|e| bind_err(e.to_string()))?;
-            endpoint.set_default_client_config(client_config);
-            endpoint
+            // Every connection gets configurations made for its peer; these defaults are
+            // never used.
+            let default_server = configs.server_for(DEFAULT_MTU);
+            quinn::Endpoint::new(endpoint_config, Some(default_server), socket, runtime)
+                .map_err(|e| bind_err(e.to_string()))?
         };
         let plane = Arc::new(DataPlane {
             endpoint,
+            configs,
             secret,
             connections: AsyncMutex::new(HashMap::new()),
             runtime: handle.clone(),
@@ -348,9 +440,10 @@ impl DataPlane {
             return Ok(c.clone());
         }
         let connect_err = |reason: String| TransportError::Connect { addr, reason };
+        let max_mtu = peer_upper_bound(self.settings.max_mtu, addr);
         let connection = self
             .endpoint
-            .connect(addr, "sluice")
+            .connect_with(self.configs.client_for(max_mtu), addr, "sluice")
             .map_err(|e| connect_err(e.to_string()))?
             .await
             .map_err(|e| connect_err(e.to_string()))?;
@@ -704,7 +797,16 @@ async fn accept_loop(plane: Arc<DataPlane>, registry: Arc<PartitionRegistry>) {
                 return;
             };
             let timeout = plane.settings.handshake_timeout;
-            let connection = match tokio::time::timeout(timeout, incoming).await {
+            let max_mtu = peer_upper_bound(plane.settings.max_mtu, remote);
+            let connecting = match incoming.accept_with(Arc::new(plane.configs.server_for(max_mtu)))
+            {
+                Ok(connecting) => connecting,
+                Err(e) => {
+                    debug!(%remote, error = %e, "data connection attempt refused");
+                    return;
+                }
+            };
+            let connection = match tokio::time::timeout(timeout, connecting).await {
                 Ok(Ok(connection)) => connection,
                 Ok(Err(e)) => {
                     debug!(%remote, error = %e, "data connection attempt failed");
@@ -962,6 +1064,39 @@ mod tests {
         );
         assert!(decode_time(KIND_STATUS, &[7]).is_err());
         assert!(decode_time(KIND_STATUS, &[]).is_err());
+    }
+
+    #[test]
+    fn the_datagram_bound_follows_the_route_unless_fixed() {
+        // Loopback and jumbo frames: the route's MTU less the headers, at most 65000.
+        assert_eq!(mtu_upper_bound(MtuLimit::Auto, Some(65535), false), 65000);
+        assert_eq!(mtu_upper_bound(MtuLimit::Auto, Some(9000), false), 8972);
+        assert_eq!(mtu_upper_bound(MtuLimit::Auto, Some(9000), true), 8952);
+        // Ethernet, a tunnel, or a route the kernel could not tell: QUIC's safe default.
+        for route in [Some(1500), Some(1280), Some(576), None] {
+            assert_eq!(mtu_upper_bound(MtuLimit::Auto, route, false), DEFAULT_MTU);
+        }
+        // A number is one bound for every peer, whatever the route.
+        assert_eq!(
+            mtu_upper_bound(MtuLimit::Max(1452), Some(65536), false),
+            1452
+        );
+        assert_eq!(
+            mtu_upper_bound(MtuLimit::Max(9000), Some(1500), false),
+            9000
+        );
+    }
+
+    #[test]
+    fn the_kernel_reports_loopbacks_mtu_for_a_local_peer() {
+        // Linux's loopback device has a 64 KiB MTU, which the route reports as the largest IP
+        // packet (65535); a peer on another host gets its interface's.
+        let mtu = route_mtu("127.0.0.1:9".parse().unwrap()).expect("route MTU of 127.0.0.1");
+        assert_eq!(mtu, 65535, "loopback's MTU");
+        assert_eq!(
+            peer_upper_bound(MtuLimit::Auto, "127.0.0.1:9".parse().unwrap()),
+            LARGEST_MTU
+        );
     }
 
     proptest! {
