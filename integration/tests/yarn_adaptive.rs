@@ -171,18 +171,26 @@ fn an_adaptive_job_on_yarn_gets_containers_up_to_its_bound_and_rescales_as_they_
         .status()
         .expect("kill");
     assert!(status.success());
-    wait_for(Duration::from_secs(60), "the job to shrink to 2", || {
-        running_at(2)
-    });
-    let shrank = killed.elapsed();
+    let on_a_replacement = || {
+        running_at(3)?;
+        let now = taskmanager_ids(&client, &rest);
+        (now.len() == 3 && now.iter().any(|id| !before.contains(id))).then_some(())
+    };
+    // Mostly it restarts at 2 first; when YARN's replacement has registered before the restart
+    // (it may, under load), the job goes straight back to 3 on it, which is as right: it did
+    // not wait for a container it could not be sure of.
+    let shrank = wait_for(
+        Duration::from_secs(60),
+        "the job to run at 2, or at 3 on a replacement container",
+        || match running_at(2) {
+            Some(()) => Some(Some(killed.elapsed())),
+            None => on_a_replacement().map(|()| None),
+        },
+    );
     wait_for(
         Duration::from_secs(90),
         "the job to grow back to 3 on a replacement container",
-        || {
-            running_at(3)?;
-            let now = taskmanager_ids(&client, &rest);
-            (now.len() == 3 && now.iter().any(|id| !before.contains(id))).then_some(())
-        },
+        on_a_replacement,
     );
     let regrew = killed.elapsed();
 
@@ -218,10 +226,13 @@ fn an_adaptive_job_on_yarn_gets_containers_up_to_its_bound_and_rescales_as_they_
         || container_processes(&app).is_empty().then_some(()),
     );
     println!(
-        "MEASURED adaptive on YARN: submitted -> running at 2 on 2 new containers {} ms; PUT upper bound 3 -> running at 3 on a third {} ms; container killed -> running at 2 {} ms, -> at 3 on a replacement {} ms",
+        "MEASURED adaptive on YARN: submitted -> running at 2 on 2 new containers {} ms; PUT upper bound 3 -> running at 3 on a third {} ms; container killed -> running at 2 {}, -> at 3 on a replacement {} ms",
         started.as_millis(),
         grew.as_millis(),
-        shrank.as_millis(),
+        shrank.map_or(
+            "skipped (the replacement came first)".to_string(),
+            |d| format!("{} ms", d.as_millis())
+        ),
         regrew.as_millis()
     );
 }
