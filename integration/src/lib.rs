@@ -554,6 +554,20 @@ impl StandaloneCluster {
             .unwrap_or_default()
     }
 
+    /// The Prometheus reporter port each registered TaskManager names in REST, in REST's order.
+    pub fn reporter_ports(&self) -> Vec<u16> {
+        self.get("/taskmanagers").expect("taskmanagers")["taskmanagers"]
+            .as_array()
+            .expect("a list of TaskManagers")
+            .iter()
+            .map(|tm| {
+                tm["prometheusReporterPort"]
+                    .as_u64()
+                    .expect("a reporter port") as u16
+            })
+            .collect()
+    }
+
     /// `sluice check-counting` of a `counting` output: whether it passed, and its report.
     pub fn check_counting(&self, records: u64, keys: u64, dir: &Path) -> (bool, String) {
         self.check_windowed_counting(records, keys, None, dir)

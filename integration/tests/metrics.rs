@@ -45,16 +45,7 @@ fn prometheus_scrapes_the_reporters_and_rest_serves_the_metrics() {
 
     // The TaskManagers name their reporter ports in REST; each took its own port of the range.
     let tms = cluster.get("/taskmanagers").expect("taskmanagers");
-    let tm_ports: Vec<u16> = tms["taskmanagers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|tm| {
-            tm["prometheusReporterPort"]
-                .as_u64()
-                .expect("a reporter port") as u16
-        })
-        .collect();
+    let tm_ports = cluster.reporter_ports();
     assert_eq!(tm_ports.len(), 2);
     assert_ne!(tm_ports[0], tm_ports[1]);
     assert!(tm_ports.iter().all(|p| (first..=last).contains(p)));

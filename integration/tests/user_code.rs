@@ -163,20 +163,18 @@ fn a_workers_subtasks_are_served_by_its_taskmanagers_prometheus_reporter() {
     assert!(ok, "{text}");
     let job = job_id_of(&text);
     cluster.wait_state(&job, "RUNNING", Duration::from_secs(30));
-    let ports: Vec<u64> = cluster.get("/taskmanagers").expect("taskmanagers")["taskmanagers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|tm| {
-            tm["prometheusReporterPort"]
-                .as_u64()
-                .expect("a reporter port")
-        })
-        .collect();
+    let ports = cluster.reporter_ports();
     let http = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
+    let scrape = |port: &u16| {
+        http.get(format!("http://127.0.0.1:{port}/metrics"))
+            .send()
+            .and_then(|r| r.text())
+            .ok()
+    };
+    let of_the_job = format!("job_id=\"{job}\"");
     // The worker's source subtask, with Flink's labels, counting what it wrote.
     let wanted = "flink_taskmanager_job_task_numRecordsOut{host=";
     let line = wait_for(
@@ -184,15 +182,11 @@ fn a_workers_subtasks_are_served_by_its_taskmanagers_prometheus_reporter() {
         "the worker's source among a TaskManager's task metrics",
         || {
             ports.iter().find_map(|port| {
-                let text = http
-                    .get(format!("http://127.0.0.1:{port}/metrics"))
-                    .send()
-                    .and_then(|r| r.text())
-                    .ok()?;
+                let text = scrape(port)?;
                 text.lines()
                     .find(|l| {
                         l.starts_with(wanted)
-                            && l.contains(&format!("job_id=\"{job}\""))
+                            && l.contains(&of_the_job)
                             && l.contains("task_name=\"Generator Source\"")
                             && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) > Some(0.0)
                     })
@@ -210,12 +204,7 @@ fn a_workers_subtasks_are_served_by_its_taskmanagers_prometheus_reporter() {
         || {
             ports
                 .iter()
-                .all(|port| {
-                    http.get(format!("http://127.0.0.1:{port}/metrics"))
-                        .send()
-                        .and_then(|r| r.text())
-                        .is_ok_and(|t| !t.contains(&format!("job_id=\"{job}\"")))
-                })
+                .all(|port| scrape(port).is_some_and(|t| !t.contains(&of_the_job)))
                 .then_some(())
         },
     );
